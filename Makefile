@@ -1,0 +1,54 @@
+# vkpy's commands. `make run` and `make test` are the two a new user needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CLUSTER_DIR ?= .cluster
+STAMP := $(VENV)/.installed
+
+.PHONY: help venv controlplane cluster cluster-down run test test-unit lint bench clean
+
+help:
+	@echo "make run          local control plane (or KUBECONFIG) + a virtual node"
+	@echo "make test         the whole test suite against a real control plane"
+	@echo "make lint         ruff, mypy --strict, import-linter"
+	@echo "make bench        benchmarks, figures into docs/benchmarks.md"
+	@echo "make cluster      start the local control plane in $(CLUSTER_DIR)"
+	@echo "make cluster-down stop it"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+controlplane:
+	@controlplane/build.sh >/dev/null
+
+cluster: venv controlplane
+	$(PY) -m vkpy.devcluster up --dir $(CLUSTER_DIR)
+
+cluster-down: venv
+	$(PY) -m vkpy.devcluster down --dir $(CLUSTER_DIR)
+
+run: venv
+	@$(PY) -m vkpy.devcluster run --dir $(CLUSTER_DIR)
+
+test: venv controlplane
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check vkpy tests bench
+	$(VENV)/bin/ruff format --check vkpy tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+bench: venv controlplane
+	$(PY) bench/pods.py --pods $${PODS:-1000}
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
