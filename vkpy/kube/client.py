@@ -1,0 +1,208 @@
+"""A small raw-JSON client for the Kubernetes API server.
+
+kubernetes-asyncio loads the configuration (kubeconfig, in-cluster service account,
+exec and token plugins) and owns the HTTP session; this module sends requests through
+that session and hands back decoded JSON, skipping the model classes, which cost more
+than everything else vkpy does with a pod. Every request is counted in the
+`vkpy_api_requests_total` metric so benchmarks can report API calls per pod.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from vkpy import metrics
+from vkpy.objects import KubeObject
+
+log = logging.getLogger(__name__)
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+QueryValue = str | int | bool
+Query = Mapping[str, QueryValue]
+
+
+class ApiError(Exception):
+    """The API server answered with an error status (or could not be reached: status 0)."""
+
+    def __init__(self, status: int, reason: str, message: str, body: KubeObject | None = None):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in (0, 429, 500, 502, 503, 504)
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How to reach the API server."""
+
+    kubeconfig: str | None = None
+    """Path of a kubeconfig; None means in-cluster configuration."""
+    context: str | None = None
+    max_connections: int = 64
+    request_timeout: float = 30.0
+
+
+class KubeClient:
+    """Raw JSON requests and streaming watches over kubernetes-asyncio's session."""
+
+    def __init__(self, api_client: k8s_client.ApiClient, options: ClientOptions) -> None:
+        self._api = api_client
+        self._options = options
+        self._host = str(api_client.configuration.host).rstrip("/")
+
+    @classmethod
+    async def connect(cls, options: ClientOptions) -> KubeClient:
+        """Load configuration and open the session (no request is sent yet)."""
+        configuration = k8s_client.Configuration()
+        if options.kubeconfig:
+            await k8s_config.load_kube_config(
+                config_file=options.kubeconfig,
+                context=options.context,
+                client_configuration=configuration,
+            )
+        else:
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        configuration.connection_pool_maxsize = options.max_connections
+        return cls(k8s_client.ApiClient(configuration), options)
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        session: aiohttp.ClientSession = self._api.rest_client.pool_manager
+        return session
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {"Accept": "application/json", "User-Agent": "vkpy"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        await self._api.update_params_for_auth(headers, [], ["BearerToken"])
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> KubeObject:
+        """Send one request and return the decoded JSON body; raise ApiError on failure."""
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        headers = await self._headers(content_type if data is not None else None)
+        started = time.monotonic()
+        outcome = "error"
+        try:
+            async with self.session.request(
+                method,
+                self._host + path,
+                params=_params(query),
+                data=data,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout or self._options.request_timeout),
+            ) as response:
+                outcome = str(response.status)
+                text = await response.text()
+                if response.status >= 400:
+                    raise _api_error(response.status, text)
+                result: KubeObject = json.loads(text) if text else {}
+                return result
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            raise ApiError(0, "Unreachable", f"{method} {path}: {error!r}") from error
+        finally:
+            metrics.API_REQUESTS.labels(method, outcome).inc()
+            metrics.API_LATENCY.labels(method).observe(time.monotonic() - started)
+
+    async def get(self, path: str, query: Query | None = None) -> KubeObject:
+        return await self.request("GET", path, query=query)
+
+    async def create(self, path: str, body: KubeObject) -> KubeObject:
+        return await self.request("POST", path, body=body)
+
+    async def replace(self, path: str, body: KubeObject) -> KubeObject:
+        return await self.request("PUT", path, body=body)
+
+    async def patch(
+        self, path: str, body: object, content_type: str = STRATEGIC_MERGE_PATCH
+    ) -> KubeObject:
+        return await self.request("PATCH", path, body=body, content_type=content_type)
+
+    async def delete(
+        self, path: str, body: KubeObject | None = None, query: Query | None = None
+    ) -> KubeObject:
+        return await self.request("DELETE", path, body=body, query=query)
+
+    async def stream_lines(self, path: str, query: Query, timeout: float) -> AsyncIterator[bytes]:
+        """GET a streaming endpoint (a watch) and yield its lines as they arrive."""
+        headers = await self._headers(None)
+        metrics.API_REQUESTS.labels("WATCH", "started").inc()
+        try:
+            async with self.session.get(
+                self._host + path,
+                params=_params(query),
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=10),
+            ) as response:
+                if response.status >= 400:
+                    raise _api_error(response.status, await response.text())
+                while line := await response.content.readline():
+                    yield line
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            raise ApiError(0, "Unreachable", f"watch {path}: {error!r}") from error
+
+
+def _params(query: Query | None) -> list[tuple[str, str]]:
+    if not query:
+        return []
+    out: list[tuple[str, str]] = []
+    for name, value in query.items():
+        out.append(
+            (name, ("true" if value else "false") if isinstance(value, bool) else str(value))
+        )
+    return out
+
+
+def _api_error(status: int, text: str) -> ApiError:
+    body: Any = None
+    with contextlib.suppress(ValueError):
+        body = json.loads(text)
+    if isinstance(body, dict):
+        return ApiError(status, str(body.get("reason", "")), str(body.get("message", text)), body)
+    return ApiError(status, "", text[:500])

@@ -1,0 +1,50 @@
+"""vkpy's own Prometheus metrics, defined once so every layer records into the same
+series and `/metrics` can serve them (prometheus-client's default registry)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+API_REQUESTS = Counter(
+    "vkpy_api_requests_total",
+    "Requests sent to the Kubernetes API server, by method and HTTP status (or error).",
+    ["method", "code"],
+)
+API_LATENCY = Histogram(
+    "vkpy_api_request_duration_seconds",
+    "Latency of requests to the Kubernetes API server.",
+    ["method"],
+)
+POD_OPERATIONS = Counter(
+    "vkpy_pod_operations_total",
+    "Operations on pods in the backend, by kind (create, update, delete, status) and outcome.",
+    ["operation", "outcome"],
+)
+POD_OPERATION_DURATION = Histogram(
+    "vkpy_pod_operation_duration_seconds",
+    "Duration of backend operations on pods.",
+    ["operation"],
+)
+POD_QUEUE_DEPTH = Gauge(
+    "vkpy_pod_queue_depth",
+    "Pods waiting for a worker.",
+)
+PODS = Gauge(
+    "vkpy_pods",
+    "Pods bound to this node that vkpy tracks.",
+)
+WATCH_RESTARTS = Counter(
+    "vkpy_watch_restarts_total",
+    "Times a watch was restarted, by resource and cause (expired, error, closed).",
+    ["resource", "cause"],
+)
+EVENTS = Counter(
+    "vkpy_events_total",
+    "Kubernetes Events by outcome (sent, aggregated, dropped by the rate limit, failed).",
+    ["outcome"],
+)
+STATUS_UPDATES = Counter(
+    "vkpy_pod_status_updates_total",
+    "Pod status patches, by outcome (written, unchanged, failed).",
+    ["outcome"],
+)

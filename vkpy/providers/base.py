@@ -1,0 +1,332 @@
+"""The contract between the kubelet logic and a backend that runs pods.
+
+A backend ("provider") makes pods run somewhere that is not a container runtime.
+The kubelet side (vkpy.node, vkpy.api) does everything Kubernetes-shaped: it watches
+the API server, resolves environment variables and volume contents, computes pod
+conditions, writes status, serves the kubelet API. A backend only runs what it is
+given and says what became of it. The contract is split by capability into small
+Protocols, so a backend implements what it can and the API answers clearly (501)
+for what it cannot:
+
+- `Provider` (required): start/close, node info and resources, `ping`, and the pod
+  lifecycle: `create_pod`, `update_pod`, `delete_pod`, `get_pod_status`, `list_pods`.
+- `PushesStatus`: the backend calls back when a pod's state changes. A backend that
+  cannot push is polled by the kubelet side (see vkpy.node.polling).
+- `LogsProvider`, `ExecProvider`, `AttachProvider`, `PortForwardProvider`,
+  `StatsProvider`: the hooks of the kubelet HTTPS API.
+
+Rules every backend follows:
+
+- Identify pods by `PodRef.uid`: a pod deleted and recreated with the same name is a
+  different pod.
+- Raise the typed errors of `vkpy.providers.errors`, never bare exceptions on purpose:
+  `RetryableError` for transient trouble (it is retried with backoff),
+  `InvalidInputError`/`UnsupportedError` for pods the backend cannot run (reported on
+  the pod and not retried), `NotFoundError` for unknown pods.
+- Never log or put into an error message a value from `ContainerConfig.env` or a
+  volume file: they may be secrets.
+- Be idempotent: `create_pod` for a pod that already exists, and `delete_pod` for one
+  that is gone, are not errors (`delete_pod` may raise NotFoundError, which is fine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol, runtime_checkable
+
+from vkpy.objects import KubeObject
+
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+StateName = Literal["waiting", "running", "terminated"]
+LogStream = Literal["stdout", "stderr"]
+
+
+@dataclass(frozen=True, order=True)
+class PodRef:
+    """Which pod: namespace and name for people, uid for identity."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class VolumeFile:
+    """One file of a materialized volume (configMap, secret, downwardAPI, projected)."""
+
+    path: str
+    """Relative path inside the volume (already checked: no `..`, not absolute)."""
+    data: bytes = field(repr=False)
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class VolumeConfig:
+    """A volume of the pod as the kubelet resolved it.
+
+    `kind` is the pod spec's volume type (`emptyDir`, `configMap`, `secret`,
+    `downwardAPI`, `projected`, `hostPath`, ...). For the kinds whose content the
+    kubelet reads from the API server, `files` holds that content; `source` is the
+    volume's spec as written, for the kinds a backend maps itself.
+    """
+
+    name: str
+    kind: str
+    source: KubeObject = field(default_factory=dict, repr=False)
+    files: tuple[VolumeFile, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContainerConfig:
+    """One container, resolved by the kubelet side and ready to run.
+
+    `command` and `args` have `$(VAR)` references expanded; `env` holds the final
+    variables in order (values may be secrets: never log them).
+    """
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    working_dir: str | None = None
+    spec: KubeObject = field(default_factory=dict, repr=False)
+    """The container's spec as written (ports, probes, resources, mounts, ...)."""
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """What to execute: command followed by args."""
+        return self.command + self.args
+
+
+@dataclass(frozen=True)
+class PodConfig:
+    """Everything a backend needs to run a pod."""
+
+    ref: PodRef
+    pod: KubeObject = field(repr=False)
+    """The pod object as last seen from the API server (read-only)."""
+    init_containers: tuple[ContainerConfig, ...]
+    containers: tuple[ContainerConfig, ...]
+    volumes: tuple[VolumeConfig, ...] = ()
+
+    @property
+    def restart_policy(self) -> str:
+        value = (self.pod.get("spec") or {}).get("restartPolicy") or "Always"
+        return str(value)
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """What became of one container, in the terms of a Kubernetes ContainerStatus."""
+
+    name: str
+    state: StateName
+    reason: str | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    restart_count: int = 0
+    ready: bool = False
+    """Readiness as the backend knows it (its probes); running without probes = ready."""
+    started: bool | None = None
+    """Startup probe passed (None: the backend does not say; derived from running)."""
+    last_terminated: ContainerState | None = None
+    image: str = ""
+    image_id: str = ""
+    container_id: str = ""
+
+
+@dataclass(frozen=True)
+class PodState:
+    """A backend's view of a pod. The kubelet side derives conditions from it."""
+
+    phase: PodPhase
+    containers: tuple[ContainerState, ...] = ()
+    init_containers: tuple[ContainerState, ...] = ()
+    reason: str | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    pod_ip: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What the Node's status.nodeInfo and addresses say about this backend."""
+
+    operating_system: str
+    architecture: str
+    runtime_name: str
+    runtime_version: str
+    kernel_version: str = ""
+    os_image: str = ""
+
+
+@dataclass(frozen=True)
+class NodeResources:
+    """Capacity and allocatable as Kubernetes quantities (`{"cpu": "8", ...}`)."""
+
+    capacity: Mapping[str, str]
+    allocatable: Mapping[str, str]
+
+
+StatusCallback = Callable[[PodRef], None]
+"""Called by a backend, from the event loop, when a pod's state may have changed."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """The capabilities every backend has."""
+
+    name: str
+    """Short name, used in the taint, containerRuntimeVersion and logs."""
+
+    async def start(self) -> None:
+        """Open clients and resume state. Called once before any other call."""
+
+    async def close(self) -> None:
+        """Release everything. Pods keep running where the backend allows it."""
+
+    def node_info(self) -> NodeInfo: ...
+
+    def node_resources(self) -> NodeResources: ...
+
+    async def ping(self) -> None:
+        """Raise (any ProviderError) when the backend is unhealthy; the Node turns NotReady."""
+
+    async def create_pod(self, pod: PodConfig) -> None:
+        """Start running the pod. Returns once the backend accepted it."""
+
+    async def update_pod(self, pod: PodConfig) -> None:
+        """Apply a changed spec (image change, ...). UnsupportedError if it cannot."""
+
+    async def delete_pod(self, ref: PodRef, grace_period: float) -> None:
+        """Stop the pod (SIGTERM-like, then forcefully after `grace_period` s) and forget it.
+
+        Returns once it no longer runs."""
+
+    async def get_pod_status(self, ref: PodRef) -> PodState:
+        """The pod's current state; NotFoundError when the backend has no such pod."""
+
+    async def list_pods(self) -> Sequence[PodRef]:
+        """Pods the backend holds for this node (running or finished), for adoption."""
+
+
+@runtime_checkable
+class PushesStatus(Protocol):
+    """A backend that tells when pods change (otherwise it is polled)."""
+
+    def on_status_change(self, callback: StatusCallback) -> None:
+        """Register the callback; called before `start`."""
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """Which log lines to read. The backend honours all of it but `timestamps` and
+    `limit_bytes`, which the kubelet API applies itself."""
+
+    container: str
+    follow: bool = False
+    previous: bool = False
+    since: datetime | None = None
+    tail_lines: int | None = None
+    streams: frozenset[LogStream] = frozenset({"stdout", "stderr"})
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One line (or chunk) of output, with when it was written."""
+
+    time: datetime
+    stream: LogStream
+    data: bytes
+
+
+@runtime_checkable
+class LogsProvider(Protocol):
+    def container_logs(self, ref: PodRef, query: LogQuery) -> AsyncIterator[LogRecord]:
+        """Records in order; with `follow`, keeps going until the container ends.
+
+        NotFoundError for an unknown pod or container."""
+
+
+class ByteSource(Protocol):
+    async def read(self) -> bytes:
+        """Next chunk; b"" at end of input."""
+
+
+class ByteSink(Protocol):
+    async def write(self, data: bytes) -> None: ...
+
+    async def close(self) -> None:
+        """No more data will be written."""
+
+
+@dataclass(frozen=True)
+class TerminalSize:
+    width: int
+    height: int
+
+
+@dataclass
+class StreamIO:
+    """The client's streams for exec and attach; None where the client did not ask."""
+
+    stdin: ByteSource | None
+    stdout: ByteSink | None
+    stderr: ByteSink | None
+    tty: bool
+    resize: AsyncIterator[TerminalSize] | None = None
+
+
+@runtime_checkable
+class ExecProvider(Protocol):
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], io: StreamIO
+    ) -> int:
+        """Run `command` in the container's context; return its exit code."""
+
+
+@runtime_checkable
+class AttachProvider(Protocol):
+    async def attach_to_container(self, ref: PodRef, container: str, io: StreamIO) -> int | None:
+        """Connect to the main process; return its exit code if it ended."""
+
+
+@runtime_checkable
+class PortForwardProvider(Protocol):
+    async def port_forward(
+        self, ref: PodRef, port: int, inbound: ByteSource, outbound: ByteSink
+    ) -> None:
+        """Carry one connection to the pod's `port` until either side closes."""
+
+
+@dataclass(frozen=True)
+class ContainerStats:
+    name: str
+    start_time: datetime
+    cpu_usage_core_seconds: float
+    """Cumulative CPU time; never decreases for one container instance."""
+    memory_working_set_bytes: int
+    memory_usage_bytes: int
+    memory_rss_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class PodStats:
+    ref: PodRef
+    start_time: datetime
+    containers: tuple[ContainerStats, ...]
+
+
+@runtime_checkable
+class StatsProvider(Protocol):
+    async def pod_stats(self) -> Sequence[PodStats]:
+        """A sample of every running pod's containers, taken now."""

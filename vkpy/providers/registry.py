@@ -1,0 +1,53 @@
+"""Choosing a backend by name (`--provider`) and building it from its config file.
+
+Backends are imported only when chosen, so a node running `sim` never loads an SDK
+it does not use. Adding a backend means adding a line to `_FACTORIES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from vkpy.providers.base import Provider
+
+
+@dataclass(frozen=True)
+class ProviderContext:
+    """What every backend may need besides its own settings."""
+
+    node_name: str
+    state_dir: str
+    internal_ip: str
+
+
+Factory = Callable[[Mapping[str, object], ProviderContext], Provider]
+
+
+class ProviderConfigError(ValueError):
+    """The backend's configuration is invalid; the message says what to fix."""
+
+
+def _sim(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
+    sim = importlib.import_module("vkpy.providers.sim")
+    try:
+        config = sim.SimConfig.from_dict(raw, state_dir=ctx.state_dir)
+    except (TypeError, ValueError) as error:
+        raise ProviderConfigError(f"sim: {error}") from error
+    provider: Provider = sim.SimProvider(config)
+    return provider
+
+
+_FACTORIES: dict[str, Factory] = {"sim": _sim}
+
+
+def names() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def create(name: str, raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
+    factory = _FACTORIES.get(name)
+    if factory is None:
+        raise ProviderConfigError(f"unknown provider {name!r}; known: {', '.join(names())}")
+    return factory(raw, ctx)

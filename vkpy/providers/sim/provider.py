@@ -1,0 +1,403 @@
+"""A simulated backend whose pods "run" on a clock, with faults on demand.
+
+The sim backend lets every kubelet behaviour be exercised against the real control
+plane without a real workload: pods start after a configurable latency, run for a
+set time (or forever), exit with a set code, restart per restartPolicy, and a share of
+calls can fail with retryable errors. Each pod's record is a small JSON file under the
+state directory, so the simulated platform outlives vkpy itself (kill vkpy, start it
+again, and the pods are still "running"). A pod's state is a pure function of its
+record and the time, which keeps the simulation deterministic.
+
+Per-pod overrides, as annotations: `sim.vkpy.io/start-seconds`,
+`sim.vkpy.io/run-seconds` (empty or "forever" to run until deleted),
+`sim.vkpy.io/exit-code`. A value that is not a number is invalid input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import platform
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from vkpy import __version__
+from vkpy.providers.base import (
+    ContainerState,
+    NodeInfo,
+    NodeResources,
+    PodConfig,
+    PodPhase,
+    PodRef,
+    PodState,
+    StatusCallback,
+)
+from vkpy.providers.errors import InvalidInputError, NotFoundError, RetryableError
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_PREFIX = "sim.vkpy.io/"
+DEFAULT_CAPACITY: Mapping[str, str] = {
+    "cpu": "1000",
+    "memory": "4Ti",
+    "pods": "5000",
+    "ephemeral-storage": "10Ti",
+}
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Settings of the simulated platform (the `--provider-config` of `sim`)."""
+
+    start_seconds: float = 0.0
+    """Time from create until containers run."""
+    run_seconds: float | None = None
+    """How long each container runs before exiting; None: until deleted."""
+    exit_code: int = 0
+    """Exit code of containers that end."""
+    restart_delay: float = 1.0
+    """Pause before a restart (shown as CrashLoopBackOff)."""
+    failure_rate: float = 0.0
+    """Share of backend calls that fail with a retryable error (fault injection)."""
+    seed: int | None = None
+    capacity: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
+    state_dir: str | None = None
+    """Where pod records live; None keeps them in memory only."""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object], state_dir: str | None) -> SimConfig:
+        known = {f for f in cls.__dataclass_fields__ if f != "state_dir"}
+        unknown = set(raw) - known
+        if unknown:
+            raise ValueError(f"unknown sim settings: {', '.join(sorted(unknown))}")
+        values = dict(raw)
+        capacity = dict(DEFAULT_CAPACITY)
+        capacity.update({str(k): str(v) for k, v in dict(values.pop("capacity", {}) or {}).items()})  # type: ignore[call-overload]
+        config = cls(**values, capacity=capacity, state_dir=state_dir)  # type: ignore[arg-type]
+        if not 0 <= config.failure_rate < 1:
+            raise ValueError("failure_rate must be in [0, 1)")
+        return config
+
+
+@dataclass(frozen=True)
+class _Record:
+    """What the platform remembers about one pod (persisted as JSON)."""
+
+    namespace: str
+    name: str
+    uid: str
+    created: float
+    start_seconds: float
+    run_seconds: float | None
+    exit_code: int
+    restart_policy: str
+    containers: list[tuple[str, str]]
+    init_containers: list[str]
+
+    @property
+    def ref(self) -> PodRef:
+        return PodRef(self.namespace, self.name, self.uid)
+
+
+def _number(annotations: Mapping[str, str], key: str, default: float | None) -> float | None:
+    raw = annotations.get(ANNOTATION_PREFIX + key)
+    if raw is None:
+        return default
+    if raw.strip() in ("", "forever"):
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidInputError(
+            f"annotation {ANNOTATION_PREFIX}{key}={raw!r} is not a number",
+            reason="InvalidSimAnnotation",
+        ) from None
+
+
+def _at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+class SimProvider:
+    """The simulated platform. See the module docstring."""
+
+    name = "sim"
+
+    def __init__(self, config: SimConfig) -> None:
+        self._config = config
+        self._random = random.Random(config.seed)
+        self._records: dict[str, _Record] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._callback: StatusCallback | None = None
+        self._dir = Path(config.state_dir) / "sim" if config.state_dir else None
+
+    # --- lifecycle of the backend -------------------------------------------------
+
+    def on_status_change(self, callback: StatusCallback) -> None:
+        self._callback = callback
+
+    async def start(self) -> None:
+        if self._dir is None:
+            return
+        self._dir.mkdir(parents=True, exist_ok=True)
+        for path in self._dir.glob("*.json"):
+            try:
+                raw = json.loads(path.read_text())
+                raw["containers"] = [tuple(c) for c in raw["containers"]]
+                record = _Record(**raw)
+            except (OSError, ValueError, TypeError) as error:
+                log.warning(
+                    "ignoring unreadable sim record", extra={"path": str(path), "error": str(error)}
+                )
+                continue
+            self._records[record.uid] = record
+            self._arm(record)
+        log.info("sim platform resumed", extra={"pods": len(self._records)})
+
+    async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    def node_info(self) -> NodeInfo:
+        return NodeInfo(
+            operating_system="linux",
+            architecture="amd64",
+            runtime_name="sim",
+            runtime_version=__version__,
+            kernel_version=platform.release(),
+            os_image="vkpy simulated platform",
+        )
+
+    def node_resources(self) -> NodeResources:
+        return NodeResources(capacity=self._config.capacity, allocatable=self._config.capacity)
+
+    async def ping(self) -> None:
+        return None
+
+    def _maybe_fail(self, operation: str) -> None:
+        if self._config.failure_rate and self._random.random() < self._config.failure_rate:
+            raise RetryableError(f"simulated transient failure in {operation}")
+
+    # --- pods ----------------------------------------------------------------------
+
+    async def create_pod(self, pod: PodConfig) -> None:
+        self._maybe_fail("create_pod")
+        if pod.ref.uid in self._records:
+            return
+        annotations = (pod.pod.get("metadata") or {}).get("annotations") or {}
+        start = _number(annotations, "start-seconds", self._config.start_seconds) or 0.0
+        run = _number(annotations, "run-seconds", self._config.run_seconds)
+        exit_code = _number(annotations, "exit-code", self._config.exit_code)
+        record = _Record(
+            namespace=pod.ref.namespace,
+            name=pod.ref.name,
+            uid=pod.ref.uid,
+            created=time.time(),
+            start_seconds=start,
+            run_seconds=run,
+            exit_code=int(exit_code or 0),
+            restart_policy=pod.restart_policy,
+            containers=[(c.name, c.image) for c in pod.containers],
+            init_containers=[c.name for c in pod.init_containers],
+        )
+        self._records[record.uid] = record
+        self._persist(record)
+        self._arm(record)
+
+    async def update_pod(self, pod: PodConfig) -> None:
+        self._maybe_fail("update_pod")
+        record = self._records.get(pod.ref.uid)
+        if record is None:
+            raise NotFoundError(f"sim has no pod {pod.ref}")
+        images = dict(record.containers)
+        changed = [(c.name, c.image) for c in pod.containers if images.get(c.name) != c.image]
+        if changed:
+            updated = _Record(
+                **{**asdict(record), "containers": [(c.name, c.image) for c in pod.containers]}
+            )
+            self._records[record.uid] = updated
+            self._persist(updated)
+            self._notify(record.ref)
+
+    async def delete_pod(self, ref: PodRef, grace_period: float) -> None:
+        self._maybe_fail("delete_pod")
+        record = self._records.pop(ref.uid, None)
+        timer = self._timers.pop(ref.uid, None)
+        if timer:
+            timer.cancel()
+        if self._dir is not None:
+            (self._dir / f"{ref.uid}.json").unlink(missing_ok=True)
+        if record is None:
+            raise NotFoundError(f"sim has no pod {ref}")
+
+    async def get_pod_status(self, ref: PodRef) -> PodState:
+        self._maybe_fail("get_pod_status")
+        record = self._records.get(ref.uid)
+        if record is None:
+            raise NotFoundError(f"sim has no pod {ref}")
+        return _state_at(record, time.time(), self._config.restart_delay)
+
+    async def list_pods(self) -> Sequence[PodRef]:
+        return [r.ref for r in self._records.values()]
+
+    # --- internals -----------------------------------------------------------------
+
+    def _persist(self, record: _Record) -> None:
+        if self._dir is None:
+            return
+        path = self._dir / f"{record.uid}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(record)))
+        os.replace(tmp, path)
+
+    def _notify(self, ref: PodRef) -> None:
+        if self._callback is not None:
+            self._callback(ref)
+
+    def _arm(self, record: _Record) -> None:
+        """Notify now, and again at the record's next state change."""
+        self._notify(record.ref)
+        upcoming = _next_change(record, time.time(), self._config.restart_delay)
+        if upcoming is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.pop(record.uid, None)
+            current = self._records.get(record.uid)
+            if current is not None:
+                self._arm(current)
+
+        old = self._timers.pop(record.uid, None)
+        if old:
+            old.cancel()
+        self._timers[record.uid] = loop.call_later(max(0.0, upcoming - time.time()) + 0.01, fire)
+
+
+def _restarts(record: _Record) -> bool:
+    if record.restart_policy == "Always":
+        return True
+    return record.restart_policy == "OnFailure" and record.exit_code != 0
+
+
+def _next_change(record: _Record, now: float, delay: float) -> float | None:
+    began = record.created + record.start_seconds
+    if now < began:
+        return began
+    if record.run_seconds is None:
+        return None
+    period = record.run_seconds + delay
+    if not _restarts(record):
+        end = began + record.run_seconds
+        return end if now < end else None
+    k = int((now - began) // period)
+    end = began + k * period + record.run_seconds
+    return end if now < end else began + (k + 1) * period
+
+
+def _state_at(record: _Record, now: float, delay: float) -> PodState:
+    """The pod's state at `now`: a pure function of the record and the time."""
+    began = record.created + record.start_seconds
+    inits = tuple(
+        ContainerState(
+            name=name,
+            state="terminated",
+            reason="Completed",
+            exit_code=0,
+            started_at=_at(min(now, began)),
+            finished_at=_at(min(now, began)),
+        )
+        for name in record.init_containers
+    )
+    if now < began:
+        waiting = tuple(
+            ContainerState(name=n, state="waiting", reason="ContainerCreating", image=i)
+            for n, i in record.containers
+        )
+        return PodState(phase="Pending", containers=waiting, started_at=_at(record.created))
+    if record.run_seconds is None:
+        return _uniform(record, "Running", inits, lambda n, i: _running(n, i, began, 0, None))
+    period = record.run_seconds + delay
+    if not _restarts(record):
+        end = began + record.run_seconds
+        if now < end:
+            return _uniform(record, "Running", inits, lambda n, i: _running(n, i, began, 0, None))
+        phase: PodPhase = "Succeeded" if record.exit_code == 0 else "Failed"
+        return _uniform(
+            record, phase, inits, lambda n, i: _terminated(n, i, record.exit_code, began, end)
+        )
+    k = int((now - began) // period)
+    run_start = began + k * period
+    last = (
+        _terminated("", "", record.exit_code, run_start - period, run_start - delay)
+        if k > 0
+        else None
+    )
+    if now < run_start + record.run_seconds:
+        return _uniform(record, "Running", inits, lambda n, i: _running(n, i, run_start, k, last))
+    finished = run_start + record.run_seconds
+    crashed = _terminated("", "", record.exit_code, run_start, finished)
+    return _uniform(
+        record,
+        "Running",
+        inits,
+        lambda n, i: ContainerState(
+            name=n,
+            state="waiting",
+            reason="CrashLoopBackOff",
+            message=f"back-off {delay:g}s restarting failed container={n}",
+            restart_count=k,
+            last_terminated=crashed,
+            image=i,
+        ),
+    )
+
+
+def _uniform(
+    record: _Record,
+    phase: PodPhase,
+    inits: tuple[ContainerState, ...],
+    make: Callable[[str, str], ContainerState],
+) -> PodState:
+    """Every container of the pod in the same state (the sim runs them in lockstep)."""
+    return PodState(
+        phase=phase,
+        containers=tuple(make(n, i) for n, i in record.containers),
+        init_containers=inits,
+        started_at=_at(record.created),
+    )
+
+
+def _running(
+    name: str, image: str, since: float, restarts: int, last: ContainerState | None
+) -> ContainerState:
+    return ContainerState(
+        name=name,
+        state="running",
+        started_at=_at(since),
+        ready=True,
+        restart_count=restarts,
+        last_terminated=last,
+        image=image,
+        container_id=f"sim://{name}",
+    )
+
+
+def _terminated(name: str, image: str, code: int, since: float, until: float) -> ContainerState:
+    return ContainerState(
+        name=name,
+        state="terminated",
+        reason="Completed" if code == 0 else "Error",
+        exit_code=code,
+        started_at=_at(since),
+        finished_at=_at(until),
+        image=image,
+        container_id=f"sim://{name}" if name else "",
+    )
