@@ -1,0 +1,113 @@
+"""Environment resolution and $(VAR) expansion as the kubelet does them."""
+
+import base64
+
+import pytest
+
+from vkpy.node.env import ConfigError, expand, resolve_env
+
+
+class Objects:
+    def __init__(
+        self, config_maps: dict[str, dict[str, object]], secrets: dict[str, dict[str, object]]
+    ):
+        self.config_maps = config_maps
+        self.secrets = secrets
+
+    async def get_config_map(self, namespace: str, name: str) -> dict[str, object] | None:
+        return self.config_maps.get(name)
+
+    async def get_secret(self, namespace: str, name: str) -> dict[str, object] | None:
+        return self.secrets.get(name)
+
+
+POD = {
+    "metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "labels": {"app": "web"}},
+    "spec": {"nodeName": "vk", "serviceAccountName": "default"},
+    "status": {},
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("$(A)-$(B)", "1-2"),
+        ("$$(A)", "$(A)"),
+        ("$(MISSING)", "$(MISSING)"),
+        ("cost $5", "cost $5"),
+        ("$(A", "$(A"),
+        ("end$", "end$"),
+    ],
+)
+def test_expand(text: str, expected: str) -> None:
+    assert expand(text, {"A": "1", "B": "2"}) == expected
+
+
+async def test_values_refs_and_downward_api() -> None:
+    objects = Objects(
+        {"cfg": {"data": {"color": "blue"}}},
+        {"creds": {"data": {"token": base64.b64encode(b"s3cret").decode()}}},
+    )
+    container = {
+        "name": "app",
+        "resources": {"limits": {"memory": "64Mi", "cpu": "250m"}},
+        "env": [
+            {"name": "A", "value": "x"},
+            {"name": "B", "value": "$(A)y"},
+            {"name": "COLOR", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "color"}}},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+            {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+            {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+            {
+                "name": "MEM",
+                "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}},
+            },
+            {"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+        ],
+    }
+    env = dict(await resolve_env(POD, container, objects, "192.0.2.1", {"cpu": "4"}))
+    assert env == {
+        "A": "x",
+        "B": "xy",
+        "COLOR": "blue",
+        "TOKEN": "s3cret",
+        "POD": "web",
+        "APP": "web",
+        "IP": "192.0.2.1",
+        "MEM": "64",
+        "CPU": "1",
+    }
+
+
+async def test_env_from_with_prefix_and_later_env_wins() -> None:
+    objects = Objects({"cfg": {"data": {"A": "from-map", "B": "b"}}}, {})
+    container = {
+        "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "P_"}],
+        "env": [{"name": "P_A", "value": "explicit"}],
+    }
+    env = await resolve_env(POD, container, objects, "192.0.2.1", {})
+    assert dict(env) == {"P_A": "explicit", "P_B": "b"}
+
+
+async def test_missing_required_config_map_is_a_config_error() -> None:
+    container = {
+        "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "nope", "key": "k"}}}]
+    }
+    with pytest.raises(ConfigError, match='configmap "nope" not found'):
+        await resolve_env(POD, container, Objects({}, {}), "192.0.2.1", {})
+
+
+async def test_missing_optional_reference_is_skipped() -> None:
+    ref = {"name": "nope", "key": "k", "optional": True}
+    container = {"env": [{"name": "X", "valueFrom": {"secretKeyRef": ref}}]}
+    assert await resolve_env(POD, container, Objects({}, {}), "192.0.2.1", {}) == []
+
+
+async def test_missing_key_is_a_config_error() -> None:
+    objects = Objects({"cfg": {"data": {}}}, {})
+    container = {
+        "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "k"}}}]
+    }
+    with pytest.raises(ConfigError, match="couldn't find key k"):
+        await resolve_env(POD, container, objects, "192.0.2.1", {})

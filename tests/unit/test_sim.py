@@ -1,0 +1,119 @@
+"""The sim backend's clock-driven pods, persistence and fault injection."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
+from vkpy.providers.errors import InvalidInputError, NotFoundError, RetryableError
+from vkpy.providers.sim import SimConfig, SimProvider
+
+
+def config(uid: str = "u1", restart: str = "Never", **annotations: str) -> PodConfig:
+    pod = {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "uid": uid,
+            "annotations": {
+                f"sim.vkpy.io/{k.replace('_', '-')}": v for k, v in annotations.items()
+            },
+        },
+        "spec": {"restartPolicy": restart},
+    }
+    return PodConfig(
+        ref=PodRef("ns", "p", uid),
+        pod=pod,
+        init_containers=(),
+        containers=(ContainerConfig(name="app", image="img", command=(), args=()),),
+    )
+
+
+async def test_pod_runs_then_exits_with_its_code() -> None:
+    sim = SimProvider(SimConfig())
+    await sim.start()
+    await sim.create_pod(config(run_seconds="0.2", exit_code="3"))
+    state = await sim.get_pod_status(PodRef("ns", "p", "u1"))
+    assert state.phase == "Running"
+    assert state.containers[0].state == "running"
+    await asyncio.sleep(0.3)
+    state = await sim.get_pod_status(PodRef("ns", "p", "u1"))
+    assert state.phase == "Failed"
+    assert state.containers[0].exit_code == 3
+    await sim.close()
+
+
+async def test_start_latency_keeps_pod_pending() -> None:
+    sim = SimProvider(SimConfig(start_seconds=30))
+    await sim.start()
+    await sim.create_pod(config())
+    state = await sim.get_pod_status(PodRef("ns", "p", "u1"))
+    assert state.phase == "Pending"
+    assert state.containers[0].reason == "ContainerCreating"
+    await sim.close()
+
+
+async def test_restart_policy_always_counts_restarts() -> None:
+    sim = SimProvider(SimConfig(restart_delay=0.05))
+    await sim.start()
+    await sim.create_pod(config(restart="Always", run_seconds="0.05", exit_code="1"))
+    await asyncio.sleep(0.35)
+    state = await sim.get_pod_status(PodRef("ns", "p", "u1"))
+    assert state.phase == "Running"
+    assert state.containers[0].restart_count >= 2
+    assert state.containers[0].last_terminated is not None
+    await sim.close()
+
+
+async def test_pushes_status_changes() -> None:
+    sim = SimProvider(SimConfig())
+    seen: list[PodRef] = []
+    sim.on_status_change(seen.append)
+    await sim.start()
+    await sim.create_pod(config(run_seconds="0.1"))
+    await asyncio.sleep(0.25)
+    assert len(seen) >= 2  # created, then exited
+    await sim.close()
+
+
+async def test_records_survive_a_restart_of_the_backend(tmp_path: Path) -> None:
+    first = SimProvider(SimConfig(state_dir=str(tmp_path)))
+    await first.start()
+    await first.create_pod(config())
+    await first.close()
+    second = SimProvider(SimConfig(state_dir=str(tmp_path)))
+    await second.start()
+    assert [r.uid for r in await second.list_pods()] == ["u1"]
+    await second.delete_pod(PodRef("ns", "p", "u1"), 0)
+    assert await second.list_pods() == []
+    with pytest.raises(NotFoundError):
+        await second.get_pod_status(PodRef("ns", "p", "u1"))
+    await second.close()
+
+
+async def test_bad_annotation_is_invalid_input() -> None:
+    sim = SimProvider(SimConfig())
+    await sim.start()
+    with pytest.raises(InvalidInputError, match="not a number"):
+        await sim.create_pod(config(exit_code="three"))
+    await sim.close()
+
+
+async def test_failure_rate_injects_retryable_errors() -> None:
+    sim = SimProvider(SimConfig(failure_rate=0.5, seed=1))
+    await sim.start()
+    outcomes = []
+    for n in range(40):
+        try:
+            await sim.create_pod(config(uid=f"u{n}"))
+            outcomes.append("ok")
+        except RetryableError:
+            outcomes.append("retry")
+    assert 5 < outcomes.count("retry") < 35
+    await sim.close()
+
+
+def test_config_rejects_unknown_settings() -> None:
+    with pytest.raises(ValueError, match="unknown sim settings: bogus"):
+        SimConfig.from_dict({"bogus": 1}, state_dir=None)

@@ -1,0 +1,198 @@
+"""Environment variables and `$(VAR)` expansion, resolved the way the kubelet does.
+
+Backends get final values: `value` (with references to earlier variables expanded),
+`valueFrom` (configMapKeyRef, secretKeyRef, fieldRef, resourceFieldRef) and `envFrom`.
+A missing required ConfigMap, Secret or key raises `ConfigError`, which the pod
+controller reports as CreateContainerConfigError while the pod stays Pending and is
+retried until the object appears. Values are never logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from collections.abc import Mapping
+from typing import Protocol
+
+from vkpy.objects import KubeObject, meta, spec, status
+from vkpy.quantity import QuantityError, parse_quantity
+
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+class ConfigError(Exception):
+    """The pod's configuration refers to something missing (CreateContainerConfigError)."""
+
+
+class ObjectSource(Protocol):
+    async def get_config_map(self, namespace: str, name: str) -> KubeObject | None: ...
+
+    async def get_secret(self, namespace: str, name: str) -> KubeObject | None: ...
+
+
+def expand(text: str, variables: Mapping[str, str]) -> str:
+    """Expand `$(NAME)` from `variables`; `$$` is a literal `$`; unknown stays as written."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "$" or i + 1 >= len(text):
+            out.append(char)
+            i += 1
+            continue
+        following = text[i + 1]
+        if following == "$":
+            out.append("$")
+            i += 2
+        elif following == "(":
+            end = text.find(")", i + 2)
+            if end < 0:
+                out.append(text[i:])
+                break
+            name = text[i + 2 : end]
+            out.append(variables.get(name, text[i : end + 1]))
+            i = end + 1
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def field_value(pod: KubeObject, path: str, host_ip: str) -> str:
+    """The downward API's fieldRef value for `path`."""
+    m = meta(pod)
+    match = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+    if match:
+        return str((m.get(match.group(1)) or {}).get(match.group(2), ""))
+    pod_ip = status(pod).get("podIP") or host_ip
+    simple = {
+        "metadata.name": m.get("name", ""),
+        "metadata.namespace": m.get("namespace", ""),
+        "metadata.uid": m.get("uid", ""),
+        "spec.nodeName": spec(pod).get("nodeName", ""),
+        "spec.serviceAccountName": spec(pod).get("serviceAccountName", ""),
+        "status.hostIP": host_ip,
+        "status.hostIPs": host_ip,
+        "status.podIP": pod_ip,
+        "status.podIPs": pod_ip,
+    }
+    if path not in simple:
+        raise ConfigError(f"unsupported fieldRef {path!r}")
+    return str(simple[path])
+
+
+def resource_value(container: KubeObject, ref: KubeObject, allocatable: Mapping[str, str]) -> str:
+    """The downward API's resourceFieldRef value: a limit (or the node's allocatable)."""
+    resource = str(ref.get("resource", ""))
+    kind, _, name = resource.partition(".")
+    section = (container.get("resources") or {}).get(kind) or {}
+    raw = section.get(name)
+    if raw is None and kind == "limits":
+        raw = allocatable.get(name)
+    if raw is None and kind == "requests":
+        raw = "0"
+    if raw is None:
+        raise ConfigError(f"unsupported resourceFieldRef {resource!r}")
+    try:
+        value = parse_quantity(raw)
+        divisor = parse_quantity(ref.get("divisor") or "1")
+    except QuantityError as error:
+        raise ConfigError(str(error)) from error
+    if divisor == 0:
+        raise ConfigError(f"resourceFieldRef {resource!r} has a zero divisor")
+    return str(math.ceil(value / divisor))
+
+
+async def _key_value(
+    source: ObjectSource, namespace: str, ref: KubeObject, kind: str
+) -> str | None:
+    name = str(ref.get("name", ""))
+    key = str(ref.get("key", ""))
+    optional = bool(ref.get("optional", False))
+    obj = await (
+        source.get_secret(namespace, name)
+        if kind == "Secret"
+        else source.get_config_map(namespace, name)
+    )
+    if obj is None:
+        if optional:
+            return None
+        raise ConfigError(f'{kind.lower()} "{name}" not found')
+    values = _data(obj, kind)
+    if key not in values:
+        if optional:
+            return None
+        raise ConfigError(f"couldn't find key {key} in {kind} {namespace}/{name}")
+    return values[key]
+
+
+def _data(obj: KubeObject, kind: str) -> dict[str, str]:
+    data: dict[str, str] = {}
+    if kind == "Secret":
+        for key, value in (obj.get("data") or {}).items():
+            data[key] = base64.b64decode(value).decode("utf-8", "replace")
+        data.update(obj.get("stringData") or {})
+        return data
+    data.update(obj.get("data") or {})
+    for key, value in (obj.get("binaryData") or {}).items():
+        data[key] = base64.b64decode(value).decode("utf-8", "replace")
+    return data
+
+
+async def _env_from(
+    source: ObjectSource, namespace: str, container: KubeObject
+) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for entry in container.get("envFrom") or []:
+        prefix = str(entry.get("prefix", ""))
+        for kind, field in (("ConfigMap", "configMapRef"), ("Secret", "secretRef")):
+            ref = entry.get(field)
+            if not ref:
+                continue
+            name = str(ref.get("name", ""))
+            obj = await (
+                source.get_secret(namespace, name)
+                if kind == "Secret"
+                else source.get_config_map(namespace, name)
+            )
+            if obj is None:
+                if ref.get("optional"):
+                    continue
+                raise ConfigError(f'{kind.lower()} "{name}" not found')
+            for key, value in sorted(_data(obj, kind).items()):
+                if _ENV_NAME.match(prefix + key):
+                    out.append((prefix + key, value))
+    return out
+
+
+async def resolve_env(
+    pod: KubeObject,
+    container: KubeObject,
+    source: ObjectSource,
+    host_ip: str,
+    allocatable: Mapping[str, str],
+) -> list[tuple[str, str]]:
+    """The container's environment in order, later definitions winning."""
+    namespace = str(meta(pod).get("namespace", ""))
+    values: dict[str, str] = dict(await _env_from(source, namespace, container))
+    for var in container.get("env") or []:
+        name = str(var.get("name", ""))
+        value_from = var.get("valueFrom")
+        value: str | None
+        if not value_from:
+            value = expand(str(var.get("value", "")), values)
+        elif "fieldRef" in value_from:
+            value = field_value(pod, str(value_from["fieldRef"].get("fieldPath", "")), host_ip)
+        elif "resourceFieldRef" in value_from:
+            value = resource_value(container, value_from["resourceFieldRef"], allocatable)
+        elif "configMapKeyRef" in value_from:
+            value = await _key_value(source, namespace, value_from["configMapKeyRef"], "ConfigMap")
+        elif "secretKeyRef" in value_from:
+            value = await _key_value(source, namespace, value_from["secretKeyRef"], "Secret")
+        else:
+            raise ConfigError(f"unsupported valueFrom in env {name!r}")
+        if value is not None:
+            values.pop(name, None)
+            values[name] = value
+    return list(values.items())

@@ -1,0 +1,149 @@
+"""Registering this node and keeping its status true.
+
+Creates the Node (or adopts an existing one, merging our labels and taints into
+what is there without removing anything others added), then pings the backend every
+`check_interval` and patches `nodes/<name>/status` when something changed and at
+least every `status_interval` as a heartbeat. A failing ping turns the node NotReady
+with the backend's reason. Patches are strategic merges that touch only the fields
+the kubelet owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime
+
+from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
+from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
+from vkpy.node.node_status import (
+    Health,
+    NodeSettings,
+    comparable,
+    labels,
+    node_object,
+    node_status,
+)
+from vkpy.objects import KubeObject, meta, spec, status
+from vkpy.providers.base import Provider
+from vkpy.providers.errors import ProviderError
+
+log = logging.getLogger(__name__)
+
+
+class NodeController:
+    """Registers the node; `registered` is set (and `uid` known) once it exists."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        provider: Provider,
+        events: EventRecorder,
+        settings: NodeSettings,
+    ) -> None:
+        self._client = client
+        self._provider = provider
+        self._events = events
+        self._settings = settings
+        self._path = f"/api/v1/nodes/{settings.name}"
+        self._last_sent: KubeObject | None = None
+        self._last_sent_at = 0.0
+        self._conditions: list[KubeObject] = []
+        self.registered = asyncio.Event()
+        self.uid = ""
+
+    async def run(self) -> None:
+        await self._register()
+        while True:
+            await asyncio.sleep(self._settings.check_interval)
+            try:
+                await self.sync()
+            except ApiError as error:
+                log.warning("node status update failed", extra={"error": str(error)})
+
+    async def _health(self) -> Health:
+        try:
+            await self._provider.ping()
+        except (ProviderError, OSError, TimeoutError) as error:
+            return Health(False, "ProviderUnhealthy", f"{self._provider.name}: {error}")
+        return Health(True, "KubeletReady", "vkpy is posting ready status")
+
+    async def _register(self) -> None:
+        health = await self._health()
+        body = node_object(
+            self._settings,
+            self._provider.node_info(),
+            self._provider.node_resources(),
+            health,
+            datetime.now(UTC),
+        )
+        delay = 1.0
+        while True:
+            try:
+                node = await self._client.create("/api/v1/nodes", body)
+                log.info("node registered", extra={"node": self._settings.name})
+                break
+            except ApiError as error:
+                if error.conflict:
+                    node = await self._adopt(body)
+                    break
+                if not error.retryable:
+                    raise
+                log.warning("node registration failed, retrying", extra={"error": str(error)})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30)
+        self.uid = str(meta(node).get("uid"))
+        self._conditions = list(status(node).get("conditions") or [])
+        self.registered.set()
+        self._events.emit(self._involved(), NORMAL, "RegisteredNode", "vkpy node registered")
+        await self.sync(force=True)
+
+    async def _adopt(self, body: KubeObject) -> KubeObject:
+        """Merge our labels and taints into an existing Node."""
+        current = await self._client.get(self._path)
+        ours = {t["key"]: t for t in spec(body).get("taints") or []}
+        taints = [t for t in spec(current).get("taints") or [] if t.get("key") not in ours] + list(
+            ours.values()
+        )
+        patch = {
+            "metadata": {
+                "labels": labels(self._settings, self._provider.node_info()),
+                "resourceVersion": meta(current).get("resourceVersion"),
+            },
+            "spec": {"taints": taints},
+        }
+        node = await self._client.patch(self._path, patch, content_type=MERGE_PATCH)
+        log.info("adopted existing node", extra={"node": self._settings.name})
+        return node
+
+    async def sync(self, force: bool = False) -> None:
+        """Patch the status if it changed or the heartbeat is due."""
+        health = await self._health()
+        desired = node_status(
+            self._settings,
+            self._provider.node_info(),
+            self._provider.node_resources(),
+            health,
+            datetime.now(UTC),
+            self._conditions,
+        )
+        changed = self._last_sent is None or comparable(desired) != comparable(self._last_sent)
+        due = time.monotonic() - self._last_sent_at >= self._settings.status_interval
+        if not (force or changed or due):
+            return
+        if changed and self._last_sent is not None:
+            ready = comparable(desired)["conditions"][0]
+            self._events.emit(
+                self._involved(),
+                NORMAL if health.ready else WARNING,
+                "NodeReady" if health.ready else "NodeNotReady",
+                f"Node {self._settings.name} status is now: {ready['reason']}",
+            )
+        node = await self._client.patch(self._path + "/status", {"status": desired})
+        self._conditions = list(status(node).get("conditions") or [])
+        self._last_sent = desired
+        self._last_sent_at = time.monotonic()
+
+    def _involved(self) -> InvolvedObject:
+        return InvolvedObject(kind="Node", name=self._settings.name, uid=self._settings.name)

@@ -1,0 +1,281 @@
+"""Turning a backend's view of a pod into the pod status the kubelet would write.
+
+Pure functions, no I/O: `desired_status` builds the kubelet-owned part of a pod's
+status (phase, conditions, IPs, container statuses) from a `PodState`, and
+`status_patch` compares it with what the API server has and returns the smallest
+strategic-merge patch of the `status` subresource, or nothing when nothing changed.
+Conditions merge by type, so conditions others wrote (readiness gates) are untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from vkpy.objects import KubeObject, meta, spec, status
+from vkpy.providers.base import ContainerState, PodState
+
+KUBELET_CONDITIONS = (
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "PodScheduled",
+)
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_OWNED_FIELDS = (
+    "phase",
+    "reason",
+    "message",
+    "hostIP",
+    "hostIPs",
+    "podIP",
+    "podIPs",
+    "startTime",
+    "initContainerStatuses",
+    "containerStatuses",
+)
+
+
+def timestamp(value: datetime) -> str:
+    """RFC 3339 in UTC, seconds precision, as metav1.Time serializes."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class StatusContext:
+    """What, besides the backend's state, the status depends on."""
+
+    host_ip: str
+    now: datetime
+    sandbox_ready: bool = True
+    """False until the backend accepted the pod (PodReadyToStartContainers)."""
+
+
+def desired_status(pod: KubeObject, state: PodState, ctx: StatusContext) -> KubeObject:
+    """The kubelet-owned status fields for `pod` given the backend's `state`."""
+    current = status(pod)
+    pod_ip = state.pod_ip or ctx.host_ip
+    init_specs = spec(pod).get("initContainers") or []
+    container_specs = spec(pod).get("containers") or []
+    init_statuses = _container_statuses(
+        init_specs, state.init_containers, current, "PodInitializing", init=True
+    )
+    waiting = "PodInitializing" if not _initialized(init_statuses) else "ContainerCreating"
+    container_statuses = _container_statuses(container_specs, state.containers, current, waiting)
+    started = state.started_at or _parse_time(current.get("startTime")) or ctx.now
+    out: KubeObject = {
+        "phase": state.phase,
+        "reason": state.reason,
+        "message": state.message,
+        "hostIP": ctx.host_ip,
+        "hostIPs": [{"ip": ctx.host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": current.get("startTime") or timestamp(started),
+        "containerStatuses": container_statuses,
+    }
+    if init_specs:
+        out["initContainerStatuses"] = init_statuses
+    out["conditions"] = _conditions(pod, state, ctx, init_statuses, container_statuses)
+    return out
+
+
+def _container_statuses(
+    specs: Sequence[KubeObject],
+    states: Sequence[ContainerState],
+    current: KubeObject,
+    waiting_reason: str,
+    *,
+    init: bool = False,
+) -> list[KubeObject]:
+    by_name = {s.name: s for s in states}
+    previous = {
+        c.get("name"): c
+        for c in current.get("initContainerStatuses" if init else "containerStatuses") or []
+    }
+    out = []
+    for container in specs:
+        name = container.get("name", "")
+        image = container.get("image", "")
+        state = by_name.get(name)
+        if state is None:
+            out.append(_waiting_status(name, image, waiting_reason, previous.get(name)))
+            continue
+        out.append(_container_status(state, image))
+    return out
+
+
+def _waiting_status(name: str, image: str, reason: str, previous: KubeObject | None) -> KubeObject:
+    restart_count = int((previous or {}).get("restartCount", 0))
+    return {
+        "name": name,
+        "image": image,
+        "imageID": "",
+        "ready": False,
+        "started": False,
+        "restartCount": restart_count,
+        "state": {"waiting": {"reason": reason}},
+        "lastState": {},
+    }
+
+
+def _state_dict(state: ContainerState) -> KubeObject:
+    if state.state == "running":
+        running: KubeObject = {}
+        if state.started_at:
+            running["startedAt"] = timestamp(state.started_at)
+        return {"running": running}
+    if state.state == "terminated":
+        terminated: KubeObject = {"exitCode": state.exit_code or 0}
+        for key, value in (
+            ("signal", state.signal),
+            ("reason", state.reason),
+            ("message", state.message),
+            ("containerID", state.container_id or None),
+        ):
+            if value:
+                terminated[key] = value
+        if state.started_at:
+            terminated["startedAt"] = timestamp(state.started_at)
+        if state.finished_at:
+            terminated["finishedAt"] = timestamp(state.finished_at)
+        return {"terminated": terminated}
+    waiting: KubeObject = {}
+    if state.reason:
+        waiting["reason"] = state.reason
+    if state.message:
+        waiting["message"] = state.message
+    return {"waiting": waiting}
+
+
+def _container_status(state: ContainerState, spec_image: str) -> KubeObject:
+    running = state.state == "running"
+    started = state.started if state.started is not None else running
+    out: KubeObject = {
+        "name": state.name,
+        "image": state.image or spec_image,
+        "imageID": state.image_id,
+        "ready": bool(state.ready and running),
+        "started": bool(started and running),
+        "restartCount": state.restart_count,
+        "state": _state_dict(state),
+        "lastState": _state_dict(state.last_terminated) if state.last_terminated else {},
+    }
+    if state.container_id:
+        out["containerID"] = state.container_id
+    return out
+
+
+def _initialized(init_statuses: list[KubeObject]) -> bool:
+    return all(s["state"].get("terminated", {}).get("exitCode", -1) == 0 for s in init_statuses)
+
+
+def _conditions(
+    pod: KubeObject,
+    state: PodState,
+    ctx: StatusContext,
+    init_statuses: list[KubeObject],
+    container_statuses: list[KubeObject],
+) -> list[KubeObject]:
+    """The five conditions the kubelet owns, as the kubelet words them."""
+    values: list[tuple[str, bool, str | None]]
+    if state.phase in TERMINAL_PHASES:
+        done = "PodCompleted"
+        values = [
+            ("PodReadyToStartContainers", False, None),
+            ("Initialized", True, done),
+            ("ContainersReady", False, done),
+            ("Ready", False, done),
+        ]
+    else:
+        initialized = _initialized(init_statuses)
+        ready = bool(container_statuses) and all(s["ready"] for s in container_statuses)
+        gates = _readiness_gates_ready(pod)
+        not_ready = "ContainersNotReady" if not ready else "ReadinessGatesNotReady"
+        values = [
+            ("PodReadyToStartContainers", ctx.sandbox_ready, None),
+            ("Initialized", initialized, None if initialized else "ContainersNotInitialized"),
+            ("ContainersReady", ready, None if ready else "ContainersNotReady"),
+            ("Ready", ready and gates, None if ready and gates else not_ready),
+        ]
+    values.append(("PodScheduled", True, None))
+    current = {c.get("type"): c for c in status(pod).get("conditions") or []}
+    out = []
+    for kind, ok, why in values:
+        value = "True" if ok else "False"
+        previous = current.get(kind) or {}
+        changed_at = previous.get("lastTransitionTime") if previous.get("status") == value else None
+        condition: KubeObject = {
+            "type": kind,
+            "status": value,
+            "lastProbeTime": None,
+            "lastTransitionTime": changed_at or timestamp(ctx.now),
+        }
+        if why:
+            condition["reason"] = why
+        out.append(condition)
+    return out
+
+
+def _readiness_gates_ready(pod: KubeObject) -> bool:
+    gates = [g.get("conditionType") for g in spec(pod).get("readinessGates") or []]
+    if not gates:
+        return True
+    current = {c.get("type"): c.get("status") for c in status(pod).get("conditions") or []}
+    return all(current.get(g) == "True" for g in gates)
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _condition_core(condition: KubeObject) -> tuple[object, ...]:
+    return (condition.get("status"), condition.get("reason"), condition.get("message"))
+
+
+def status_patch(pod: KubeObject, desired: KubeObject) -> KubeObject | None:
+    """The strategic-merge patch that makes `pod`'s status match `desired`, or None.
+
+    Only kubelet-owned fields are compared; a field that should disappear is set to
+    null. Conditions are sent only for the types whose status, reason or message
+    changed. The patch carries the pod's UID so it never lands on a recreated pod.
+    """
+    current = status(pod)
+    changes: KubeObject = {}
+    for field in _OWNED_FIELDS:
+        want = desired.get(field)
+        have = current.get(field)
+        if field == "startTime" and have:
+            continue
+        if _normalize(want) != _normalize(have):
+            changes[field] = want
+    have_conditions = {c.get("type"): c for c in current.get("conditions") or []}
+    changed_conditions = [
+        c
+        for c in desired.get("conditions") or []
+        if c["type"] not in have_conditions
+        or _condition_core(c) != _condition_core(have_conditions[c["type"]])
+    ]
+    if changed_conditions:
+        changes["conditions"] = changed_conditions
+    if not changes:
+        return None
+    return {"metadata": {"uid": meta(pod).get("uid")}, "status": changes}
+
+
+def _normalize(value: object) -> object:
+    """Empty and absent are the same to the API server (omitempty)."""
+    if value in (None, "", [], {}):
+        return None
+    if isinstance(value, list):
+        return [_normalize(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _normalize(v) for k, v in value.items() if _normalize(v) is not None}
+    return value

@@ -1,0 +1,37 @@
+"""vkpy's settings: frozen dataclasses grouped by concern, built once from flags.
+
+Flags, environment variables (`VKPY_<FLAG>`) and the provider's config file all map
+onto these; the rest of the program receives only the group it needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vkpy.kube.client import ClientOptions
+from vkpy.node.node_status import NodeSettings
+from vkpy.node.pod_controller import PodControllerSettings
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """The kubelet HTTPS API on :10250."""
+
+    listen_address: str = "0.0.0.0"
+    port: int = 10250
+
+
+@dataclass(frozen=True)
+class Settings:
+    kube: ClientOptions
+    node: NodeSettings
+    pods: PodControllerSettings
+    api: ApiSettings
+    provider: str
+    """Backend name (`--provider`)."""
+    provider_config: dict[str, object]
+    """The backend's own settings, read from `--provider-config`."""
+    state_dir: str
+    """Where backends keep what must outlive vkpy (records, logs, pod directories)."""
+    startup_timeout: float = 60.0
+    """How long to keep trying to reach the API server before giving up."""
