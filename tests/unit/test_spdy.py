@@ -360,6 +360,13 @@ def test_unknown_control_frames_are_skipped_even_when_large() -> None:
     assert events == [PingReceived(1)]
 
 
+def test_empty_unknown_control_frame_does_not_stall() -> None:
+    server = SpdyConnection()
+    assert server.receive_data(control(10, b"") + control(6, struct.pack(">I", 1))) == [
+        PingReceived(1)
+    ]
+
+
 # --- stream state ------------------------------------------------------------------------
 
 

@@ -569,7 +569,7 @@ class SpdyConnection:
             frame_type = self._check_control_header(first, length)
             if frame_type is None:
                 pos += 8
-                self._payload = _Payload(None, length, False)
+                self._payload = _Payload(None, length, False) if length else None
                 continue
             if len(buf) - pos < 8 + length:
                 return pos
