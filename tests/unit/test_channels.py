@@ -1,14 +1,17 @@
-"""Unit and property tests for the WebSocket channel codec (vkpy.streams.channels)."""
+"""Tests for the channel protocols: the WebSocket codec (vkpy.streams.channels) and the
+transport-independent exec/attach/port-forward rules (vkpy.streams.remotecommand)."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import json
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vkpy.streams import remotecommand as rc
 from vkpy.streams.channels import (
     BASE64_CHANNEL_V1,
     BASE64_CHANNEL_V4,
@@ -232,3 +235,132 @@ def test_resize_round_trip_any_split(sizes: list[tuple[int, int]], data: st.Data
 def test_resize_decoder_never_fails_unexpectedly(data: bytes) -> None:
     with contextlib.suppress(ProtocolError):
         ResizeDecoder(max_object=256).feed(data)
+
+
+# --- remotecommand: negotiation and streams ---------------------------------------------------
+
+
+def test_spdy_negotiation_follows_the_client() -> None:
+    offered = ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io"]
+    assert rc.negotiate(offered) == rc.PROTOCOL_V5
+    assert rc.negotiate(["v4.channel.k8s.io,v5.channel.k8s.io"]) == rc.PROTOCOL_V4
+    assert rc.negotiate(["v9.channel.k8s.io", "channel.k8s.io"]) == rc.PROTOCOL_V1
+    assert rc.negotiate(["v9.channel.k8s.io"]) is None
+    assert rc.negotiate([]) is None and split_offered([]) == []
+    assert (
+        rc.negotiate(["portforward.k8s.io"], rc.SPDY_PORTFORWARD_PROTOCOLS) == "portforward.k8s.io"
+    )
+
+
+def test_stream_options_from_query() -> None:
+    opts = rc.StreamOptions.from_query({"input": "1", "output": "1", "error": "1", "tty": "1"})
+    assert opts == rc.StreamOptions(stdin=True, stdout=True, stderr=False, tty=True)
+    assert opts.expected_streams(rc.PROTOCOL_V4) == {
+        rc.StreamType.ERROR,
+        rc.StreamType.STDIN,
+        rc.StreamType.STDOUT,
+        rc.StreamType.RESIZE,
+    }
+    assert rc.StreamType.RESIZE not in opts.expected_streams(rc.PROTOCOL_V2)
+    plain = rc.StreamOptions.from_query({"output": "1", "error": "1"})
+    assert plain.expected_streams(rc.PROTOCOL_V5) == {"error", "stdout", "stderr"}
+    assert not rc.StreamOptions.from_query({"tty": "1"}).any_io
+
+
+# --- remotecommand: the error stream -----------------------------------------------------------
+
+
+def test_status_json_is_byte_exact_for_v4_and_v5() -> None:
+    for protocol in (rc.PROTOCOL_V4, rc.PROTOCOL_V5, CHANNEL_V4, BASE64_CHANNEL_V4):
+        assert rc.error_stream_payload(protocol, rc.Success()) == (
+            b'{"metadata":{},"status":"Success"}'
+        )
+        assert rc.error_stream_payload(protocol, rc.ExitCode(3)) == (
+            b'{"metadata":{},"status":"Failure",'
+            b'"message":"command terminated with non-zero exit code: 3",'
+            b'"reason":"NonZeroExitCode",'
+            b'"details":{"causes":[{"reason":"ExitCode","message":"3"}]}}'
+        )
+        assert rc.error_stream_payload(protocol, rc.InternalError("no such pod")) == (
+            b'{"metadata":{},"status":"Failure","message":"Internal error occurred: no such pod",'
+            b'"reason":"InternalError","details":{"causes":[{"message":"no such pod"}]},'
+            b'"code":500}'
+        )
+
+
+def test_older_versions_write_text_and_nothing_on_success() -> None:
+    for protocol in (rc.PROTOCOL_V1, rc.PROTOCOL_V2, rc.PROTOCOL_V3, BASE64_CHANNEL_V1, ""):
+        assert rc.error_stream_payload(protocol, rc.Success()) == b""
+        assert rc.error_stream_payload(protocol, rc.ExitCode(2, "exited with 2")) == (
+            b"command terminated with non-zero exit code: exited with 2"
+        )
+        assert rc.error_stream_payload(protocol, rc.InternalError("x")) == (
+            b"Internal error occurred: x"
+        )
+
+
+def test_go_json_escapes_like_encoding_json() -> None:
+    out = rc.go_json({"message": "a<b>&c\u2028d\u00e9"})
+    assert out == '{"message":"a\\u003cb\\u003e\\u0026c\\u2028d\u00e9"}'.encode()
+    assert json.loads(out) == {"message": "a<b>&c\u2028d\u00e9"}
+
+
+# --- remotecommand: port-forward pairing --------------------------------------------------------
+
+
+def test_port_forward_pairs_by_request_id() -> None:
+    pairer = rc.PortForwardPairer()
+    assert pairer.add(1, {"streamtype": "error", "port": "80", "requestid": "0"}) is None
+    assert pairer.add(5, {"streamtype": "error", "port": "81", "requestid": "1"}) is None
+    assert pairer.add(7, {"streamtype": "data", "port": "81", "requestid": "1"}) == (
+        rc.PortForwardRequest("1", 81, data_stream=7, error_stream=5)
+    )
+    assert pairer.add(3, {"streamtype": "data", "port": "80", "requestid": "0"}) == (
+        rc.PortForwardRequest("0", 80, data_stream=3, error_stream=1)
+    )
+    assert pairer.pending == frozenset()
+
+
+def test_port_forward_legacy_pairing_without_request_id() -> None:
+    pairer = rc.PortForwardPairer()
+    assert pairer.add(1, {"streamtype": "error", "port": "8080"}) is None
+    assert pairer.add(3, {"streamtype": "data", "port": "8080"}) == (
+        rc.PortForwardRequest("1", 8080, data_stream=3, error_stream=1)
+    )
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        {"streamtype": "error", "requestid": "0"},
+        {"streamtype": "stdout", "requestid": "0"},
+    ],
+)
+def test_port_forward_rejects_bad_streams(second: dict[str, str]) -> None:
+    pairer = rc.PortForwardPairer()
+    pairer.add(1, {"streamtype": "error", "requestid": "0"})
+    with pytest.raises(rc.PortForwardStreamError) as info:
+        pairer.add(3, second)
+    assert info.value.request_id == "0"
+
+
+@pytest.mark.parametrize("port", [None, "", "0", "65536", "-1", "8o", "\u0661"])
+def test_port_forward_rejects_bad_ports(port: str | None) -> None:
+    headers = {"streamtype": "data", "requestid": "7"}
+    if port is not None:
+        headers["port"] = port
+    pairer = rc.PortForwardPairer()
+    pairer.add(1, {"streamtype": "error", "requestid": "7"})
+    with pytest.raises(rc.PortForwardStreamError):
+        pairer.add(3, headers)
+
+
+def test_port_forward_pending_is_bounded_and_discardable() -> None:
+    pairer = rc.PortForwardPairer(max_pending=2)
+    pairer.add(1, {"streamtype": "error", "requestid": "a"})
+    pairer.add(3, {"streamtype": "error", "requestid": "b"})
+    with pytest.raises(rc.PortForwardStreamError):
+        pairer.add(5, {"streamtype": "error", "requestid": "c"})
+    pairer.discard("a")
+    assert pairer.add(5, {"streamtype": "error", "requestid": "c"}) is None
+    assert pairer.pending == {"b", "c"}
