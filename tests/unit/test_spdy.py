@@ -190,6 +190,8 @@ def test_send_data_splits_at_32k_with_fin_on_last() -> None:
 
 def test_send_data_empty_without_fin_sends_nothing() -> None:
     server, sid = server_with_stream()
+    server.reply(sid)
+    server.data_to_send()
     server.send_data(sid, b"")
     assert server.data_to_send() == b""
 
@@ -412,6 +414,10 @@ def test_peer_reset_closes_both_directions() -> None:
 
 def test_local_misuse_raises_typed_errors() -> None:
     server, sid = server_with_stream()
+    with pytest.raises(StreamStateError):
+        server.send_data(sid, b"before the reply")
+    with pytest.raises(StreamStateError):
+        server.send_headers(sid, {"a": "b"})
     server.reply(sid)
     with pytest.raises(StreamStateError):
         server.reply(sid)

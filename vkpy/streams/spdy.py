@@ -473,7 +473,7 @@ class SpdyConnection:
         self._close_local(stream_id, fin)
 
     def send_headers(self, stream_id: int, headers: HeadersIn, *, fin: bool = False) -> None:
-        self._writable(stream_id)
+        self._replied(stream_id)
         block = self._compressor.compress(headers)
         self._outbound += control_frame(
             FrameType.HEADERS, FLAG_FIN if fin else 0, _U32.pack(stream_id) + block
@@ -481,8 +481,12 @@ class SpdyConnection:
         self._close_local(stream_id, fin)
 
     def send_data(self, stream_id: int, data: bytes, *, fin: bool = False) -> None:
-        """Queue DATA frames of at most 32 KiB; empty data with ``fin`` sends an empty FIN."""
-        self._writable(stream_id)
+        """Queue DATA frames of at most 32 KiB; empty data with ``fin`` sends an empty FIN.
+
+        On a stream the peer opened, ``reply()`` must come first: spdystream silently
+        drops DATA that arrives before the SYN_REPLY.
+        """
+        self._replied(stream_id)
         view = memoryview(data)
         for start in range(0, len(view), MAX_SEND_DATA_FRAME):
             chunk = bytes(view[start : start + MAX_SEND_DATA_FRAME])
@@ -522,6 +526,12 @@ class SpdyConnection:
         stream = self._streams.get(stream_id)
         if stream is None or stream.local_closed:
             raise StreamClosedError(stream_id, "not open for sending")
+        return stream
+
+    def _replied(self, stream_id: int) -> _Stream:
+        stream = self._writable(stream_id)
+        if not stream.local and not stream.replied:
+            raise StreamStateError(stream_id, "reply() before sending on a peer's stream")
         return stream
 
     def _close_local(self, stream_id: int, fin: bool) -> None:
