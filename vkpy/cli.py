@@ -96,6 +96,18 @@ def parser() -> argparse.ArgumentParser:
         default=float(_env("startup-timeout", "60") or 60),
         help="seconds to keep trying to reach the API server",
     )
+    p.add_argument(
+        "--node-lease-duration",
+        type=int,
+        default=int(_env("node-lease-duration", "40") or 40),
+        help="Lease duration in seconds; renewed every quarter of it (default 40)",
+    )
+    p.add_argument(
+        "--node-status-interval",
+        type=float,
+        default=float(_env("node-status-interval", "60") or 60),
+        help="seconds between node status heartbeats when nothing changed",
+    )
     p.add_argument("--log-format", choices=["text", "json"], default=_env("log-format", "text"))
     p.add_argument(
         "--log-level",
@@ -181,6 +193,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         )
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port} is not a port number")
+    if args.node_lease_duration < 4:
+        raise UsageError("--node-lease-duration must be at least 4 seconds")
     if args.pod_sync_workers < 1:
         raise UsageError("--pod-sync-workers must be at least 1")
     node_ip = args.node_ip or detect_node_ip(_server_host(args.kubeconfig))
@@ -192,6 +206,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         taints=_taints(args.taint, args.provider),
         labels=_labels(args.label),
         operating_system=args.os,
+        lease_duration=args.node_lease_duration,
+        lease_renew_interval=args.node_lease_duration / 4,
+        status_interval=args.node_status_interval,
+        check_interval=min(10.0, args.node_status_interval),
     )
     return Settings(
         kube=ClientOptions(kubeconfig=args.kubeconfig, context=args.context),
