@@ -195,6 +195,15 @@ class PodController:
         """The node's pods as last seen (for the kubelet API's /pods)."""
         return list(self._cache.values())
 
+    def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
+        """The node's pod with this namespace and name (and uid, when given), if any."""
+        for pod in self._cache.values():
+            m = meta(pod)
+            if m.get("namespace") == namespace and m.get("name") == name:
+                if uid is None or m.get("uid") == uid:
+                    return pod
+        return None
+
     def idle(self) -> bool:
         return not self._queue.busy()
 
