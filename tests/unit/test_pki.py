@@ -29,13 +29,8 @@ from cryptography.x509.verification import (
     VerificationError,
 )
 
-from vkpy.devcluster.pki import (
-    APISERVER_DNS_NAMES,
-    CertificateAuthority,
-    ClusterPKI,
-    issue_cert,
-    write_cluster_pki,
-)
+from vkpy.devcluster.cluster_pki import APISERVER_DNS_NAMES, ClusterPKI, write_cluster_pki
+from vkpy.devcluster.pki import CertificateAuthority, issue_cert
 
 
 @pytest.fixture(scope="module")
@@ -172,23 +167,28 @@ def test_cluster_client_certs(pki: ClusterPKI, attr: str, user: str, groups: lis
     assert subject_attr(cert, NameOID.ORGANIZATION_NAME) == groups
 
 
-def test_three_separate_authorities(pki: ClusterPKI) -> None:
-    ca, kubelet_ca, etcd_ca = (load_cert(p.cert) for p in (pki.ca, pki.kubelet_ca, pki.etcd_ca))
-    assert len({ca.subject, kubelet_ca.subject, etcd_ca.subject}) == 3
-    assert (
-        len(
-            {
-                c.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
-                for c in (ca, kubelet_ca, etcd_ca)
-            }
-        )
-        == 3
-    )
+@pytest.mark.parametrize("attr", ["apiserver", "controller_manager_serving", "scheduler_serving"])
+def test_serving_certs_verify_for_loopback(pki: ClusterPKI, attr: str) -> None:
+    verify_server(load_cert(pki.ca.cert), load_cert(getattr(pki, attr).cert), "127.0.0.1")
+
+
+def test_four_separate_authorities(pki: ClusterPKI) -> None:
+    cas = [load_cert(p.cert) for p in (pki.ca, pki.kubelet_ca, pki.etcd_ca, pki.front_proxy_ca)]
+    assert len({ca.subject for ca in cas}) == 4
+    spki = {
+        c.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo) for c in cas
+    }
+    assert len(spki) == 4
+    ca, _, etcd_ca, front_proxy_ca = cas
     # etcd trusts only its own CA: the admin certificate does not get in.
     with pytest.raises(VerificationError):
         verify_client(etcd_ca, load_cert(pki.admin.cert))
     verify_client(etcd_ca, load_cert(pki.apiserver_etcd_client.cert))
     verify_server(etcd_ca, load_cert(pki.etcd.cert), "127.0.0.1")
+    front_proxy_client = load_cert(pki.front_proxy_client.cert)
+    verify_client(front_proxy_ca, front_proxy_client)
+    with pytest.raises(VerificationError):
+        verify_client(ca, front_proxy_client)
 
 
 def test_kubelet_ca_can_sign_serving_certs(pki: ClusterPKI) -> None:
@@ -206,7 +206,7 @@ def test_service_account_key_is_rsa_2048(pki: ClusterPKI) -> None:
 
 def test_private_keys_are_private(pki: ClusterPKI) -> None:
     keys = sorted(pki.dir.glob("*.key"))
-    assert len(keys) == 11
+    assert len(keys) == 15
     for key in keys:
         assert stat.S_IMODE(key.stat().st_mode) == 0o600, key
 

@@ -1,12 +1,11 @@
-"""Certificates and keys for the local development control plane.
+"""Minting X.509 certificate authorities and certificates with `cryptography`.
 
-A real cluster's components only trust each other through X.509: the API server
-verifies client certificates against one CA, the controller-manager signs approved
-kubelet-serving CSRs with another, and the API server presents its own client
-certificate when it dials a kubelet. This module creates that PKI with `cryptography`
-so the dev cluster is wired the way kubeadm wires a real one, and exposes
-`issue_cert` so tests and tools can mint certificates (for example a fake kubelet's
-serving certificate) from the same authorities.
+Kubernetes components only trust each other through X.509: client certificates name
+users and groups, serving certificates name hosts, and each is checked against a CA.
+The dev cluster needs a handful of these (see `cluster_pki`), and tests and tools need
+more of the same kind, for example a fake kubelet's serving certificate signed by the
+cluster's kubelet signing CA. This module is the one small place that knows how to
+make them right (key usages, SANs, identifiers) so nobody hand-rolls another.
 """
 
 from __future__ import annotations
@@ -29,16 +28,6 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
-
-#: SANs of the API server's serving certificate: loopback plus the in-cluster names.
-APISERVER_DNS_NAMES = (
-    "localhost",
-    "kubernetes",
-    "kubernetes.default",
-    "kubernetes.default.svc",
-    "kubernetes.default.svc.cluster.local",
-)
-APISERVER_IPS = ("127.0.0.1", "::1")
 
 #: Certificates are backdated this much so a few seconds of clock skew do not matter.
 _BACKDATE = datetime.timedelta(minutes=5)
@@ -285,186 +274,3 @@ class CertPaths:
 
     cert: Path
     key: Path
-
-
-@dataclass(frozen=True)
-class ClusterPKI:
-    """The file layout of the dev cluster's PKI (all under one directory).
-
-    Three authorities: `ca` is the cluster CA (the API server's `--client-ca-file`,
-    signs every control-plane certificate); `kubelet_ca` signs kubelet serving
-    certificates (the controller-manager's kubelet-serving signer, and the API
-    server's `--kubelet-certificate-authority` when verification is on); `etcd_ca`
-    is trusted only by etcd, so no certificate the cluster CA or a CSR produces can
-    talk to etcd directly.
-    """
-
-    dir: Path
-
-    def _pair(self, stem: str) -> CertPaths:
-        return CertPaths(self.dir / f"{stem}.crt", self.dir / f"{stem}.key")
-
-    @property
-    def ca(self) -> CertPaths:
-        return self._pair("ca")
-
-    @property
-    def kubelet_ca(self) -> CertPaths:
-        return self._pair("kubelet-ca")
-
-    @property
-    def etcd_ca(self) -> CertPaths:
-        return self._pair("etcd-ca")
-
-    @property
-    def apiserver(self) -> CertPaths:
-        return self._pair("apiserver")
-
-    @property
-    def apiserver_kubelet_client(self) -> CertPaths:
-        return self._pair("apiserver-kubelet-client")
-
-    @property
-    def apiserver_etcd_client(self) -> CertPaths:
-        return self._pair("apiserver-etcd-client")
-
-    @property
-    def etcd(self) -> CertPaths:
-        return self._pair("etcd")
-
-    @property
-    def admin(self) -> CertPaths:
-        return self._pair("admin")
-
-    @property
-    def controller_manager(self) -> CertPaths:
-        return self._pair("controller-manager")
-
-    @property
-    def scheduler(self) -> CertPaths:
-        return self._pair("scheduler")
-
-    @property
-    def service_account_key(self) -> Path:
-        return self.dir / "sa.key"
-
-    @property
-    def service_account_pub(self) -> Path:
-        return self.dir / "sa.pub"
-
-    def exists(self) -> bool:
-        """True when every file is present (an interrupted write starts over)."""
-        return all(p.exists() for p in self._all_files())
-
-    def _all_files(self) -> list[Path]:
-        pairs = [
-            self.ca,
-            self.kubelet_ca,
-            self.etcd_ca,
-            self.apiserver,
-            self.apiserver_kubelet_client,
-            self.apiserver_etcd_client,
-            self.etcd,
-            self.admin,
-            self.controller_manager,
-            self.scheduler,
-        ]
-        files = [p for pair in pairs for p in (pair.cert, pair.key)]
-        return [*files, self.service_account_key, self.service_account_pub]
-
-
-@dataclass(frozen=True)
-class _LeafSpec:
-    """One leaf certificate of the cluster PKI: who issues it and what it says."""
-
-    paths: CertPaths
-    common_name: str
-    organizations: tuple[str, ...] = ()
-    dns_names: tuple[str, ...] = ()
-    ip_addresses: tuple[str, ...] = ()
-    client: bool = False
-    server: bool = False
-
-
-def _leaf_specs(pki: ClusterPKI) -> list[tuple[str, _LeafSpec]]:
-    """(issuing authority, spec) for every leaf certificate."""
-    masters = ("system:masters",)
-    loopback = ("127.0.0.1", "::1")
-    return [
-        (
-            "ca",
-            _LeafSpec(
-                pki.apiserver,
-                "kube-apiserver",
-                dns_names=APISERVER_DNS_NAMES,
-                ip_addresses=APISERVER_IPS,
-                server=True,
-            ),
-        ),
-        (
-            "ca",
-            _LeafSpec(
-                pki.apiserver_kubelet_client,
-                "kube-apiserver-kubelet-client",
-                masters,
-                client=True,
-            ),
-        ),
-        ("ca", _LeafSpec(pki.admin, "kubernetes-admin", masters, client=True)),
-        (
-            "ca",
-            _LeafSpec(pki.controller_manager, "system:kube-controller-manager", client=True),
-        ),
-        ("ca", _LeafSpec(pki.scheduler, "system:kube-scheduler", client=True)),
-        (
-            "etcd_ca",
-            _LeafSpec(
-                pki.etcd,
-                "etcd",
-                dns_names=("localhost",),
-                ip_addresses=loopback,
-                client=True,
-                server=True,
-            ),
-        ),
-        (
-            "etcd_ca",
-            _LeafSpec(pki.apiserver_etcd_client, "kube-apiserver-etcd-client", client=True),
-        ),
-    ]
-
-
-def write_cluster_pki(directory: Path) -> ClusterPKI:
-    """Create the whole PKI in `directory`, or keep it if it is already complete.
-
-    Keeping it lets a stopped cluster restart with the same identity (kubeconfigs
-    handed out earlier stay valid, service-account tokens keep verifying).
-    """
-    pki = ClusterPKI(directory)
-    if pki.exists():
-        return pki
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o700)
-    authorities = {
-        "ca": CertificateAuthority.create("vkpy-dev-cluster-ca"),
-        "kubelet_ca": CertificateAuthority.create("vkpy-dev-kubelet-signing-ca"),
-        "etcd_ca": CertificateAuthority.create("vkpy-dev-etcd-ca"),
-    }
-    for attr, authority in authorities.items():
-        paths: CertPaths = getattr(pki, attr)
-        authority.write(paths.cert, paths.key)
-    for issuer, spec in _leaf_specs(pki):
-        cert_pem, key_pem = authorities[issuer].issue(
-            spec.common_name,
-            organizations=spec.organizations,
-            dns_names=spec.dns_names,
-            ip_addresses=spec.ip_addresses,
-            client=spec.client,
-            server=spec.server,
-        )
-        write_pem(spec.paths.cert, cert_pem)
-        write_pem(spec.paths.key, key_pem, secret=True)
-    sa_key = new_rsa_key()
-    write_pem(pki.service_account_key, key_to_pem(sa_key), secret=True)
-    write_pem(pki.service_account_pub, public_key_to_pem(sa_key))
-    return pki

@@ -1,0 +1,383 @@
+"""The local development control plane: etcd, API server, controller-manager, scheduler.
+
+vkpy is tested against the real Kubernetes control plane, not a fake. `DevCluster`
+starts the pinned release's binaries as detached processes in one directory (PKI,
+etcd data, logs, kubeconfigs, state.json), waits until the cluster can take a pod,
+and stops exactly what it started. Starting is synchronous on purpose: it is called
+from a command line and from session-scoped test fixtures, and it only waits on
+processes; async callers can run it in a thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from . import processes
+from .access import ClusterAccess
+from .binaries import find_bin_dir
+from .cluster_pki import ClusterPKI, write_cluster_pki
+from .components import (
+    LOOPBACK,
+    Layout,
+    Ports,
+    Settings,
+    apiserver_args,
+    controller_manager_args,
+    etcd_args,
+    scheduler_args,
+)
+from .kubeconfig import write_kubeconfig
+from .probes import https_get, is_ok, tls_context
+from .processes import ProcessRecord
+from .state import ClusterState, free_ports
+
+log = logging.getLogger("vkpy.devcluster")
+
+_PORT_ATTEMPTS = 3
+
+
+class ClusterError(RuntimeError):
+    """The dev cluster could not be started or stopped; the message says why."""
+
+
+class ComponentFailed(ClusterError):
+    """A component exited or never got ready; carries the tail of its log."""
+
+    def __init__(self, component: str, problem: str, log_path: Path) -> None:
+        self.component = component
+        self.log_path = log_path
+        self.log_tail = processes.tail(log_path)
+        super().__init__(
+            f"{component} {problem}. Last lines of {log_path}:\n{self.log_tail or '(empty)'}"
+        )
+
+
+class DevCluster:
+    """A local control plane in `dir` (default `.cluster`)."""
+
+    def __init__(
+        self,
+        dir: Path | str = ".cluster",
+        verify_kubelet_certs: bool | None = None,
+        *,
+        settings: Settings | None = None,
+        bin_dir: Path | None = None,
+    ) -> None:
+        settings = settings or Settings()
+        if verify_kubelet_certs is not None:
+            settings = replace(settings, verify_kubelet_certs=verify_kubelet_certs)
+        self.settings = settings
+        self.layout = Layout(Path(dir).absolute())
+        self._bin_dir = bin_dir
+        self._state: ClusterState | None = None
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    # -- paths and identities -------------------------------------------------------
+
+    @property
+    def dir(self) -> Path:
+        return self.layout.dir
+
+    @property
+    def pki(self) -> ClusterPKI:
+        return self.layout.pki
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig (user kubernetes-admin, group system:masters)."""
+        return self.layout.kubeconfig
+
+    @property
+    def state_file(self) -> Path:
+        return self.layout.state
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.layout.logs
+
+    @property
+    def ca_cert(self) -> Path:
+        """The cluster CA: signs the API server's serving cert and all client certs."""
+        return self.pki.ca.cert
+
+    @property
+    def kubelet_ca_cert(self) -> Path:
+        """The kubelet signing CA (kubelet-serving CSRs; `--kubelet-certificate-authority`)."""
+        return self.pki.kubelet_ca.cert
+
+    @property
+    def kubelet_ca_key(self) -> Path:
+        return self.pki.kubelet_ca.key
+
+    @property
+    def admin_cert(self) -> Path:
+        return self.pki.admin.cert
+
+    @property
+    def admin_key(self) -> Path:
+        return self.pki.admin.key
+
+    @property
+    def bin_dir(self) -> Path:
+        """Where the control-plane binaries are (runs controlplane/build.sh if needed)."""
+        state = self._state or self._read_state()
+        if state is not None and self._bin_dir is None:
+            return state.bin_dir
+        if self._bin_dir is None:
+            self._bin_dir = find_bin_dir()
+        return self._bin_dir
+
+    @property
+    def kubectl(self) -> Path:
+        return self.bin_dir / "kubectl"
+
+    @property
+    def state(self) -> ClusterState:
+        """The running cluster's state; ClusterError when it was never started."""
+        state = self._state or self._read_state()
+        if state is None:
+            raise ClusterError(f"no cluster state in {self.layout.state}: run `up` first")
+        return state
+
+    @property
+    def server(self) -> str:
+        """The API server URL, https://127.0.0.1:<port>."""
+        return self.state.server
+
+    def access(self) -> ClusterAccess:
+        return ClusterAccess(kubeconfig=self.kubeconfig, kubectl=self.kubectl)
+
+    def env(self) -> dict[str, str]:
+        """KUBECONFIG, PATH (with the pinned kubectl first) and VKPY_CLUSTER_DIR."""
+        return {**self.access().env(), "VKPY_CLUSTER_DIR": str(self.dir)}
+
+    def is_running(self) -> bool:
+        state = self._read_state()
+        return state is not None and state.all_running()
+
+    # -- up -------------------------------------------------------------------------
+
+    def up(self) -> bool:
+        """Start the control plane and wait until it is ready.
+
+        Returns False when a healthy cluster was already running in the directory
+        (it is reused), True when one was started. Raises ComponentFailed with the
+        component's log tail when something does not come up; nothing is left
+        running then.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            previous = self._read_state()
+            if previous is not None and self._reusable(previous):
+                self._state = previous
+                log.info("reusing the cluster already running in %s", self.dir)
+                return False
+            if previous is not None:
+                self._stop(previous.processes)
+            bin_dir = self._bin_dir or find_bin_dir()
+            write_cluster_pki(self.pki.dir)
+            preferred = list(previous.ports.to_json().values()) if previous else []
+            attempt = 1
+            while True:
+                ports = Ports(*free_ports(5, preferred))
+                try:
+                    self._start(bin_dir, ports)
+                    return True
+                except ComponentFailed as e:
+                    if attempt == _PORT_ATTEMPTS or "address already in use" not in e.log_tail:
+                        raise
+                    log.warning("%s lost a port race, retrying on new ports", e.component)
+                preferred = []
+                attempt += 1
+
+    def _reusable(self, state: ClusterState) -> bool:
+        if not state.all_running():
+            return False
+        if state.verify_kubelet_certs != self.settings.verify_kubelet_certs:
+            raise ClusterError(
+                f"the cluster running in {self.dir} has verify_kubelet_certs="
+                f"{state.verify_kubelet_certs}; run `down` first to change it"
+            )
+        return self._apiserver_ready(state.ports)
+
+    def _start(self, bin_dir: Path, ports: Ports) -> None:
+        began = time.monotonic()
+        layout, settings = self.layout, self.settings
+        server = f"https://{LOOPBACK}:{ports.apiserver}"
+        self._write_kubeconfigs(server)
+        records: list[ProcessRecord] = []
+
+        def launch(name: str, argv: list[str]) -> ProcessRecord:
+            proc, record = processes.spawn(
+                name, argv, layout.log(name), cwd=self.dir, env=_child_env()
+            )
+            self._children[proc.pid] = proc
+            records.append(record)
+            self._save(state(records))
+            return record
+
+        def state(records: list[ProcessRecord]) -> ClusterState:
+            return ClusterState(
+                server, bin_dir, settings.verify_kubelet_certs, ports, tuple(records)
+            )
+
+        try:
+            etcd = launch("etcd", etcd_args(bin_dir, layout, ports))
+            self._wait([etcd], records, lambda: self._etcd_ready(ports), "etcd")
+            apiserver = launch("kube-apiserver", apiserver_args(bin_dir, layout, ports, settings))
+            self._wait([apiserver], records, lambda: self._apiserver_ready(ports), "/readyz")
+            kcm_argv = controller_manager_args(bin_dir, layout, ports, settings)
+            others = [
+                launch("kube-controller-manager", kcm_argv),
+                launch("kube-scheduler", scheduler_args(bin_dir, layout, ports)),
+            ]
+            self._wait(others, records, lambda: self._rest_ready(ports), "health and defaults")
+        except BaseException:
+            self._stop(records)
+            self._save(state([]))
+            raise
+        log.info("control plane ready at %s in %.1f s", server, time.monotonic() - began)
+
+    def _write_kubeconfigs(self, server: str) -> None:
+        pki, layout = self.pki, self.layout
+        users = [
+            (layout.kubeconfig, pki.admin, "kubernetes-admin"),
+            (layout.controller_manager_kubeconfig, pki.controller_manager, "kcm"),
+            (layout.scheduler_kubeconfig, pki.scheduler, "scheduler"),
+        ]
+        for path, client, user in users:
+            write_kubeconfig(path, server, pki.ca.cert, client, user)
+
+    def _wait(
+        self,
+        blame: Sequence[ProcessRecord],
+        started: Sequence[ProcessRecord],
+        probe: Callable[[], bool],
+        what: str,
+    ) -> None:
+        """Poll `probe` until true; fail fast if any started process exits."""
+        deadline = time.monotonic() + self.settings.start_timeout
+        while True:
+            for record in started:
+                proc = self._children.get(record.pid)
+                code = proc.poll() if proc else None
+                if code is not None or not processes.is_running(record):
+                    raise ComponentFailed(record.name, f"exited (code {code})", record.log)
+            if probe():
+                return
+            if time.monotonic() >= deadline:
+                timeout = self.settings.start_timeout
+                problem = f"was not ready ({what}) after {timeout:.0f} s"
+                raise ComponentFailed(blame[-1].name, problem, blame[-1].log)
+            time.sleep(0.2)
+
+    def _etcd_ready(self, ports: Ports) -> bool:
+        ctx = tls_context(self.pki.etcd_ca.cert, self.pki.apiserver_etcd_client)
+        result = https_get(ports.etcd_client, "/health", ctx)
+        return result is not None and result[0] == 200 and b'"true"' in result[1]
+
+    def _apiserver_ready(self, ports: Ports) -> bool:
+        ctx = tls_context(self.pki.ca.cert, self.pki.admin)
+        return is_ok(ports.apiserver, "/readyz", ctx)
+
+    def _rest_ready(self, ports: Ports) -> bool:
+        """Controller-manager and scheduler healthy, and what pods need exists."""
+        ca_only = tls_context(self.pki.ca.cert)
+        admin = tls_context(self.pki.ca.cert, self.pki.admin)
+        needed = (
+            # The ServiceAccount admission plugin rejects pods until this exists.
+            "/api/v1/namespaces/default/serviceaccounts/default",
+            # Every pod's projected token volume refers to this ConfigMap.
+            "/api/v1/namespaces/default/configmaps/kube-root-ca.crt",
+        )
+        return (
+            is_ok(ports.controller_manager, "/healthz", ca_only)
+            and is_ok(ports.scheduler, "/readyz", ca_only)
+            and all(is_ok(ports.apiserver, path, admin) for path in needed)
+        )
+
+    # -- down -----------------------------------------------------------------------
+
+    def down(self, purge: bool = False) -> None:
+        """Stop every process `up` started here (SIGTERM, then SIGKILL).
+
+        The directory is kept (a later `up` restarts with the same data and PKI)
+        unless `purge` is set, which deletes what the cluster wrote into it.
+        """
+        if not self.dir.exists():
+            return
+        with self._locked():
+            state = self._read_state()
+            if state is not None:
+                left = self._stop(state.processes)
+                if left:
+                    names = ", ".join(f"{r.name} (pid {r.pid})" for r in left)
+                    raise ClusterError(f"could not stop {names}")
+                self._save(replace(state, processes=()))
+            if purge:
+                self._purge()
+        self._state = None
+
+    def _stop(self, records: Sequence[ProcessRecord]) -> list[ProcessRecord]:
+        """Stop etcd last: an API server whose etcd is gone hangs in its shutdown."""
+        grace = self.settings.stop_grace
+        left = processes.stop([r for r in records if r.name != "etcd"], grace)
+        left += processes.stop([r for r in records if r.name == "etcd"], grace)
+        self._reap_children()
+        return left
+
+    def _purge(self) -> None:
+        for path in self.layout.owned_paths():
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.dir.rmdir()  # only if nothing else is in it
+
+    def _reap_children(self) -> None:
+        for pid, proc in list(self._children.items()):
+            if proc.poll() is not None:
+                del self._children[pid]
+
+    # -- state ----------------------------------------------------------------------
+
+    def _read_state(self) -> ClusterState | None:
+        try:
+            return ClusterState.from_json(self.layout.state.read_text())
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as e:
+            raise ClusterError(f"{self.layout.state} is unreadable ({e}); remove it") from e
+
+    def _save(self, state: ClusterState) -> None:
+        self._state = state
+        tmp = self.layout.state.with_suffix(".tmp")
+        tmp.write_text(state.to_json())
+        tmp.replace(self.layout.state)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialise `up`/`down` on one directory across processes."""
+        with self.layout.lock.open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _child_env() -> dict[str, str]:
+    """The components' environment: ours, minus what could point them elsewhere."""
+    env = dict(os.environ)
+    env.pop("KUBECONFIG", None)
+    return env
