@@ -1,0 +1,81 @@
+"""Flags, environment variables and the errors a user sees before anything starts."""
+
+from pathlib import Path
+
+import pytest
+
+from vkpy import cli
+from vkpy.node.node_status import Taint
+
+
+def kubeconfig(tmp_path: Path, server: str = "https://127.0.0.1:6443") -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+        f"    server: {server}\ncontexts: []\nusers: []\n"
+    )
+    return path
+
+
+def settings(tmp_path: Path, *args: str) -> cli.Settings:
+    parsed = cli.parser().parse_args([f"--kubeconfig={kubeconfig(tmp_path)}", *args])
+    return cli.settings_from_args(parsed)
+
+
+def test_defaults(tmp_path: Path) -> None:
+    s = settings(tmp_path, "--provider=sim")
+    assert s.node.name == "vkpy"
+    assert s.node.taints == (Taint("virtual-kubelet.io/provider", "sim", "NoSchedule"),)
+    assert s.node.internal_ip == "127.0.0.1"
+    assert s.node.lease_duration == 40
+    assert s.node.lease_renew_interval == 10
+
+
+def test_taints_can_be_set_or_removed(tmp_path: Path) -> None:
+    assert settings(tmp_path, "--taint=none").node.taints == ()
+    two = settings(tmp_path, "--taint=a=b:NoExecute", "--taint=c:NoSchedule").node.taints
+    assert two == (Taint("a", "b", "NoExecute"), Taint("c", "", "NoSchedule"))
+
+
+def test_environment_variables_set_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VKPY_NODE_NAME", "from-env")
+    monkeypatch.setenv("VKPY_POD_SYNC_WORKERS", "7")
+    s = settings(tmp_path)
+    assert s.node.name == "from-env"
+    assert s.pods.workers == 7
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--taint=oops"], "invalid taint 'oops'"),
+        (["--provider=nope"], "unknown --provider 'nope'"),
+        (["--port=70000"], "is not a port number"),
+        (["--label=novalue"], "invalid --label"),
+        (["--provider-config=/nonexistent.yaml"], "cannot read --provider-config"),
+    ],
+)
+def test_bad_input_is_a_clear_error(
+    tmp_path: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main([f"--kubeconfig={kubeconfig(tmp_path)}", *args])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_provider_config_must_be_a_mapping(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "p.yaml"
+    config.write_text("- just\n- a list\n")
+    assert cli.main([f"--kubeconfig={kubeconfig(tmp_path)}", f"--provider-config={config}"]) == 2
+    assert "must hold a mapping" in capsys.readouterr().err
+
+
+def test_invalid_provider_settings_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "p.yaml"
+    config.write_text("failure_rate: 5\n")
+    code = cli.main(
+        [f"--kubeconfig={kubeconfig(tmp_path)}", "--provider=sim", f"--provider-config={config}"]
+    )
+    assert code == 2
