@@ -411,11 +411,27 @@ def test_failing_component_is_reported_and_the_rest_stopped(tmp_path: Path) -> N
     assert state["processes"] == []
     for log in ("etcd", "kube-apiserver"):
         assert (dev.logs_dir / f"{log}.log").exists()
-    assert not any(
-        pid_alive(int(pid))
+    assert not _running_in(dev.dir)
+
+
+@pytest.mark.cluster
+def test_start_timeout_names_the_stuck_component_and_stops_it(tmp_path: Path) -> None:
+    dev = DevCluster(tmp_path / "slow", settings=Settings(start_timeout=0))
+    with pytest.raises(
+        ComponentFailed, match=r"etcd was not ready after 0 s \(waiting for GET /health\)"
+    ):
+        dev.up()
+    assert json.loads(dev.state_file.read_text())["processes"] == []
+    assert not _running_in(dev.dir)
+
+
+def _running_in(directory: Path) -> list[int]:
+    """PIDs of live processes whose command line mentions `directory`."""
+    return [
+        int(pid)
         for pid in os.listdir("/proc")
-        if pid.isdigit() and str(dev.dir) in _cmdline(int(pid))
-    )
+        if pid.isdigit() and str(directory) in _cmdline(int(pid)) and pid_alive(int(pid))
+    ]
 
 
 def _cmdline(pid: int) -> str:

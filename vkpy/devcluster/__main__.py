@@ -76,8 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "up":
             _up(DevCluster(args.dir, verify_kubelet_certs=args.verify_kubelet_certs))
         elif args.command == "down":
-            DevCluster(args.dir).down(purge=args.purge)
-            print(f"stopped the control plane in {args.dir.absolute()}")
+            cluster = DevCluster(args.dir)
+            running = cluster.running_components()
+            cluster.down(purge=args.purge)
+            what = f"stopped {', '.join(running)}" if running else "nothing was running"
+            print(f"{what} in {cluster.dir}" + (" (purged)" if args.purge else ""))
         elif args.command == "env":
             _env(DevCluster(args.dir))
     except (ClusterError, BinariesMissing) as e:

@@ -23,7 +23,7 @@ CONTROLPLANE_DIR = REPO_ROOT / "controlplane"
 BUILD_SCRIPT = CONTROLPLANE_DIR / "build.sh"
 
 HOW_TO_GET = (
-    "Build them with controlplane/build.sh (needs Go 1.26+, takes 20-40 minutes the first "
+    "Build them with controlplane/build.sh (needs Go 1.26+, takes 10-40 minutes the first "
     f"time), or set {ENV_BIN_DIR} to a directory holding: {', '.join(BINARIES)}."
 )
 

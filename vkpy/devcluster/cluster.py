@@ -36,7 +36,7 @@ from .components import (
     scheduler_args,
 )
 from .kubeconfig import write_kubeconfig
-from .probes import https_get, is_ok, tls_context
+from .probes import Pending, apiserver_pending, etcd_pending, rest_pending
 from .processes import ProcessRecord
 from .state import ClusterState, free_ports
 
@@ -161,8 +161,14 @@ class DevCluster:
         return {**self.access().env(), "VKPY_CLUSTER_DIR": str(self.dir)}
 
     def is_running(self) -> bool:
+        """True when every component recorded in state.json is running."""
         state = self._read_state()
         return state is not None and state.all_running()
+
+    def running_components(self) -> list[str]:
+        """Names of the recorded components that are still running."""
+        state = self._read_state()
+        return [p.name for p in state.processes if processes.is_running(p)] if state else []
 
     # -- up -------------------------------------------------------------------------
 
@@ -207,7 +213,7 @@ class DevCluster:
                 f"the cluster running in {self.dir} has verify_kubelet_certs="
                 f"{state.verify_kubelet_certs}; run `down` first to change it"
             )
-        return self._apiserver_ready(state.ports)
+        return apiserver_pending(self.pki, state.ports) is None
 
     def _start(self, bin_dir: Path, ports: Ports) -> None:
         began = time.monotonic()
@@ -222,28 +228,27 @@ class DevCluster:
             )
             self._children[proc.pid] = proc
             records.append(record)
-            self._save(state(records))
+            self._save(snapshot(records))
             return record
 
-        def state(records: list[ProcessRecord]) -> ClusterState:
+        def snapshot(records: list[ProcessRecord]) -> ClusterState:
             return ClusterState(
                 server, bin_dir, settings.verify_kubelet_certs, ports, tuple(records)
             )
 
         try:
-            etcd = launch("etcd", etcd_args(bin_dir, layout, ports))
-            self._wait([etcd], records, lambda: self._etcd_ready(ports), "etcd")
-            apiserver = launch("kube-apiserver", apiserver_args(bin_dir, layout, ports, settings))
-            self._wait([apiserver], records, lambda: self._apiserver_ready(ports), "/readyz")
-            kcm_argv = controller_manager_args(bin_dir, layout, ports, settings)
-            others = [
-                launch("kube-controller-manager", kcm_argv),
-                launch("kube-scheduler", scheduler_args(bin_dir, layout, ports)),
-            ]
-            self._wait(others, records, lambda: self._rest_ready(ports), "health and defaults")
+            launch("etcd", etcd_args(bin_dir, layout, ports))
+            self._wait(records, lambda: etcd_pending(self.pki, ports))
+            launch("kube-apiserver", apiserver_args(bin_dir, layout, ports, settings))
+            self._wait(records, lambda: apiserver_pending(self.pki, ports))
+            launch(
+                "kube-controller-manager", controller_manager_args(bin_dir, layout, ports, settings)
+            )
+            launch("kube-scheduler", scheduler_args(bin_dir, layout, ports))
+            self._wait(records, lambda: rest_pending(self.pki, ports))
         except BaseException:
             self._stop(records)
-            self._save(state([]))
+            self._save(snapshot([]))
             raise
         log.info("control plane ready at %s in %.1f s", server, time.monotonic() - began)
 
@@ -258,13 +263,13 @@ class DevCluster:
             write_kubeconfig(path, server, pki.ca.cert, client, user)
 
     def _wait(
-        self,
-        blame: Sequence[ProcessRecord],
-        started: Sequence[ProcessRecord],
-        probe: Callable[[], bool],
-        what: str,
+        self, started: Sequence[ProcessRecord], pending: Callable[[], Pending | None]
     ) -> None:
-        """Poll `probe` until true; fail fast if any started process exits."""
+        """Poll until `pending()` is None; fail fast if any started process exits.
+
+        `pending()` names the component still not ready and what it waits for, so a
+        timeout shows the log of the component that is stuck.
+        """
         deadline = time.monotonic() + self.settings.start_timeout
         while True:
             for record in started:
@@ -272,38 +277,15 @@ class DevCluster:
                 code = proc.poll() if proc else None
                 if code is not None or not processes.is_running(record):
                     raise ComponentFailed(record.name, f"exited (code {code})", record.log)
-            if probe():
+            waiting = pending()
+            if waiting is None:
                 return
             if time.monotonic() >= deadline:
+                component, what = waiting
                 timeout = self.settings.start_timeout
-                problem = f"was not ready ({what}) after {timeout:.0f} s"
-                raise ComponentFailed(blame[-1].name, problem, blame[-1].log)
+                problem = f"was not ready after {timeout:g} s (waiting for {what})"
+                raise ComponentFailed(component, problem, self.layout.log(component))
             time.sleep(0.2)
-
-    def _etcd_ready(self, ports: Ports) -> bool:
-        ctx = tls_context(self.pki.etcd_ca.cert, self.pki.apiserver_etcd_client)
-        result = https_get(ports.etcd_client, "/health", ctx)
-        return result is not None and result[0] == 200 and b'"true"' in result[1]
-
-    def _apiserver_ready(self, ports: Ports) -> bool:
-        ctx = tls_context(self.pki.ca.cert, self.pki.admin)
-        return is_ok(ports.apiserver, "/readyz", ctx)
-
-    def _rest_ready(self, ports: Ports) -> bool:
-        """Controller-manager and scheduler healthy, and what pods need exists."""
-        ca_only = tls_context(self.pki.ca.cert)
-        admin = tls_context(self.pki.ca.cert, self.pki.admin)
-        needed = (
-            # The ServiceAccount admission plugin rejects pods until this exists.
-            "/api/v1/namespaces/default/serviceaccounts/default",
-            # Every pod's projected token volume refers to this ConfigMap.
-            "/api/v1/namespaces/default/configmaps/kube-root-ca.crt",
-        )
-        return (
-            is_ok(ports.controller_manager, "/healthz", ca_only)
-            and is_ok(ports.scheduler, "/readyz", ca_only)
-            and all(is_ok(ports.apiserver, path, admin) for path in needed)
-        )
 
     # -- down -----------------------------------------------------------------------
 

@@ -13,8 +13,12 @@ import http.client
 import ssl
 from pathlib import Path
 
-from .components import LOOPBACK
+from .cluster_pki import ClusterPKI
+from .components import LOOPBACK, Ports
 from .pki import CertPaths
+
+#: (component, what it has not done yet) while start-up waits.
+Pending = tuple[str, str]
 
 
 def tls_context(ca_cert: Path, client: CertPaths | None = None) -> ssl.SSLContext:
@@ -44,3 +48,48 @@ def is_ok(port: int, path: str, ctx: ssl.SSLContext, timeout: float = 3.0) -> bo
     """True when the GET answers 200."""
     result = https_get(port, path, ctx, timeout)
     return result is not None and result[0] == 200
+
+
+def etcd_pending(pki: ClusterPKI, ports: Ports) -> Pending | None:
+    """None once etcd answers /health; else what is missing."""
+    ctx = tls_context(pki.etcd_ca.cert, pki.apiserver_etcd_client)
+    result = https_get(ports.etcd_client, "/health", ctx)
+    if result is not None and result[0] == 200 and b'"true"' in result[1]:
+        return None
+    return "etcd", "GET /health"
+
+
+def apiserver_pending(pki: ClusterPKI, ports: Ports) -> Pending | None:
+    """None once the API server's /readyz is ok."""
+    ctx = tls_context(pki.ca.cert, pki.admin)
+    return None if is_ok(ports.apiserver, "/readyz", ctx) else ("kube-apiserver", "GET /readyz")
+
+
+def rest_pending(pki: ClusterPKI, ports: Ports) -> Pending | None:
+    """Controller-manager and scheduler healthy, and what pods need exists."""
+    ca_only = tls_context(pki.ca.cert)
+    admin = tls_context(pki.ca.cert, pki.admin)
+    checks = [
+        ("kube-controller-manager", ports.controller_manager, ca_only, "/healthz"),
+        ("kube-scheduler", ports.scheduler, ca_only, "/readyz"),
+        # The ServiceAccount admission plugin rejects pods until this exists;
+        # the controller-manager's serviceaccount controller creates it.
+        (
+            "kube-controller-manager",
+            ports.apiserver,
+            admin,
+            "/api/v1/namespaces/default/serviceaccounts/default",
+        ),
+        # Every pod's projected token volume refers to this ConfigMap (published
+        # by the controller-manager's root-ca-cert-publisher).
+        (
+            "kube-controller-manager",
+            ports.apiserver,
+            admin,
+            "/api/v1/namespaces/default/configmaps/kube-root-ca.crt",
+        ),
+    ]
+    for component, port, ctx, path in checks:
+        if not is_ok(port, path, ctx):
+            return component, f"GET {path} on port {port}"
+    return None
