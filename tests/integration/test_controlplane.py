@@ -168,6 +168,31 @@ def test_scheduler_binds_pod_to_ready_node(run_kubectl: RunKubectl, namespace: s
         assert sources == {"default-scheduler"}
 
 
+@pytest.mark.cluster
+def test_service_account_tokens_authenticate(
+    cluster: ClusterAccess, namespace: str, tmp_path: Path
+) -> None:
+    """A TokenRequest token (what a kubelet mounts into pods) is accepted as its account."""
+    token = cluster.run_kubectl("create", "token", "default", "-n", namespace).stdout.strip()
+    ca_data = cluster.run_kubectl(
+        "config", "view", "--raw", "--minify",
+        "-o", "jsonpath={.clusters[0].cluster.certificate-authority-data}",
+    ).stdout  # fmt: skip
+    (tmp_path / "ca.crt").write_bytes(base64.b64decode(ca_data))
+    as_service_account = subprocess.run(
+        [
+            str(cluster.kubectl), "--kubeconfig=/dev/null", f"--server={cluster.server}",
+            f"--certificate-authority={tmp_path / 'ca.crt'}", f"--token={token}",
+            "auth", "whoami", "-o", "json",
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert as_service_account.returncode == 0, as_service_account.stderr
+    user = json.loads(as_service_account.stdout)["status"]["userInfo"]
+    assert user["username"] == f"system:serviceaccount:{namespace}:default"
+    assert f"system:serviceaccounts:{namespace}" in user["groups"]
+
+
 # -- the controller-manager signs kubelet serving certificates ------------------------
 
 
