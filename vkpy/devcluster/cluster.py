@@ -15,7 +15,6 @@ import fcntl
 import logging
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -79,7 +78,6 @@ class DevCluster:
         self.layout = Layout(Path(dir).absolute())
         self._bin_dir = bin_dir
         self._state: ClusterState | None = None
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     # -- paths and identities -------------------------------------------------------
 
@@ -223,10 +221,7 @@ class DevCluster:
         records: list[ProcessRecord] = []
 
         def launch(name: str, argv: list[str]) -> ProcessRecord:
-            proc, record = processes.spawn(
-                name, argv, layout.log(name), cwd=self.dir, env=_child_env()
-            )
-            self._children[proc.pid] = proc
+            record = processes.spawn(name, argv, layout.log(name), env=_child_env())
             records.append(record)
             self._save(snapshot(records))
             return record
@@ -273,8 +268,7 @@ class DevCluster:
         deadline = time.monotonic() + self.settings.start_timeout
         while True:
             for record in started:
-                proc = self._children.get(record.pid)
-                code = proc.poll() if proc else None
+                code = processes.exit_code(record.pid)
                 if code is not None or not processes.is_running(record):
                     raise ComponentFailed(record.name, f"exited (code {code})", record.log)
             waiting = pending()
@@ -314,7 +308,6 @@ class DevCluster:
         grace = self.settings.stop_grace
         left = processes.stop([r for r in records if r.name != "etcd"], grace)
         left += processes.stop([r for r in records if r.name == "etcd"], grace)
-        self._reap_children()
         return left
 
     def _purge(self) -> None:
@@ -325,11 +318,6 @@ class DevCluster:
                 path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.dir.rmdir()  # only if nothing else is in it
-
-    def _reap_children(self) -> None:
-        for pid, proc in list(self._children.items()):
-            if proc.poll() is not None:
-                del self._children[pid]
 
     # -- state ----------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -107,28 +106,41 @@ def is_running(record: ProcessRecord) -> bool:
     return record.start_ticks in (0, ticks)
 
 
-def spawn(
-    name: str,
-    argv: Sequence[str],
-    log: Path,
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
-    """Start `argv` detached: own session, stdin from /dev/null, output to `log`."""
+def spawn(name: str, argv: Sequence[str], log: Path, *, env: Mapping[str, str]) -> ProcessRecord:
+    """Start `argv` detached: own session, stdin from /dev/null, output to `log`.
+
+    posix_spawn rather than subprocess.Popen: the process is meant to outlive this
+    Python process, and a Popen object for a child still running when it is
+    collected warns and queues the child for reaping. Reap with `exit_code`.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
-        proc = subprocess.Popen(
+        pid = os.posix_spawn(
+            argv[0],
             list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=dict(env),
-            start_new_session=True,
+            dict(env),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 2),
+            ],
+            setsid=True,
+            # Python ignores SIGPIPE and SIGXFSZ; the components expect the defaults.
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
         )
-    record = ProcessRecord(name, proc.pid, start_ticks(proc.pid), log, tuple(argv))
-    return proc, record
+    return ProcessRecord(name, pid, start_ticks(pid), log, tuple(argv))
+
+
+def exit_code(pid: int) -> int | None:
+    """Reap our child `pid` if it has exited and return its exit code.
+
+    None while it runs, or when it is not (or no longer) our child to reap.
+    """
+    try:
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if reaped else None
 
 
 def _signal_group(record: ProcessRecord, sig: signal.Signals) -> None:
@@ -137,18 +149,12 @@ def _signal_group(record: ProcessRecord, sig: signal.Signals) -> None:
         os.killpg(record.pid, sig)
 
 
-def _reap(pid: int) -> None:
-    """Collect the exit status if the process is our child (no-op otherwise)."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
 def _wait_gone(records: Sequence[ProcessRecord], timeout: float) -> list[ProcessRecord]:
     """Wait until the processes are gone; return those still running at the timeout."""
     deadline = time.monotonic() + timeout
     while True:
         for record in records:
-            _reap(record.pid)
+            exit_code(record.pid)  # a child of ours would stay a zombie otherwise
         alive = [r for r in records if is_running(r)]
         if not alive or time.monotonic() >= deadline:
             return alive
