@@ -40,6 +40,18 @@ if [[ $missing == 0 ]]; then
   exit 0
 fi
 
+# One build at a time: a second caller waits for the first, then finds the binaries.
+mkdir -p "$(dirname "$out")"
+exec 9>"$out.lock"
+flock 9
+missing=0
+for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || missing=1; done
+if [[ $missing == 0 ]]; then
+  echo "$out"
+  exit 0
+fi
+
+rm -rf "$out.partial"
 mkdir -p "$out.partial"
 minor=$(echo "$release" | cut -d. -f2)
 stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)

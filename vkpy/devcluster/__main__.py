@@ -1,4 +1,4 @@
-"""`python -m vkpy.devcluster up|down|env`: the local control plane from a shell.
+"""`python -m vkpy.devcluster up|down|env|run`: the local control plane from a shell.
 
 `make cluster`, `make cluster-down` and developers use this to get a control plane
 that keeps running after the command returns (its processes are detached), to point
@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import demo
 from .binaries import BinariesMissing, pinned_release
 from .cluster import ClusterError, DevCluster
 
@@ -43,8 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     down = commands.add_parser("down", parents=[common], help="stop the control plane")
     down.add_argument("--purge", action="store_true", help="also delete what it wrote in --dir")
     commands.add_parser("env", parents=[common], help="print shell exports for the cluster")
-    # Hook: the `run` subcommand (control plane + a virtual node, for `make run`) is
-    # added here by the runner's owner.
+    run = commands.add_parser(
+        "run",
+        parents=[common],
+        help="control plane (or KUBECONFIG's cluster) + a virtual node + examples/hello.yaml",
+    )
+    run.add_argument("--node-name", default="vkpy-dev", help="name of the virtual node")
+    run.add_argument("--provider", default=None, help="backend (default: vkpy's default)")
     return parser
 
 
@@ -83,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{what} in {cluster.dir}" + (" (purged)" if args.purge else ""))
         elif args.command == "env":
             _env(DevCluster(args.dir))
+        elif args.command == "run":
+            return demo.run(args.dir, args.node_name, args.provider)
     except (ClusterError, BinariesMissing) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
