@@ -21,6 +21,7 @@ import yaml
 
 from vkpy import __version__
 from vkpy import log as vklog
+from vkpy.api.config import AUTHORIZATION_MODES
 from vkpy.kube.client import ClientOptions
 from vkpy.node.node_status import NodeSettings, Taint
 from vkpy.node.pod_controller import PodControllerSettings
@@ -79,6 +80,63 @@ def parser() -> argparse.ArgumentParser:
         "--listen-address", default=_env("listen-address", "0.0.0.0"), help="kubelet API address"
     )
     p.add_argument("--port", type=int, default=int(_env("port", "10250") or 10250))
+    api = p.add_argument_group(
+        "kubelet API",
+        "TLS, authentication and authorization of the kubelet HTTPS API (--port)",
+    )
+    api.add_argument(
+        "--tls-cert-file",
+        default=_env("tls-cert-file"),
+        help="serving certificate (PEM, with chain); reloaded when it changes. Without it "
+        "and without --rotate-server-certificates, a self-signed one is made in --cert-dir",
+    )
+    api.add_argument("--tls-private-key-file", default=_env("tls-private-key-file"))
+    api.add_argument(
+        "--cert-dir",
+        default=_env("cert-dir"),
+        help="where generated certificates are kept (default <state-dir>/certs)",
+    )
+    api.add_argument(
+        "--rotate-server-certificates",
+        nargs="?",
+        const="true",
+        type=_flag_bool,
+        default=_env("rotate-server-certificates", "false"),
+        help="get the serving certificate from the cluster with a kubelet-serving CSR "
+        "(someone must approve it) and renew it before it expires",
+    )
+    api.add_argument(
+        "--client-ca-file",
+        default=_env("client-ca-file"),
+        help="CA bundle for client certificates (user = CN, groups = O); default: the "
+        "cluster CA of the kubeconfig (or of the in-cluster service account)",
+    )
+    api.add_argument(
+        "--anonymous-auth",
+        nargs="?",
+        const="true",
+        type=_flag_bool,
+        default=_env("anonymous-auth", "false"),
+        help="serve requests without credentials as system:anonymous (default false)",
+    )
+    api.add_argument(
+        "--authorization-mode",
+        choices=list(AUTHORIZATION_MODES),
+        default=_env("authorization-mode", "Webhook"),
+        help="Webhook: SubjectAccessReview for every request (default); "
+        "AlwaysAllow: no authorization, development only",
+    )
+    api.add_argument(
+        "--metrics-bind-address",
+        default=_env("metrics-bind-address", "127.0.0.1"),
+        help="address of the plain-HTTP /metrics port",
+    )
+    api.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(_env("metrics-port", "0") or 0),
+        help="plain-HTTP port serving /metrics and /healthz (default 0: off)",
+    )
     p.add_argument(
         "--pod-sync-workers",
         type=int,
@@ -115,6 +173,47 @@ def parser() -> argparse.ArgumentParser:
         default=_env("log-level", "info"),
     )
     return p
+
+
+def _flag_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "t"):
+        return True
+    if value in ("false", "0", "no", "f", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"want true or false, not {text!r}")
+
+
+def _api_settings(args: argparse.Namespace) -> ApiSettings:
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        raise UsageError("--tls-cert-file and --tls-private-key-file go together")
+    if args.tls_cert_file and args.rotate_server_certificates:
+        raise UsageError(
+            "--rotate-server-certificates gets the certificate from the cluster; "
+            "do not also give --tls-cert-file"
+        )
+    for flag, path in (
+        ("--tls-cert-file", args.tls_cert_file),
+        ("--tls-private-key-file", args.tls_private_key_file),
+        ("--client-ca-file", args.client_ca_file),
+    ):
+        if path and not Path(path).is_file():
+            raise UsageError(f"{flag} {path}: no such file")
+    if not 0 <= args.metrics_port < 65536:
+        raise UsageError(f"--metrics-port {args.metrics_port} is not a port number")
+    return ApiSettings(
+        listen_address=args.listen_address,
+        port=args.port,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+        cert_dir=args.cert_dir or str(Path(args.state_dir) / "certs"),
+        rotate_server_certificates=args.rotate_server_certificates,
+        client_ca_file=args.client_ca_file,
+        anonymous_auth=args.anonymous_auth,
+        authorization_mode=args.authorization_mode,
+        metrics_bind_address=args.metrics_bind_address,
+        metrics_port=args.metrics_port,
+    )
 
 
 def _read_provider_config(path: str | None) -> dict[str, object]:
@@ -217,7 +316,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         pods=PodControllerSettings(
             node_name=args.node_name, host_ip=node_ip, workers=args.pod_sync_workers
         ),
-        api=ApiSettings(listen_address=args.listen_address, port=args.port),
+        api=_api_settings(args),
         provider=args.provider,
         provider_config=_read_provider_config(args.provider_config),
         state_dir=args.state_dir,

@@ -48,3 +48,40 @@ STATUS_UPDATES = Counter(
     "Pod status patches, by outcome (written, unchanged, failed).",
     ["outcome"],
 )
+
+# --- the kubelet HTTPS API -----------------------------------------------------------
+
+KUBELET_API_REQUESTS = Counter(
+    "vkpy_kubelet_api_requests_total",
+    "Requests to the kubelet API, by route (e.g. containerLogs, stats) and HTTP status.",
+    ["route", "code"],
+)
+KUBELET_API_DURATION = Histogram(
+    "vkpy_kubelet_api_request_duration_seconds",
+    "Time to answer a kubelet API request (whole stream for logs), by route.",
+    ["route"],
+)
+KUBELET_API_AUTH = Counter(
+    "vkpy_kubelet_api_auth_total",
+    "Authentication and authorization decisions, by step (authn, authz), "
+    "result and source (cert, token, anonymous, cache, review, policy).",
+    ["step", "result", "source"],
+)
+KUBELET_API_TLS_REFUSED = Counter(
+    "vkpy_kubelet_api_tls_refused_total",
+    "TLS handshakes refused because no serving certificate exists yet.",
+)
+CONTAINER_LOG_BYTES = Counter(
+    "vkpy_container_log_bytes_total",
+    "Bytes of container logs sent to clients.",
+)
+SERVING_CERT_EXPIRY = Gauge(
+    "vkpy_serving_certificate_expiration_timestamp_seconds",
+    "When the serving certificate in use expires (Unix time).",
+)
+SERVING_CERT_REQUESTS = Counter(
+    "vkpy_serving_certificate_requests_total",
+    "CertificateSigningRequests for the serving certificate, by outcome "
+    "(issued, denied, failed, timeout, error).",
+    ["outcome"],
+)

@@ -15,6 +15,8 @@ import signal
 import time
 from collections.abc import Coroutine
 
+from vkpy.api import ApiDependencies, KubeletServer
+from vkpy.api.client_ca import cluster_ca
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.node.lease import LeaseKeeper
@@ -58,6 +60,12 @@ async def _watched(name: str, coro: Coroutine[object, object, None]) -> None:
         raise
 
 
+def _addresses(settings: Settings) -> tuple[str, ...]:
+    """The node's addresses, as in its status: the serving certificate's names."""
+    out = [settings.node.internal_ip, settings.node.hostname or settings.node.name]
+    return tuple(dict.fromkeys(a for a in out if a))
+
+
 class Node:
     """All the parts of one virtual node, ready to `run`."""
 
@@ -77,6 +85,21 @@ class Node:
         self.pods = PodController(
             client, provider, self.events, ApiObjectSource(client), settings.pods
         )
+        self.api = KubeletServer(
+            settings.api,
+            ApiDependencies(
+                node_name=settings.node.name,
+                addresses=_addresses(settings),
+                pods=self.pods.pods,
+                find_pod=self.pods.find,
+                provider=provider,
+                client=client,
+                events=self.events,
+                default_client_ca=None
+                if settings.api.client_ca_file
+                else cluster_ca(settings.kube.kubeconfig, settings.kube.context),
+            ),
+        )
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
@@ -85,6 +108,7 @@ class Node:
                 group.create_task(_watched(name, coro), name=name)
 
             start("events", self.events.run())
+            start("kubelet-api", self.api.run())
             start("node", self.node.run())
             await self.node.registered.wait()
             start("lease", self.lease.run())

@@ -8,17 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vkpy.api.config import ApiSettings
 from vkpy.kube.client import ClientOptions
 from vkpy.node.node_status import NodeSettings
 from vkpy.node.pod_controller import PodControllerSettings
 
-
-@dataclass(frozen=True)
-class ApiSettings:
-    """The kubelet HTTPS API on :10250."""
-
-    listen_address: str = "0.0.0.0"
-    port: int = 10250
+__all__ = ["ApiSettings", "Settings"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,94 @@
+"""Settings of the kubelet HTTPS API, and what the API needs from the rest of vkpy.
+
+The API is configured by flags (see vkpy.cli) mapped onto `ApiSettings`; the runner
+hands it `ApiDependencies`: plain functions and objects, never the pod controller
+itself, so vkpy.api and vkpy.node stay independent of each other (import-linter
+checks it). Secure by default: authorization through SubjectAccessReview, anonymous
+requests refused, TLS 1.2 or newer only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from vkpy.kube.events import InvolvedObject
+from vkpy.objects import KubeObject
+from vkpy.providers.base import Provider
+
+AuthorizationMode = Literal["Webhook", "AlwaysAllow"]
+AUTHORIZATION_MODES: tuple[AuthorizationMode, ...] = ("Webhook", "AlwaysAllow")
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """The kubelet HTTPS API on :10250 (and the optional plain-HTTP metrics port)."""
+
+    listen_address: str = "0.0.0.0"
+    port: int = 10250
+    tls_cert_file: str | None = None
+    """Serving certificate (PEM, may hold the chain); reloaded when the file changes."""
+    tls_private_key_file: str | None = None
+    cert_dir: str = "certs"
+    """Where generated certificates live: the self-signed pair (kubelet.crt/.key) and
+    the certificate issued from a CSR (kubelet-server-current.pem)."""
+    rotate_server_certificates: bool = False
+    """Get the serving certificate from the cluster (CSR with signer
+    kubernetes.io/kubelet-serving) and renew it at 70-90% of its life."""
+    client_ca_file: str | None = None
+    """CA bundle that signs client certificates (user = CN, groups = O). None: the
+    cluster CA of the kubeconfig (or the in-cluster service account's ca.crt)."""
+    anonymous_auth: bool = False
+    """Serve requests that carry no credentials as system:anonymous."""
+    authorization_mode: AuthorizationMode = "Webhook"
+    """Webhook: ask the API server (SubjectAccessReview). AlwaysAllow: development only."""
+    authn_cache_ttl: float = 120.0
+    """How long a TokenReview answer is cached (the kubelet's default)."""
+    authz_allow_ttl: float = 300.0
+    """How long an allowed SubjectAccessReview is cached."""
+    authz_deny_ttl: float = 30.0
+    """How long a denied SubjectAccessReview is cached."""
+    metrics_bind_address: str = "127.0.0.1"
+    metrics_port: int = 0
+    """Plain-HTTP port serving only /metrics and /healthz (0: off)."""
+    reload_interval: float = 10.0
+    """How often certificate and CA files are checked for changes."""
+
+
+class ClusterClient(Protocol):
+    """The API-server calls the kubelet API makes (vkpy.kube.client.KubeClient):
+    TokenReviews, SubjectAccessReviews, CertificateSigningRequests."""
+
+    async def create(self, path: str, body: KubeObject) -> KubeObject: ...
+
+    async def get(self, path: str) -> KubeObject: ...
+
+
+class EventSink(Protocol):
+    """Where Events go (vkpy.kube.events.EventRecorder)."""
+
+    def emit(
+        self, involved: InvolvedObject, event_type: str, reason: str, message: str
+    ) -> None: ...
+
+
+FindPod = Callable[[str, str, str | None], KubeObject | None]
+"""(namespace, name, uid or None) -> the node's pod, if it has one."""
+
+
+@dataclass(frozen=True)
+class ApiDependencies:
+    """What the API uses from the rest of the node (functions, not controllers)."""
+
+    node_name: str
+    addresses: tuple[str, ...]
+    """The node's addresses (IPs and host names): the serving certificate's SANs."""
+    pods: Callable[[], list[KubeObject]]
+    """The node's pods as last seen from the API server."""
+    find_pod: FindPod
+    provider: Provider
+    client: ClusterClient
+    events: EventSink
+    default_client_ca: bytes | None = None
+    """The cluster CA (PEM) used when no client CA file is configured."""

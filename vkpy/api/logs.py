@@ -1,0 +1,201 @@
+"""`GET /containerLogs/{namespace}/{pod}/{container}`: container logs, streamed.
+
+What `kubectl logs` reaches through the API server. The pod and container must be
+this node's (404 otherwise, as the kubelet answers); the query is decoded by
+vkpy.api.log_options (400/422); the backend's records are then streamed as they
+come, with the timestamp prefix and the byte limit applied here.
+
+Streaming has two halves so that a fast backend and a slow client both work: the
+handler pulls records from the backend and appends their bytes to a buffer; a writer
+task sends whatever is buffered as one chunk whenever it gets to run. Records the
+backend has ready are therefore coalesced into few large writes (a big log is not one
+TLS record per line), while a follow that waits for the next line has sent (flushed)
+everything before it waits. The buffer is bounded, so a slow client slows the
+backend down instead of filling memory.
+
+A backend error before the first byte is the kubelet's 400 with the backend's
+message (404 if the pod is unknown to it, 501 if it has no logs, 503 if it is
+unavailable); after that, the stream just ends. The backend's stream is closed in
+every case: end of logs, byte limit reached, client gone, error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+from aiohttp import web
+
+from vkpy import metrics
+from vkpy.api.log_options import LogOptionsError, format_timestamp, parse_log_options
+from vkpy.api.state import DEPS, plain
+from vkpy.objects import meta, spec
+from vkpy.providers.base import LogRecord, LogsProvider, PodRef
+from vkpy.providers.errors import (
+    ProviderError,
+    RetryableError,
+    UnsupportedError,
+)
+
+log = logging.getLogger(__name__)
+
+FIRST_RECORD_WAIT = 2.0
+"""How long the first record may take before the 200 headers are sent anyway."""
+HIGH_WATER = 256 * 1024
+"""Buffered bytes at which the handler waits for the writer."""
+
+
+class _ChunkWriter:
+    """Sends what the handler buffers; see the module docstring."""
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        self._response = response
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._closed = False
+        self.sent = 0
+
+    async def put(self, data: bytes) -> None:
+        self._parts.append(data)
+        self._size += len(data)
+        self._wake.set()
+        if self._size >= HIGH_WATER:
+            self._room.clear()
+            await self._room.wait()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            if not self._parts:
+                if self._closed:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            data = b"".join(self._parts)
+            self._parts.clear()
+            self._size = 0
+            self._room.set()
+            await self._response.write(data)
+            self.sent += len(data)
+            metrics.CONTAINER_LOG_BYTES.inc(len(data))
+
+
+async def _next(records: AsyncIterator[LogRecord]) -> LogRecord | None:
+    try:
+        return await anext(records)
+    except StopAsyncIteration:
+        return None
+
+
+async def _close(records: AsyncIterator[LogRecord], pending: asyncio.Task[object] | None) -> None:
+    if pending is not None and not pending.done():
+        pending.cancel()
+        await asyncio.wait({pending})
+    aclose = getattr(records, "aclose", None)
+    if aclose is not None:
+        try:
+            await aclose()
+        except Exception:
+            log.exception("closing a backend log stream failed")
+
+
+def _error_response(error: ProviderError) -> web.Response:
+    if isinstance(error, UnsupportedError):
+        return plain(501, str(error))
+    if isinstance(error, RetryableError):
+        return plain(503, str(error))
+    return plain(400, str(error))
+
+
+def _has_container(pod: dict[str, object], name: str) -> bool:
+    podspec = spec(pod)
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for container in podspec.get(field) or ():
+            if container.get("name") == name:
+                return True
+    return False
+
+
+async def container_logs(request: web.Request) -> web.StreamResponse:
+    deps = request.app[DEPS]
+    namespace = request.match_info["namespace"]
+    pod_name = request.match_info["pod"]
+    container = request.match_info["container"]
+    try:
+        options = parse_log_options({k: request.query.getall(k) for k in request.query})
+    except LogOptionsError as error:
+        return plain(error.status, error.body)
+    pod = deps.find_pod(namespace, pod_name, None)
+    if pod is None:
+        return plain(404, f'pod "{pod_name}" does not exist')
+    if not _has_container(pod, container):
+        return plain(404, f'container "{container}" not found in pod "{pod_name}"')
+    provider = deps.provider
+    if not isinstance(provider, LogsProvider):
+        return plain(501, f"the {provider.name} backend does not provide container logs")
+    ref = PodRef(namespace, pod_name, str(meta(pod).get("uid", "")))
+    query = options.query(container, datetime.now(UTC))
+    try:
+        records = provider.container_logs(ref, query)
+    except ProviderError as error:
+        return _error_response(error)
+    first = asyncio.ensure_future(_next(records))
+    pending: asyncio.Task[LogRecord | None] | None = first
+    try:
+        done, _ = await asyncio.wait({first}, timeout=FIRST_RECORD_WAIT)
+        if done:
+            try:
+                first.result()
+            except ProviderError as error:
+                return _error_response(error)
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        writer = _ChunkWriter(response)
+        limit = options.limit_bytes
+        since = query.since
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(writer.run(), name="log-writer")
+                try:
+                    while True:
+                        if pending is not None:
+                            record = await pending
+                            pending = None
+                        else:
+                            record = await _next(records)
+                        if record is None:
+                            break
+                        if since is not None and record.time < since:
+                            continue
+                        data = record.data
+                        if options.timestamps:
+                            data = format_timestamp(record.time) + data
+                        if limit is not None:
+                            if len(data) >= limit:
+                                await writer.put(data[:limit])
+                                break
+                            limit -= len(data)
+                        await writer.put(data)
+                except ProviderError as error:
+                    log.warning(
+                        "container log stream failed",
+                        extra={"pod": str(ref), "uid": ref.uid, "error": str(error)},
+                    )
+                finally:
+                    writer.close()
+            await response.write_eof()
+        except* ConnectionError:
+            log.debug("log client went away", extra={"pod": str(ref), "uid": ref.uid})
+        return response
+    finally:
+        await _close(records, pending)

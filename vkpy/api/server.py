@@ -1,0 +1,207 @@
+"""The kubelet HTTPS API server: one aiohttp application inside vkpy's event loop.
+
+`KubeletServer.run` is one of the runner's named root tasks. It sets up the serving
+certificate (files, cluster CSR, or self-signed), the client CA, authentication and
+authorization, then listens with aiohttp's AppRunner and TCPSite (not `run_app`, the
+loop is vkpy's), and keeps certificates fresh until it is cancelled. Handlers are
+cancelled when their client goes away (`handler_cancellation`), which is how a
+`kubectl logs -f` that ends stops reading the backend. Optionally a second, plain
+HTTP site serves only /metrics and /healthz, for in-cluster scrapers that cannot
+present credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from aiohttp import web
+
+from vkpy.api.authn import Authenticator, TokenReviewer
+from vkpy.api.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
+from vkpy.api.config import ApiDependencies, ApiSettings
+from vkpy.api.csr import CertificateRotator
+from vkpy.api.middleware import auth_middleware, count_requests
+from vkpy.api.routes import add_metrics_routes, add_routes
+from vkpy.api.serving import (
+    WatchedFiles,
+    client_ca_file,
+    file_certificate,
+    self_signed_pair,
+    warn_self_signed,
+)
+from vkpy.api.state import DEPS, STATS
+from vkpy.api.stats import StatsSampler
+from vkpy.api.tls import ServingTLS
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT = 2.0
+MAX_BODY = 1024 * 1024
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def _bound_port(runner: web.AppRunner) -> int:
+    address = runner.addresses[0]
+    return int(address[1])
+
+
+class KubeletServer:
+    """The API on `settings.listen_address:port`; `port` is known once `listening`."""
+
+    def __init__(
+        self,
+        settings: ApiSettings,
+        deps: ApiDependencies,
+        *,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.settings = settings
+        self.deps = deps
+        self._sleep = sleep
+        self.tls = ServingTLS(verify_client=bool(settings.client_ca_file or deps.default_client_ca))
+        self.stats = StatsSampler(deps.node_name)
+        self.rotator: CertificateRotator | None = None
+        self.port: int | None = None
+        self.metrics_port: int | None = None
+        self.listening = asyncio.Event()
+
+    # --- pieces ---------------------------------------------------------------------
+
+    def authorizer(self) -> Authorizer:
+        if self.settings.authorization_mode == "AlwaysAllow":
+            log.warning(
+                "AUTHORIZATION IS OFF (--authorization-mode=AlwaysAllow): anyone who can "
+                "authenticate to this node can read every pod's logs and stats. "
+                "Development only."
+            )
+            return AlwaysAllow()
+        return WebhookAuthorizer(
+            self.deps.client, self.settings.authz_allow_ttl, self.settings.authz_deny_ttl
+        )
+
+    def application(self) -> web.Application:
+        settings = self.settings
+        if settings.anonymous_auth:
+            log.warning("anonymous requests are allowed (--anonymous-auth=true)")
+        authn = Authenticator(
+            TokenReviewer(self.deps.client, settings.authn_cache_ttl), settings.anonymous_auth
+        )
+        app = web.Application(
+            middlewares=[
+                count_requests,
+                auth_middleware(authn, self.authorizer(), self.deps.node_name),
+            ],
+            client_max_size=MAX_BODY,
+        )
+        app[DEPS] = self.deps
+        app[STATS] = self.stats
+        add_routes(app)
+        return app
+
+    def _certificates(self) -> list[WatchedFiles]:
+        """Load the client CA and serving certificate; what to watch for changes."""
+        settings = self.settings
+        watched: list[WatchedFiles] = []
+        if settings.client_ca_file:
+            watched.append(client_ca_file(self.tls, settings.client_ca_file))
+        elif self.deps.default_client_ca:
+            self.tls.trust_clients(self.deps.default_client_ca)
+            log.info("client certificates are verified against the cluster CA")
+        else:
+            log.warning(
+                "no client CA (--client-ca-file, or a CA in the kubeconfig): "
+                "client certificates are not accepted, only bearer tokens"
+            )
+        cert_dir = Path(settings.cert_dir)
+        if settings.tls_cert_file and settings.tls_private_key_file:
+            watched.append(
+                file_certificate(self.tls, settings.tls_cert_file, settings.tls_private_key_file)
+            )
+        elif settings.rotate_server_certificates:
+            self.rotator = CertificateRotator(
+                self.deps.client,
+                self.tls,
+                self.deps.events,
+                self.deps.node_name,
+                self.deps.addresses,
+                cert_dir,
+                sleep=self._sleep,
+            )
+        else:
+            pair = self_signed_pair(cert_dir, self.deps.node_name, self.deps.addresses)
+            self.tls.serve(pair)
+            warn_self_signed(cert_dir)
+        return watched
+
+    # --- running ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        watched = self._certificates()
+        runner = web.AppRunner(
+            self.application(),
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_TIMEOUT,
+        )
+        metrics_runner: web.AppRunner | None = None
+        await runner.setup()
+        try:
+            site = web.TCPSite(
+                runner,
+                self.settings.listen_address,
+                self.settings.port,
+                ssl_context=self.tls.context,
+                reuse_address=True,
+            )
+            await site.start()
+            self.port = _bound_port(runner)
+            log.info(
+                "kubelet API listening",
+                extra={
+                    "address": self.settings.listen_address,
+                    "port": self.port,
+                    "authorization": self.settings.authorization_mode,
+                },
+            )
+            if self.settings.metrics_port:
+                metrics_runner = await self._start_metrics()
+            self.listening.set()
+            async with asyncio.TaskGroup() as group:
+                for files in watched:
+                    group.create_task(
+                        files.watch(self.settings.reload_interval, self._sleep),
+                        name="kubelet-api-reload",
+                    )
+                if self.rotator is not None:
+                    group.create_task(self.rotator.run(), name="kubelet-api-certificates")
+                await asyncio.Event().wait()
+        finally:
+            if metrics_runner is not None:
+                await metrics_runner.cleanup()
+            await runner.cleanup()
+
+    async def _start_metrics(self) -> web.AppRunner:
+        app = web.Application(middlewares=[count_requests])
+        add_metrics_routes(app)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        await runner.setup()
+        site = web.TCPSite(
+            runner,
+            self.settings.metrics_bind_address,
+            self.settings.metrics_port,
+            reuse_address=True,
+        )
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self.metrics_port = _bound_port(runner)
+        log.info(
+            "metrics listening (plain HTTP)",
+            extra={"address": self.settings.metrics_bind_address, "port": self.metrics_port},
+        )
+        return runner
