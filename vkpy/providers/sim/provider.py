@@ -10,7 +10,11 @@ record and the time, which keeps the simulation deterministic.
 
 Per-pod overrides, as annotations: `sim.vkpy.io/start-seconds`,
 `sim.vkpy.io/run-seconds` (empty or "forever" to run until deleted),
-`sim.vkpy.io/exit-code`. A value that is not a number is invalid input.
+`sim.vkpy.io/exit-code`; for logs and stats (vkpy.providers.sim.telemetry)
+`sim.vkpy.io/log-lines-per-second`, `sim.vkpy.io/log-line-bytes`,
+`sim.vkpy.io/cpu-cores` and `sim.vkpy.io/memory-bytes` (default: the container's
+requests, else limits, else 0.1 core and 32 MiB). A value that is not a number is
+invalid input.
 """
 
 from __future__ import annotations
@@ -22,27 +26,36 @@ import os
 import platform
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from vkpy import __version__
 from vkpy.providers.base import (
+    ContainerConfig,
     ContainerState,
+    LogQuery,
+    LogRecord,
     NodeInfo,
     NodeResources,
     PodConfig,
     PodPhase,
     PodRef,
     PodState,
+    PodStats,
     StatusCallback,
 )
 from vkpy.providers.errors import InvalidInputError, NotFoundError, RetryableError
+from vkpy.providers.sim import telemetry
+from vkpy.providers.sim.telemetry import LogShape, Run
+from vkpy.quantity import QuantityError, parse_quantity
 
 log = logging.getLogger(__name__)
 
 ANNOTATION_PREFIX = "sim.vkpy.io/"
+DEFAULT_CPU_CORES = 0.1
+DEFAULT_MEMORY_BYTES = 32 * 2**20
 DEFAULT_CAPACITY: Mapping[str, str] = {
     "cpu": "1000",
     "memory": "4Ti",
@@ -99,6 +112,10 @@ class _Record:
     restart_policy: str
     containers: list[tuple[str, str]]
     init_containers: list[str]
+    log_rate: float = 1.0
+    log_width: int = 0
+    usage: list[tuple[float, int]] = field(default_factory=list)
+    """(CPU cores, memory bytes) per container, in the order of `containers`."""
 
     @property
     def ref(self) -> PodRef:
@@ -150,6 +167,7 @@ class SimProvider:
             try:
                 raw = json.loads(path.read_text())
                 raw["containers"] = [tuple(c) for c in raw["containers"]]
+                raw["usage"] = [tuple(u) for u in raw.get("usage") or ()]
                 record = _Record(**raw)
             except (OSError, ValueError, TypeError) as error:
                 log.warning(
@@ -195,6 +213,15 @@ class SimProvider:
         start = _number(annotations, "start-seconds", self._config.start_seconds) or 0.0
         run = _number(annotations, "run-seconds", self._config.run_seconds)
         exit_code = _number(annotations, "exit-code", self._config.exit_code)
+        log_rate = _number(annotations, "log-lines-per-second", 1.0) or 1.0
+        if log_rate <= 0:
+            raise InvalidInputError(
+                f"annotation {ANNOTATION_PREFIX}log-lines-per-second must be positive",
+                reason="InvalidSimAnnotation",
+            )
+        log_width = int(_number(annotations, "log-line-bytes", 0) or 0)
+        cores = _number(annotations, "cpu-cores", None)
+        memory = _number(annotations, "memory-bytes", None)
         record = _Record(
             namespace=pod.ref.namespace,
             name=pod.ref.name,
@@ -206,6 +233,9 @@ class SimProvider:
             restart_policy=pod.restart_policy,
             containers=[(c.name, c.image) for c in pod.containers],
             init_containers=[c.name for c in pod.init_containers],
+            log_rate=log_rate,
+            log_width=log_width,
+            usage=[_usage(c, cores, memory) for c in pod.containers],
         )
         self._records[record.uid] = record
         self._persist(record)
@@ -247,6 +277,54 @@ class SimProvider:
     async def list_pods(self) -> Sequence[PodRef]:
         return [r.ref for r in self._records.values()]
 
+    # --- logs and stats ------------------------------------------------------------
+
+    async def container_logs(self, ref: PodRef, query: LogQuery) -> AsyncIterator[LogRecord]:
+        """The container's synthetic lines (see telemetry); follows on the sim clock."""
+        record = self._records.get(ref.uid)
+        if record is None:
+            raise NotFoundError(f'pod "{ref.name}" is not running in the sim backend')
+        now = time.time()
+        run = _log_run(record, query, now, self._config.restart_delay)
+        shape = LogShape(record.log_rate, record.log_width)
+        lines, index = telemetry.records(query.container, run, shape, query, now)
+        for line in lines:
+            yield line
+        if not query.follow:
+            return
+        while (upcoming := telemetry.next_record(query.container, run, shape, index)) is not None:
+            at, line = upcoming
+            delay = at - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if ref.uid not in self._records:
+                return
+            if line.stream in query.streams:
+                yield line
+            index += 1
+        if run.end is not None and (rest := run.end - time.time()) > 0:
+            await asyncio.sleep(rest)  # the container is quiet until it exits
+
+    async def pod_stats(self) -> Sequence[PodStats]:
+        """Usage of every running pod's containers (CPU grows, memory is constant)."""
+        now = time.time()
+        out: list[PodStats] = []
+        for record in self._records.values():
+            current, _, _ = _runs(record, now, self._config.restart_delay)
+            if current is None or (current.end is not None and now >= current.end):
+                continue
+            usage = record.usage or [(DEFAULT_CPU_CORES, DEFAULT_MEMORY_BYTES)] * len(
+                record.containers
+            )
+            containers = tuple(
+                telemetry.usage(name, current, now, cores, memory)
+                for (name, _), (cores, memory) in zip(record.containers, usage, strict=False)
+            )
+            out.append(
+                PodStats(ref=record.ref, start_time=_at(record.created), containers=containers)
+            )
+        return out
+
     # --- internals -----------------------------------------------------------------
 
     def _persist(self, record: _Record) -> None:
@@ -279,6 +357,71 @@ class SimProvider:
         if old:
             old.cancel()
         self._timers[record.uid] = loop.call_later(max(0.0, upcoming - time.time()) + 0.01, fire)
+
+
+def _resource(container: ContainerConfig, name: str) -> float | None:
+    resources = container.spec.get("resources") or {}
+    for kind in ("requests", "limits"):
+        value = (resources.get(kind) or {}).get(name)
+        if value is not None:
+            try:
+                return float(parse_quantity(value))
+            except QuantityError:
+                return None
+    return None
+
+
+def _usage(
+    container: ContainerConfig, cores: float | None, memory: float | None
+) -> tuple[float, int]:
+    """(CPU cores, memory bytes) the sim container uses: annotation, resources, default."""
+    cpu = cores if cores is not None else _resource(container, "cpu")
+    mem = memory if memory is not None else _resource(container, "memory")
+    return (
+        cpu if cpu and cpu > 0 else DEFAULT_CPU_CORES,
+        int(mem) if mem and mem > 0 else DEFAULT_MEMORY_BYTES,
+    )
+
+
+def _runs(record: _Record, now: float, delay: float) -> tuple[Run | None, Run | None, str | None]:
+    """(current run, last terminated run, waiting reason) of the pod's containers at
+    `now`, the same lockstep schedule as `_state_at`."""
+    began = record.created + record.start_seconds
+    if now < began:
+        return None, None, "ContainerCreating"
+    if record.run_seconds is None:
+        return Run(began, None, 0), None, None
+    if not _restarts(record):
+        return Run(began, began + record.run_seconds, 0), None, None
+    period = record.run_seconds + delay
+    k = int((now - began) // period)
+    run_start = began + k * period
+    last = Run(run_start - period, run_start - delay, k - 1) if k > 0 else None
+    if now < run_start + record.run_seconds:
+        return Run(run_start, run_start + record.run_seconds, k), last, None
+    return None, Run(run_start, run_start + record.run_seconds, k), "CrashLoopBackOff"
+
+
+def _log_run(record: _Record, query: LogQuery, now: float, delay: float) -> Run:
+    """Which run's logs the query reads, or the kubelet's error for why there is none."""
+    name, pod = query.container, record.name
+    if name in record.init_containers:
+        began = record.created + record.start_seconds
+        if now < began or query.previous:
+            raise NotFoundError(f'container "{name}" in pod "{pod}" has no logs yet')
+        return Run(began, began, 0)
+    if name not in {n for n, _ in record.containers}:
+        raise NotFoundError(f'container "{name}" in pod "{pod}" is not available')
+    current, last, waiting = _runs(record, now, delay)
+    if query.previous:
+        if last is None:
+            raise NotFoundError(f'previous terminated container "{name}" in pod "{pod}" not found')
+        return last
+    if current is not None:
+        return current
+    if last is not None:
+        return last
+    raise NotFoundError(f'container "{name}" in pod "{pod}" is waiting to start: {waiting}')
 
 
 def _restarts(record: _Record) -> bool:
