@@ -199,9 +199,9 @@ class PodController:
         """The node's pod with this namespace and name (and uid, when given), if any."""
         for pod in self._cache.values():
             m = meta(pod)
-            if m.get("namespace") == namespace and m.get("name") == name:
-                if uid is None or m.get("uid") == uid:
-                    return pod
+            same = m.get("namespace") == namespace and m.get("name") == name
+            if same and (uid is None or m.get("uid") == uid):
+                return pod
         return None
 
     def idle(self) -> bool:
