@@ -15,6 +15,7 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import yaml
@@ -39,6 +40,16 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get("VKPY_" + name.upper().replace("-", "_"), default)
 
 
+def _option(
+    group: argparse._ActionsContainer, flag: str, help: str, default: str | None = None, **kw: Any
+) -> None:
+    """Add `--flag` whose default comes from VKPY_<FLAG> (then `default`).
+
+    argparse converts a string default with the option's `type`, so a bad value in the
+    environment is reported exactly like a bad flag."""
+    group.add_argument(flag, default=_env(flag.removeprefix("--"), default), help=help, **kw)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m vkpy",
@@ -47,22 +58,22 @@ def parser() -> argparse.ArgumentParser:
         "(e.g. VKPY_NODE_NAME); --kubeconfig also reads KUBECONFIG.",
     )
     p.add_argument("--version", action="version", version=f"vkpy {__version__}")
-    p.add_argument(
+    _option(
+        p,
         "--kubeconfig",
-        default=_env("kubeconfig", os.environ.get("KUBECONFIG")),
-        help="kubeconfig file; without it, the in-cluster service account is used",
+        "kubeconfig file; without it, the in-cluster service account is used",
+        os.environ.get("KUBECONFIG"),
     )
-    p.add_argument("--context", default=_env("context"), help="kubeconfig context")
-    p.add_argument("--node-name", default=_env("node-name", "vkpy"), help="name of the Node")
-    p.add_argument(
+    _option(p, "--context", "kubeconfig context")
+    _option(p, "--node-name", "name of the Node", "vkpy")
+    _option(
+        p,
         "--provider",
-        default=_env("provider", DEFAULT_PROVIDER),
-        help=f"backend: {', '.join(registry.names())} (default {DEFAULT_PROVIDER})",
+        f"backend: {', '.join(registry.names())} (default {DEFAULT_PROVIDER})",
+        DEFAULT_PROVIDER,
     )
-    p.add_argument("--provider-config", default=_env("provider-config"), help="YAML or JSON file")
-    p.add_argument(
-        "--os", default=_env("os"), help="operating system to report (default: backend's)"
-    )
+    _option(p, "--provider-config", "the backend's settings, a YAML or JSON file")
+    _option(p, "--os", "operating system to report (default: the backend's)")
     p.add_argument(
         "--taint",
         action="append",
@@ -71,107 +82,88 @@ def parser() -> argparse.ArgumentParser:
         "(default virtual-kubelet.io/provider=<provider>:NoSchedule)",
     )
     p.add_argument("--label", action="append", default=None, help="extra node label key=value")
-    p.add_argument(
-        "--node-ip",
-        default=_env("node-ip"),
-        help="address the API server dials (default: this host's address towards it)",
-    )
-    p.add_argument(
-        "--listen-address", default=_env("listen-address", "0.0.0.0"), help="kubelet API address"
-    )
-    p.add_argument("--port", type=int, default=int(_env("port", "10250") or 10250))
+    _option(p, "--node-ip", "address the API server dials (default: this host's towards it)")
+    _option(p, "--listen-address", "kubelet API address", "0.0.0.0")
+    _option(p, "--port", "kubelet API port (written to the Node)", "10250", type=int)
     api = p.add_argument_group(
         "kubelet API",
         "TLS, authentication and authorization of the kubelet HTTPS API (--port)",
     )
-    api.add_argument(
+    _option(
+        api,
         "--tls-cert-file",
-        default=_env("tls-cert-file"),
-        help="serving certificate (PEM, with chain); reloaded when it changes. Without it "
+        "serving certificate (PEM, with chain); reloaded when it changes. Without it "
         "and without --rotate-server-certificates, a self-signed one is made in --cert-dir",
     )
-    api.add_argument("--tls-private-key-file", default=_env("tls-private-key-file"))
-    api.add_argument(
-        "--cert-dir",
-        default=_env("cert-dir"),
-        help="where generated certificates are kept (default <state-dir>/certs)",
-    )
-    api.add_argument(
+    _option(api, "--tls-private-key-file", "key of --tls-cert-file")
+    _option(api, "--cert-dir", "where generated certificates are kept (default <state-dir>/certs)")
+    _option(
+        api,
         "--rotate-server-certificates",
+        "get the serving certificate from the cluster with a kubelet-serving CSR "
+        "(someone must approve it) and renew it before it expires",
+        "false",
         nargs="?",
         const="true",
         type=_flag_bool,
-        default=_env("rotate-server-certificates", "false"),
-        help="get the serving certificate from the cluster with a kubelet-serving CSR "
-        "(someone must approve it) and renew it before it expires",
     )
-    api.add_argument(
+    _option(
+        api,
         "--client-ca-file",
-        default=_env("client-ca-file"),
-        help="CA bundle for client certificates (user = CN, groups = O); default: the "
+        "CA bundle for client certificates (user = CN, groups = O); default: the "
         "cluster CA of the kubeconfig (or of the in-cluster service account)",
     )
-    api.add_argument(
+    _option(
+        api,
         "--anonymous-auth",
+        "serve requests without credentials as system:anonymous (default false)",
+        "false",
         nargs="?",
         const="true",
         type=_flag_bool,
-        default=_env("anonymous-auth", "false"),
-        help="serve requests without credentials as system:anonymous (default false)",
     )
-    api.add_argument(
+    _option(
+        api,
         "--authorization-mode",
-        choices=list(AUTHORIZATION_MODES),
-        default=_env("authorization-mode", "Webhook"),
-        help="Webhook: SubjectAccessReview for every request (default); "
+        "Webhook: SubjectAccessReview for every request (default); "
         "AlwaysAllow: no authorization, development only",
+        "Webhook",
+        choices=list(AUTHORIZATION_MODES),
     )
-    api.add_argument(
-        "--metrics-bind-address",
-        default=_env("metrics-bind-address", "127.0.0.1"),
-        help="address of the plain-HTTP /metrics port",
-    )
-    api.add_argument(
+    _option(api, "--metrics-bind-address", "address of the plain-HTTP /metrics port", "127.0.0.1")
+    _option(
+        api,
         "--metrics-port",
+        "plain-HTTP port serving /metrics and /healthz (default 0: off)",
+        "0",
         type=int,
-        default=int(_env("metrics-port", "0") or 0),
-        help="plain-HTTP port serving /metrics and /healthz (default 0: off)",
     )
-    p.add_argument(
-        "--pod-sync-workers",
-        type=int,
-        default=int(_env("pod-sync-workers", "20") or 20),
-        help="pods reconciled at once",
-    )
-    p.add_argument(
+    _option(p, "--pod-sync-workers", "pods reconciled at once", "20", type=int)
+    _option(
+        p,
         "--state-dir",
-        default=_env("state-dir", str(Path.home() / ".local/state/vkpy")),
-        help="where backends keep state that outlives vkpy",
+        "where backends keep state that outlives vkpy",
+        str(Path.home() / ".local/state/vkpy"),
     )
-    p.add_argument(
-        "--startup-timeout",
-        type=float,
-        default=float(_env("startup-timeout", "60") or 60),
-        help="seconds to keep trying to reach the API server",
+    _option(
+        p, "--startup-timeout", "seconds to keep trying to reach the API server", "60", type=float
     )
-    p.add_argument(
+    _option(
+        p,
         "--node-lease-duration",
+        "Lease duration in seconds; renewed every quarter of it (default 40)",
+        "40",
         type=int,
-        default=int(_env("node-lease-duration", "40") or 40),
-        help="Lease duration in seconds; renewed every quarter of it (default 40)",
     )
-    p.add_argument(
+    _option(
+        p,
         "--node-status-interval",
+        "seconds between node status heartbeats when nothing changed",
+        "60",
         type=float,
-        default=float(_env("node-status-interval", "60") or 60),
-        help="seconds between node status heartbeats when nothing changed",
     )
-    p.add_argument("--log-format", choices=["text", "json"], default=_env("log-format", "text"))
-    p.add_argument(
-        "--log-level",
-        choices=["debug", "info", "warning", "error"],
-        default=_env("log-level", "info"),
-    )
+    _option(p, "--log-format", "text (key=value) or json", "text", choices=["text", "json"])
+    _option(p, "--log-level", "log level", "info", choices=["debug", "info", "warning", "error"])
     return p
 
 
