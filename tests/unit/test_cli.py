@@ -79,3 +79,13 @@ def test_invalid_provider_settings_exit_2(tmp_path: Path) -> None:
         [f"--kubeconfig={kubeconfig(tmp_path)}", "--provider=sim", f"--provider-config={config}"]
     )
     assert code == 2
+
+
+def test_bad_environment_value_is_reported_like_a_bad_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VKPY_PORT", "abc")
+    with pytest.raises(SystemExit) as exited:
+        cli.parser().parse_args([])
+    assert exited.value.code == 2
+    assert "argument --port: invalid int value: 'abc'" in capsys.readouterr().err
