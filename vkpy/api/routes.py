@@ -3,9 +3,10 @@
 Paths and methods are the kubelet's (pkg/kubelet/server): /healthz, /pods,
 /runningpods/, /stats/summary, /metrics, /metrics/resource, /containerLogs, and the
 stream endpoints /exec, /attach, /portForward (and /run), each with its pod-UID form.
-The stream endpoints are reserved here and answer 501 until their handlers land;
-they already sit behind the authentication middleware. Container logs are in
-vkpy.api.logs. Backends without stats get a 501 that names the backend.
+The stream endpoints sit behind the same authentication middleware: /exec and
+/attach are vkpy.api.remotecommand, /portForward vkpy.api.portforward, and /run still
+answers 501. Container logs are in vkpy.api.logs. Backends without stats get a 501
+that names the backend.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from aiohttp.typedefs import Handler
 
 from vkpy.api import resource_metrics
 from vkpy.api.logs import container_logs
+from vkpy.api.portforward import port_forward_handler
+from vkpy.api.remotecommand import attach_handler, exec_handler
 from vkpy.api.state import DEPS, STATS, plain
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import PodStats, StatsProvider
@@ -27,6 +30,11 @@ from vkpy.providers.errors import ProviderError
 log = logging.getLogger(__name__)
 
 STREAM_KINDS = ("exec", "attach", "portForward", "run")
+STREAM_HANDLERS: dict[str, Handler] = {
+    "exec": exec_handler,
+    "attach": attach_handler,
+    "portForward": port_forward_handler,
+}
 
 
 async def healthz(_: web.Request) -> web.Response:
@@ -142,7 +150,7 @@ def add_routes(app: web.Application) -> None:
     router.add_get("/metrics/resource", metrics_resource)
     router.add_get("/containerLogs/{namespace}/{pod}/{container}", container_logs)
     for kind in STREAM_KINDS:
-        handler = _not_yet(kind)
+        handler = STREAM_HANDLERS.get(kind) or _not_yet(kind)
         if kind == "portForward":
             shapes = ["/{namespace}/{pod}", "/{namespace}/{pod}/{uid}"]
         else:
