@@ -39,7 +39,27 @@ def _sim(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
     return provider
 
 
-_FACTORIES: dict[str, Factory] = {"sim": _sim}
+def _lambda(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
+    module = importlib.import_module("vkpy.providers.awslambda")
+    try:
+        config = module.LambdaConfig.from_dict(raw)
+    except (TypeError, ValueError) as error:
+        raise ProviderConfigError(f"lambda: {error}") from error
+    provider: Provider = module.LambdaProvider(config, ctx.node_name)
+    return provider
+
+
+def _fargate(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
+    module = importlib.import_module("vkpy.providers.fargate")
+    try:
+        config = module.FargateConfig.from_dict(raw)
+    except (TypeError, ValueError) as error:
+        raise ProviderConfigError(f"fargate: {error}") from error
+    provider: Provider = module.FargateProvider(config, ctx.node_name)
+    return provider
+
+
+_FACTORIES: dict[str, Factory] = {"sim": _sim, "lambda": _lambda, "fargate": _fargate}
 
 
 def names() -> list[str]:
