@@ -15,6 +15,9 @@ Per-pod overrides, as annotations: `sim.vkpy.io/start-seconds`,
 `sim.vkpy.io/cpu-cores` and `sim.vkpy.io/memory-bytes` (default: the container's
 requests, else limits, else 0.1 core and 32 MiB). A value that is not a number is
 invalid input.
+
+`kubectl exec` runs a few built-in commands, attach echoes stdin, and port-forward
+answers with a toy HTTP responder (vkpy.providers.sim.exec).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from pathlib import Path
 
 from vkpy import __version__
 from vkpy.providers.base import (
+    ByteSink,
+    ByteSource,
     ContainerConfig,
     ContainerState,
     LogQuery,
@@ -45,9 +50,11 @@ from vkpy.providers.base import (
     PodState,
     PodStats,
     StatusCallback,
+    StreamIO,
 )
 from vkpy.providers.errors import InvalidInputError, NotFoundError, RetryableError
 from vkpy.providers.sim import telemetry
+from vkpy.providers.sim.exec import attach_echo, exec_builtin, serve_port
 from vkpy.providers.sim.telemetry import LogShape, Run
 from vkpy.quantity import QuantityError, parse_quantity
 
@@ -153,6 +160,9 @@ class SimProvider:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._callback: StatusCallback | None = None
         self._dir = Path(config.state_dir) / "sim" if config.state_dir else None
+        self._env: dict[str, dict[str, dict[str, str]]] = {}
+        """uid -> container -> environment, for `env` in exec (memory only: may be secret)."""
+        self._attached: dict[str, set[asyncio.Event]] = {}
 
     # --- lifecycle of the backend -------------------------------------------------
 
@@ -238,6 +248,7 @@ class SimProvider:
             usage=[_usage(c, cores, memory) for c in pod.containers],
         )
         self._records[record.uid] = record
+        self._env[record.uid] = {c.name: dict(c.env) for c in pod.containers}
         self._persist(record)
         self._arm(record)
 
@@ -259,6 +270,9 @@ class SimProvider:
     async def delete_pod(self, ref: PodRef, grace_period: float) -> None:
         self._maybe_fail("delete_pod")
         record = self._records.pop(ref.uid, None)
+        self._env.pop(ref.uid, None)
+        for ended in self._attached.pop(ref.uid, set()):
+            ended.set()
         timer = self._timers.pop(ref.uid, None)
         if timer:
             timer.cancel()
@@ -324,6 +338,58 @@ class SimProvider:
                 PodStats(ref=record.ref, start_time=_at(record.created), containers=containers)
             )
         return out
+
+    # --- exec, attach, port-forward (built-ins: vkpy.providers.sim.exec) -----------
+
+    def _running_record(self, ref: PodRef, container: str | None) -> _Record:
+        """The pod's record if `container` (or, with None, the pod) runs now."""
+        record = self._records.get(ref.uid)
+        if record is None:
+            raise NotFoundError(f'pod "{ref.name}" is not running in the sim backend')
+        state = _state_at(record, time.time(), self._config.restart_delay)
+        if container is None:
+            if state.phase != "Running":
+                raise InvalidInputError(f"pod {ref} is not running ({state.phase})")
+            return record
+        for current in state.containers:
+            if current.name == container:
+                if current.state != "running":
+                    raise InvalidInputError(
+                        f'container "{container}" is not running ({current.state})'
+                    )
+                return record
+        raise NotFoundError(f'container "{container}" not found in pod {ref}')
+
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], io: StreamIO
+    ) -> int:
+        self._running_record(ref, container)
+        env = self._env.get(ref.uid, {}).get(container, {})
+        return await exec_builtin(ref, env, command, io)
+
+    async def attach_to_container(self, ref: PodRef, container: str, io: StreamIO) -> int | None:
+        record = self._running_record(ref, container)
+        ended = asyncio.Event()
+        attached = self._attached.setdefault(ref.uid, set())
+        attached.add(ended)
+        current, _, _ = _runs(record, time.time(), self._config.restart_delay)
+        timer = None
+        if current is not None and current.end is not None:
+            delay = max(0.0, current.end - time.time())
+            timer = asyncio.get_running_loop().call_later(delay, ended.set)
+        try:
+            await attach_echo(io, ended)
+        finally:
+            attached.discard(ended)
+            if timer is not None:
+                timer.cancel()
+        return None
+
+    async def port_forward(
+        self, ref: PodRef, port: int, inbound: ByteSource, outbound: ByteSink
+    ) -> None:
+        self._running_record(ref, None)
+        await serve_port(ref, port, inbound, outbound)
 
     # --- internals -----------------------------------------------------------------
 
