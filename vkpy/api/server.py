@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from vkpy.api.authn import Authenticator, TokenReviewer
 from vkpy.api.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
@@ -41,6 +42,22 @@ log = logging.getLogger(__name__)
 SHUTDOWN_TIMEOUT = 2.0
 MAX_BODY = 1024 * 1024
 Sleep = Callable[[float], Awaitable[None]]
+
+
+class _QuietClientErrors(logging.Filter):
+    """aiohttp logs a request it cannot parse (an oversized header line, garbage
+    instead of HTTP) at error level with a traceback; the client gets its 400 and
+    such noise is the client's fault, so it is logged at debug level instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError) and record.levelno > logging.DEBUG:
+            log.debug("malformed request refused", extra={"error": str(error).strip()})
+            return False
+        return True
+
+
+logging.getLogger("aiohttp.server").addFilter(_QuietClientErrors())
 
 
 def _bound_port(runner: web.AppRunner) -> int:
