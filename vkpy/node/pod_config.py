@@ -3,7 +3,8 @@
 This is where the kubelet's reading of a pod spec happens once for every backend:
 each container's environment is resolved (ConfigMaps and Secrets read from the API
 server), `$(VAR)` references in command and args are expanded, and volumes are
-listed. A missing required reference raises `ConfigError`.
+resolved into files (vkpy.node.volumes: configMap, secret, downwardAPI, projected with
+service account tokens). A missing required reference raises `ConfigError`.
 """
 
 from __future__ import annotations
@@ -11,27 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vkpy.kube.client import ApiError, KubeClient
-from vkpy.node.env import ObjectSource, expand, resolve_env
+from vkpy.node.env import ConfigError, ObjectSource, expand, resolve_env
+from vkpy.node.volumes import TokenGrant, VolumeSource, resolve_volumes, token_grant, token_request
 from vkpy.objects import KubeObject, meta, spec
-from vkpy.providers.base import ContainerConfig, PodConfig, PodRef, VolumeConfig
-
-VOLUME_KINDS = (
-    "emptyDir",
-    "configMap",
-    "secret",
-    "downwardAPI",
-    "projected",
-    "hostPath",
-    "persistentVolumeClaim",
-    "ephemeral",
-    "csi",
-    "nfs",
-    "image",
-)
+from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 
 
 class ApiObjectSource:
-    """Reads ConfigMaps and Secrets straight from the API server."""
+    """Reads ConfigMaps and Secrets straight from the API server, and asks it for
+    service account tokens bound to pods (TokenRequest)."""
 
     def __init__(self, client: KubeClient) -> None:
         self._client = client
@@ -49,6 +38,29 @@ class ApiObjectSource:
 
     async def get_secret(self, namespace: str, name: str) -> KubeObject | None:
         return await self._get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+
+    async def request_token(
+        self,
+        namespace: str,
+        service_account: str,
+        *,
+        audience: str | None,
+        expiration_seconds: int,
+        pod_name: str,
+        pod_uid: str,
+    ) -> TokenGrant:
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
+        body = token_request(audience, expiration_seconds, pod_name, pod_uid)
+        try:
+            answer = await self._client.create(path, body)
+        except ApiError as error:
+            if error.retryable:
+                raise
+            raise ConfigError(
+                f"failed to fetch token for service account {namespace}/{service_account}: "
+                f"{error.message}"
+            ) from error
+        return token_grant(answer, expiration_seconds)
 
 
 def pod_ref(pod: KubeObject) -> PodRef:
@@ -76,17 +88,8 @@ async def _container(
     )
 
 
-def _volume(volume: KubeObject) -> VolumeConfig:
-    name = str(volume.get("name", ""))
-    for kind in VOLUME_KINDS:
-        if kind in volume:
-            return VolumeConfig(name=name, kind=kind, source=volume.get(kind) or {})
-    other = next((k for k in volume if k != "name"), "unknown")
-    return VolumeConfig(name=name, kind=other, source=volume.get(other) or {})
-
-
 async def build_pod_config(
-    pod: KubeObject, source: ObjectSource, host_ip: str, allocatable: Mapping[str, str]
+    pod: KubeObject, source: VolumeSource, host_ip: str, allocatable: Mapping[str, str]
 ) -> PodConfig:
     """The backend's view of `pod`; raises ConfigError for missing references."""
     s = spec(pod)
@@ -102,5 +105,5 @@ async def build_pod_config(
         pod=pod,
         init_containers=tuple(inits),
         containers=tuple(containers),
-        volumes=tuple(_volume(v) for v in s.get("volumes") or []),
+        volumes=await resolve_volumes(pod, source, host_ip, allocatable),
     )

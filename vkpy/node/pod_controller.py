@@ -24,7 +24,7 @@ from vkpy import metrics
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.kube.watch import Watcher, WatchOptions
-from vkpy.node.env import ConfigError, ObjectSource
+from vkpy.node.env import ConfigError
 from vkpy.node.keyed_queue import KeyedQueue, Retry
 from vkpy.node.pod_config import build_pod_config, pod_ref
 from vkpy.node.pod_status import (
@@ -33,6 +33,7 @@ from vkpy.node.pod_status import (
     desired_status,
     status_patch,
 )
+from vkpy.node.volumes import TokenTracker, VolumeSource, has_token_volumes
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import (
     ContainerState,
@@ -41,6 +42,7 @@ from vkpy.providers.base import (
     PodState,
     Provider,
     PushesStatus,
+    RefreshesVolumes,
 )
 from vkpy.providers.errors import (
     InvalidInputError,
@@ -98,7 +100,7 @@ class PodController:
         client: KubeClient,
         provider: Provider,
         events: EventRecorder,
-        objects: ObjectSource,
+        objects: VolumeSource,
         settings: PodControllerSettings,
     ) -> None:
         self._client = client
@@ -112,6 +114,8 @@ class PodController:
         self._applied_images: dict[str, tuple[str, ...]] = {}
         self._written: dict[str, KubeObject] = {}
         self._final: dict[str, PodState] = {}
+        self._token_refresh: dict[str, float] = {}
+        """When each pod's projected service account tokens are due for renewal."""
         self._queue = KeyedQueue(self._sync, settings.workers)
         self._watcher = Watcher(
             client,
@@ -226,6 +230,8 @@ class PodController:
                 return
         else:
             await self._apply_spec_changes(pod, ref)
+            if not terminal:
+                await self._refresh_volumes(pod, ref)
         if terminal and uid not in self._final:
             return
         state = await self._current_state(pod, ref)
@@ -269,7 +275,41 @@ class PodController:
 
     async def _config(self, pod: KubeObject) -> PodConfig:
         allocatable: Mapping[str, str] = self._provider.node_resources().allocatable
-        return await build_pod_config(pod, self._objects, self._settings.host_ip, allocatable)
+        tokens = TokenTracker(self._objects)
+        config = await build_pod_config(pod, tokens, self._settings.host_ip, allocatable)
+        if tokens.refresh_at is not None and isinstance(self._provider, RefreshesVolumes):
+            self._renew_at(config.ref.uid, tokens.refresh_at.timestamp())
+        return config
+
+    def _renew_at(self, uid: str, when: float) -> None:
+        self._token_refresh[uid] = when
+        self._queue.add_after(uid, max(0.0, when - time.time()) + 0.05)
+
+    async def _refresh_volumes(self, pod: KubeObject, ref: PodRef) -> None:
+        """Renew projected service account tokens (and so the volumes) before they expire.
+
+        Pods adopted after a restart have no known renewal time: they are renewed once
+        at their first sync, which also learns the next time."""
+        if not isinstance(self._provider, RefreshesVolumes):
+            return
+        due = self._token_refresh.get(ref.uid)
+        if due is None:
+            if not has_token_volumes(pod):
+                return
+            due = 0.0
+        if time.time() < due:
+            return
+        try:
+            config = await self._config(pod)
+            await self._backend("refresh", ref, self._provider.refresh_volumes(config))
+        except (ConfigError, ApiError, ProviderError, Retry) as error:
+            log.warning(
+                "volume refresh failed, will retry",
+                extra={"pod": str(ref), "uid": ref.uid, "error": str(error)},
+            )
+            self._renew_at(ref.uid, time.time() + 10.0)
+            return
+        log.info("pod volumes refreshed", extra={"pod": str(ref), "uid": ref.uid})
 
     async def _config_error(self, pod: KubeObject, ref: PodRef, message: str) -> None:
         """Pending with CreateContainerConfigError, an Event, and a retry."""
@@ -427,7 +467,7 @@ class PodController:
         self._created.discard(ref.uid)
 
     def _forget(self, uid: str) -> None:
-        for table in (self._applied_images, self._written, self._final):
+        for table in (self._applied_images, self._written, self._final, self._token_refresh):
             table.pop(uid, None)
         self._queue.forget(uid)
         if uid not in self._cache:

@@ -12,6 +12,8 @@ for what it cannot:
   lifecycle: `create_pod`, `update_pod`, `delete_pod`, `get_pod_status`, `list_pods`.
 - `PushesStatus`: the backend calls back when a pod's state changes. A backend that
   cannot push is polled by the kubelet side (see vkpy.node.polling).
+- `RefreshesVolumes`: the backend takes renewed volume contents (service account
+  tokens) for running pods.
 - `LogsProvider`, `ExecProvider`, `AttachProvider`, `PortForwardProvider`,
   `StatsProvider`: the hooks of the kubelet HTTPS API.
 
@@ -225,6 +227,20 @@ class PushesStatus(Protocol):
 
     def on_status_change(self, callback: StatusCallback) -> None:
         """Register the callback; called before `start`."""
+
+
+@runtime_checkable
+class RefreshesVolumes(Protocol):
+    """A backend that takes new contents for a running pod's volumes.
+
+    Projected service account tokens expire. The kubelet side resolves a pod's volumes
+    again when one of its tokens nears expiry (80% of its lifetime, or after 24 h, as
+    the kubelet does) and hands the whole resolved pod over; the backend replaces the
+    files it materialized (atomically per volume, so a reader never sees half a
+    volume) without restarting containers. Backends that cannot are not asked."""
+
+    async def refresh_volumes(self, pod: PodConfig) -> None:
+        """Replace the contents of the pod's file volumes with `pod.volumes`."""
 
 
 @dataclass(frozen=True)
