@@ -59,7 +59,25 @@ def _fargate(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
     return provider
 
 
-_FACTORIES: dict[str, Factory] = {"sim": _sim, "lambda": _lambda, "fargate": _fargate}
+def _process(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
+    config_module = importlib.import_module("vkpy.providers.process.config")
+    provider_module = importlib.import_module("vkpy.providers.process.provider")
+    try:
+        config = config_module.ProcessConfig.from_dict(
+            raw, state_dir=ctx.state_dir, internal_ip=ctx.internal_ip
+        )
+    except (TypeError, ValueError) as error:
+        raise ProviderConfigError(f"process: {error}") from error
+    provider: Provider = provider_module.ProcessProvider(config)
+    return provider
+
+
+_FACTORIES: dict[str, Factory] = {
+    "sim": _sim,
+    "lambda": _lambda,
+    "fargate": _fargate,
+    "process": _process,
+}
 
 
 def names() -> list[str]:

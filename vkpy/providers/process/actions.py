@@ -1,0 +1,165 @@
+"""Probe and lifecycle hook handlers: exec, httpGet, tcpSocket and sleep.
+
+Probes and hooks share their handlers in the pod spec, so they share this code. An
+exec handler runs in the container's context (its cgroup, user, environment and
+working directory) through the exec helper (enter.py), in a session of its own so a
+timeout kills everything it started. httpGet and tcpSocket go to the pod's address
+(the node's, as pods use the host network) unless the handler names a host; named
+ports are looked up in the container's ports. HTTP probes follow the kubelet:
+no keep-alive, `User-Agent: kube-probe/<version>`, success for 200-399, no TLS
+verification for HTTPS, redirects not followed (a redirect counts as success).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+
+import aiohttp
+
+from vkpy.objects import KubeObject
+from vkpy.providers.process.layout import InstanceDir
+from vkpy.providers.process.supervision import helper_argv, helper_env
+
+OUTPUT_LIMIT = 10 * 1024
+"""Bytes of an exec handler's output kept for the message (the kubelet keeps 10 KiB)."""
+USER_AGENT = "kube-probe/1.36"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    message: str = ""
+
+
+def resolve_port(value: object, container: KubeObject) -> int | None:
+    """A handler's port: a number, or the name of one of the container's ports."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value or "")
+    if text.isdigit():
+        return int(text)
+    for port in container.get("ports") or []:
+        if port.get("name") == text:
+            return int(port.get("containerPort", 0)) or None
+    return None
+
+
+def _kill_session(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+class Actions:
+    """Runs handlers for the containers of one node."""
+
+    def __init__(self, python: str, pod_host: str) -> None:
+        self._python = python
+        self._pod_host = pod_host
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def run(
+        self,
+        handler: KubeObject,
+        container: KubeObject,
+        instance: InstanceDir,
+        timeout: float,
+    ) -> Outcome:
+        """Run the handler once; exceptions become failed outcomes."""
+        try:
+            if "exec" in handler:
+                command = [str(c) for c in (handler["exec"] or {}).get("command") or []]
+                return await self.exec(command, instance, timeout)
+            if "httpGet" in handler:
+                return await self.http_get(handler["httpGet"] or {}, container, timeout)
+            if "tcpSocket" in handler:
+                return await self.tcp_socket(handler["tcpSocket"] or {}, container, timeout)
+            if "sleep" in handler:
+                seconds = float((handler["sleep"] or {}).get("seconds", 0))
+                await asyncio.sleep(min(seconds, timeout))
+                return Outcome(True)
+        except (OSError, aiohttp.ClientError, TimeoutError, ValueError) as error:
+            return Outcome(False, str(error) or type(error).__name__)
+        return Outcome(False, "no handler")
+
+    async def exec(self, command: list[str], instance: InstanceDir, timeout: float) -> Outcome:
+        if not command:
+            return Outcome(False, "exec handler without command")
+        process = await asyncio.create_subprocess_exec(
+            *helper_argv(self._python, "enter"),
+            str(instance.path),
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=helper_env(),
+            start_new_session=True,
+        )
+        try:
+            out, _ = await asyncio.wait_for(process.communicate(), timeout)
+        except TimeoutError:
+            _kill_session(process.pid)
+            await process.wait()
+            return Outcome(False, f"command timed out after {timeout:g}s")
+        except asyncio.CancelledError:
+            _kill_session(process.pid)
+            raise
+        text = out[:OUTPUT_LIMIT].decode(errors="replace")
+        if process.returncode == 0:
+            return Outcome(True, text)
+        return Outcome(False, text or f"command exited with {process.returncode}")
+
+    def _session_for(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True, ssl=False)
+            )
+        return self._session
+
+    async def http_get(self, get: KubeObject, container: KubeObject, timeout: float) -> Outcome:
+        port = resolve_port(get.get("port"), container)
+        if port is None:
+            return Outcome(False, f"port {get.get('port')!r} is not a container port")
+        scheme = str(get.get("scheme") or "HTTP").lower()
+        host = str(get.get("host") or self._pod_host)
+        path = str(get.get("path") or "/")
+        if not path.startswith("/"):
+            path = "/" + path
+        headers = {"User-Agent": USER_AGENT, "Accept": "*/*"}
+        for header in get.get("httpHeaders") or []:
+            headers[str(header.get("name"))] = str(header.get("value", ""))
+        url = f"{scheme}://{_url_host(host)}:{port}{path}"
+        async with self._session_for().get(
+            url,
+            headers=headers,
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as response:
+            body = await response.content.read(OUTPUT_LIMIT)
+            if 200 <= response.status < 400:
+                return Outcome(True)
+            text = body.decode(errors="replace")
+            return Outcome(False, f"HTTP probe failed with statuscode: {response.status} {text}")
+
+    async def tcp_socket(self, tcp: KubeObject, container: KubeObject, timeout: float) -> Outcome:
+        port = resolve_port(tcp.get("port"), container)
+        if port is None:
+            return Outcome(False, f"port {tcp.get('port')!r} is not a container port")
+        host = str(tcp.get("host") or self._pod_host)
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return Outcome(True)

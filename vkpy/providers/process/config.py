@@ -1,0 +1,203 @@
+"""Settings of the process backend (`--provider-config`), and what they resolve to.
+
+Every field has a default that works on a fresh machine: pods under the state
+directory, containers as `nobody` when vkpy runs as root (as vkpy's own user
+otherwise), memory limits with cgroups when the host lets vkpy make them (a
+watchdog otherwise), the kubelet's CrashLoopBackOff and log rotation figures, and
+the host's CPUs and memory as the node's capacity.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import stat
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Literal
+
+from vkpy.quantity import QuantityError, parse_quantity
+
+MemoryEnforcement = Literal["auto", "cgroup", "watchdog", "none"]
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def host_capacity(directory: str) -> dict[str, str]:
+    """CPUs, memory and disk of this host, and the kubelet's default pod count."""
+    memory = 0
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemTotal:"):
+                    memory = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    try:
+        disk = shutil.disk_usage(directory).total
+    except OSError:
+        disk = 0
+    return {
+        "cpu": str(os.cpu_count() or 1),
+        "memory": f"{memory // 1024}Ki",
+        "pods": "110",
+        "ephemeral-storage": f"{disk // 1024}Ki",
+    }
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The identity containers run with; None fields: vkpy's own."""
+
+    uid: int | None
+    gid: int | None
+    groups: tuple[int, ...] = ()
+    name: str = ""
+
+
+def resolve_run_as(value: str | int | None) -> RunAs:
+    """`name`, `uid` or `uid:gid`; by default `nobody` when vkpy is root, else no change."""
+    if value is None or value == "":
+        if os.geteuid() != 0:
+            return RunAs(None, None, name=pwd.getpwuid(os.geteuid()).pw_name)
+        value = "nobody"
+    text = str(value)
+    if text in ("root", "0", "0:0"):
+        raise ValueError("run_as must not be root: pods would have the host's root")
+    user, _, group = text.partition(":")
+    if user.isdigit():
+        uid = int(user)
+        try:
+            entry: pwd.struct_passwd | None = pwd.getpwuid(uid)
+        except KeyError:
+            entry = None
+    else:
+        try:
+            entry = pwd.getpwnam(user)
+        except KeyError:
+            raise ValueError(f"run_as: no user {user!r} on this host") from None
+        uid = entry.pw_uid
+    if group:
+        if not group.isdigit():
+            raise ValueError(f"run_as: group must be numeric in {text!r}")
+        gid = int(group)
+    elif entry is not None:
+        gid = entry.pw_gid
+    else:
+        gid = uid
+    if os.geteuid() != 0 and uid != os.geteuid():
+        raise ValueError(f"run_as {text!r} needs vkpy to run as root")
+    if os.geteuid() != 0:
+        return RunAs(None, None, name=entry.pw_name if entry else str(uid))
+    return RunAs(uid, gid, (gid,), entry.pw_name if entry else str(uid))
+
+
+def blocked_ancestor(path: Path, run_as: RunAs) -> Path | None:
+    """The first directory above `path` the containers' user cannot traverse, if any.
+
+    Containers reach their files by relative paths from their working directory, so
+    they work regardless; but a program that turns its working directory into an
+    absolute path (getcwd) needs every directory above it to be searchable."""
+    if run_as.uid is None:
+        return None
+    groups = {run_as.gid, *run_as.groups}
+    for directory in [path.resolve(), *path.resolve().parents]:
+        try:
+            info = directory.stat()
+        except OSError:
+            return directory
+        if info.st_uid == run_as.uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif info.st_gid in groups:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if not allowed:
+            return directory
+    return None
+
+
+@dataclass(frozen=True)
+class ProcessConfig:
+    """Settings of the process backend."""
+
+    pods_dir: str = ""
+    """Where pod directories live; default `<state-dir>/process/pods`."""
+    run_as: str = ""
+    """User for containers: name, uid or uid:gid. Default `nobody` when vkpy is root;
+    when vkpy is not root, containers run as vkpy's user and this must be empty."""
+    host_path_prefixes: tuple[str, ...] = ()
+    """hostPath volumes are allowed only under these directories (none by default)."""
+    log_max_bytes: int = 10 * 2**20
+    """A container's log file is rotated at this size (the kubelet's 10Mi)."""
+    log_max_files: int = 3
+    """Log files kept per container run, the current one included."""
+    memory_enforcement: MemoryEnforcement = "auto"
+    """How memory limits are enforced: cgroup, watchdog (the supervisor samples RSS
+    and kills), none, or auto (cgroup when possible, else watchdog)."""
+    cgroup_parent: str = ""
+    """A cgroup directory vkpy may make container cgroups in (default: found at start)."""
+    watchdog_interval: float = 0.25
+    """Seconds between memory samples in watchdog mode."""
+    backoff_base_seconds: float = 10.0
+    """First CrashLoopBackOff delay (doubled on each crash)."""
+    backoff_max_seconds: float = 300.0
+    backoff_reset_seconds: float = 600.0
+    """A container that ran this long without crashing starts its backoff afresh."""
+    kubernetes_service_host: str = ""
+    """When set, containers get KUBERNETES_SERVICE_HOST/PORT (and the KUBERNETES_PORT_*
+    variables) pointing there, as the kubelet gives every container."""
+    kubernetes_service_port: int = 443
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    """Overrides of the node's capacity (default: this host's CPUs, memory, disk)."""
+    python: str = sys.executable
+    """Interpreter that runs the supervisors and the exec helper."""
+    state_dir: str = ""
+    internal_ip: str = "127.0.0.1"
+
+    @classmethod
+    def from_dict(
+        cls, raw: Mapping[str, object], *, state_dir: str, internal_ip: str
+    ) -> ProcessConfig:
+        known = {f.name for f in fields(cls)} - {"state_dir", "internal_ip"}
+        unknown = set(raw) - known
+        if unknown:
+            raise ValueError(f"unknown process settings: {', '.join(sorted(unknown))}")
+        values: dict[str, object] = dict(raw)
+        prefixes = values.get("host_path_prefixes") or ()
+        if isinstance(prefixes, str) or not isinstance(prefixes, list | tuple):
+            raise ValueError("host_path_prefixes must be a list of directories")
+        values["host_path_prefixes"] = tuple(os.path.abspath(str(p)) for p in prefixes)
+        capacity = values.get("capacity") or {}
+        if not isinstance(capacity, Mapping):
+            raise ValueError("capacity must be a mapping")
+        values["capacity"] = {str(k): str(v) for k, v in capacity.items()}
+        for name, value in values["capacity"].items():  # type: ignore[attr-defined]
+            try:
+                parse_quantity(value)
+            except QuantityError as error:
+                raise ValueError(f"capacity {name}: {error}") from None
+        config = cls(**values, state_dir=state_dir, internal_ip=internal_ip)  # type: ignore[arg-type]
+        if config.memory_enforcement not in ("auto", "cgroup", "watchdog", "none"):
+            raise ValueError("memory_enforcement must be auto, cgroup, watchdog or none")
+        if config.log_max_bytes < 4096 or config.log_max_files < 1:
+            raise ValueError("log_max_bytes must be at least 4096 and log_max_files at least 1")
+        if config.backoff_base_seconds <= 0 or config.backoff_max_seconds < 0:
+            raise ValueError("backoff delays must be positive")
+        resolve_run_as(config.run_as)
+        return config
+
+    @property
+    def pods_path(self) -> Path:
+        if self.pods_dir:
+            return Path(self.pods_dir)
+        return Path(self.state_dir or ".") / "process" / "pods"
+
+    def node_capacity(self) -> dict[str, str]:
+        self.pods_path.mkdir(parents=True, exist_ok=True)
+        capacity = host_capacity(str(self.pods_path))
+        capacity.update(self.capacity)
+        return capacity

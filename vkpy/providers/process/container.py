@@ -1,0 +1,410 @@
+"""One container of a pod: start it, watch it, probe it, restart it, stop it.
+
+`ContainerRunner.run` is the kubelet's per-container loop: start an instance (a
+supervisor, see supervision.py), run its postStart hook and probes, wait for it to
+end, and then decide per restart policy whether to start another one, after the
+CrashLoopBackOff delay. Liveness and startup failures, and a failed postStart hook,
+kill the instance (preStop hook, SIGTERM, SIGKILL after the grace period) and let the
+loop decide. `stop` does the same for good when the pod goes away.
+
+All state comes from the instance directories on disk (run.json, exit.json), so a
+runner made after a restart of vkpy (`restore`) picks up a running supervisor, or
+the exit status a supervisor wrote while vkpy was away. Cancelling `run` never
+touches processes: vkpy shutting down leaves containers running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig
+from vkpy.providers.process.actions import Outcome
+from vkpy.providers.process.backoff import CrashBackoff, go_duration
+from vkpy.providers.process.layout import InstanceDir, PodDir, read_json
+from vkpy.providers.process.phase import at, terminated_state
+from vkpy.providers.process.probes import ProbeKind, ProbeSpec, ProbeTracker, container_probes
+from vkpy.providers.process.probes import run_probe as probe_loop
+from vkpy.providers.process.records import ExitRecord, LaunchSpec, RunRecord
+from vkpy.providers.process.runtime import Runtime, container_context
+from vkpy.providers.process.supervision import SIGNAL_KILL, Supervised, collect, launch
+from vkpy.providers.process.validation import memory_limit
+
+log = logging.getLogger(__name__)
+
+Role = Literal["init", "app", "sidecar"]
+MIN_GRACE = 2.0
+"""The kubelet never gives a container less than this between SIGTERM and SIGKILL."""
+KILL_WAIT = 10.0
+AFTER_STARTUP: tuple[ProbeKind, ...] = ("liveness", "readiness")
+
+
+class ContainerRunner:
+    def __init__(
+        self,
+        runtime: Runtime,
+        pod: PodConfig,
+        pod_dir: PodDir,
+        config: ContainerConfig,
+        role: Role,
+        changed: Callable[[], None],
+    ) -> None:
+        self.runtime = runtime
+        self.pod = pod
+        self.config = config
+        self.role = role
+        self.dir = pod_dir.container(config.name)
+        self._pod_dir = pod_dir
+        self._changed = changed
+        settings = runtime.config
+        self.backoff = CrashBackoff(
+            settings.backoff_base_seconds,
+            settings.backoff_max_seconds,
+            settings.backoff_reset_seconds,
+        )
+        self.instance = -1
+        self.run_record: RunRecord | None = None
+        self.exit: ExitRecord | None = None
+        self.previous_exit: ExitRecord | None = None
+        self.supervised: Supervised | None = None
+        self.waiting: tuple[str, str | None] | None = None
+        self.trackers: dict[ProbeKind, ProbeTracker] = {}
+        self.restart_requested = False
+        self.started_event = asyncio.Event()
+        """Set while an instance runs and has passed its startup probe (sidecars)."""
+        self._launching: asyncio.Task[None] | None = None
+        self._helpers: set[asyncio.Task[None]] = set()
+
+    # --- restart policy -------------------------------------------------------------
+
+    @property
+    def restart_policy(self) -> str:
+        if self.role == "sidecar":
+            return "Always"
+        policy = self.pod.restart_policy
+        if self.role == "init":
+            return "Never" if policy == "Never" else "OnFailure"
+        return policy
+
+    def _should_restart(self) -> bool:
+        if self.restart_requested:
+            return True
+        assert self.exit is not None
+        policy = self.restart_policy
+        return policy == "Always" or (policy == "OnFailure" and self.exit.exit_code != 0)
+
+    @property
+    def done(self) -> bool:
+        """Ended and will not be started again."""
+        return self.supervised is None and self.exit is not None and not self._should_restart()
+
+    # --- state --------------------------------------------------------------------------
+
+    def restore(self) -> None:
+        """Pick up the newest instance on disk: adopt its supervisor or read its exit."""
+        numbers = self.dir.instance_numbers()
+        while numbers:
+            newest = self.dir.instance(numbers[-1])
+            if newest.run.exists() or newest.exit.exists():
+                break
+            numbers.pop()  # never started (vkpy stopped while launching): start again
+        if not numbers:
+            return
+        self.instance = numbers[-1]
+        instance = self.dir.instance(self.instance)
+        if len(numbers) > 1:
+            raw = read_json(self.dir.instance(numbers[-2]).exit)
+            self.previous_exit = ExitRecord.from_dict(raw) if raw else None
+        run_raw = read_json(instance.run)
+        self.run_record = RunRecord.from_dict(run_raw) if run_raw else None
+        exit_raw = read_json(instance.exit)
+        if exit_raw is not None:
+            self.exit = ExitRecord.from_dict(exit_raw)
+            return
+        if self.run_record is not None:
+            self.supervised = Supervised.attach(self.run_record)
+            if self.supervised is None:
+                self.exit = collect(instance, self.run_record)
+
+    def state(self) -> ContainerState:
+        name, image = self.config.name, self.config.image
+        last = (
+            terminated_state(name, image, self.previous_exit, self.instance - 1)
+            if self.previous_exit
+            else None
+        )
+        if self.supervised is not None and self.run_record is not None:
+            started = self.trackers["startup"].passing if "startup" in self.trackers else True
+            readiness = self.trackers.get("readiness")
+            return ContainerState(
+                name=name,
+                state="running",
+                started_at=at(self.run_record.started_ns),
+                restart_count=max(0, self.instance),
+                ready=started and (readiness is None or readiness.passing),
+                started=started,
+                last_terminated=last,
+                image=image,
+                container_id=f"process://{self.run_record.pid}",
+            )
+        if self.exit is not None:
+            ended = terminated_state(name, image, self.exit, max(0, self.instance))
+            if self.waiting is None:
+                return dataclasses.replace(ended, last_terminated=last)
+            reason, message = self.waiting
+            return ContainerState(
+                name=name,
+                state="waiting",
+                reason=reason,
+                message=message,
+                restart_count=max(0, self.instance),
+                last_terminated=ended,
+                image=image,
+            )
+        reason, message = self.waiting or ("ContainerCreating", None)
+        return ContainerState(
+            name=name, state="waiting", reason=reason, message=message, image=image
+        )
+
+    def _notify(self) -> None:
+        self._changed()
+
+    # --- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Keep the container going per its restart policy; return once it is done."""
+        while True:
+            if self.supervised is None:
+                if self.exit is not None:
+                    if not self._should_restart():
+                        self.waiting = None
+                        self._notify()
+                        return
+                    await self._back_off()
+                await self._start()
+                if self.supervised is None:
+                    continue
+                fresh = True
+            else:
+                fresh = False
+            await self._watch(fresh)
+
+    async def _back_off(self) -> None:
+        assert self.exit is not None
+        finished = self.exit.finished_ns / 1e9
+        delay = 0.0 if self.restart_requested else self.backoff.wait(finished, time.time())
+        if delay > 0:
+            ref = self.pod.ref
+            current = go_duration(self.backoff.current(finished))
+            self.waiting = (
+                "CrashLoopBackOff",
+                f"back-off {current} restarting failed container={self.config.name} "
+                f"pod={ref.name}_{ref.namespace}({ref.uid})",
+            )
+            self._notify()
+            await asyncio.sleep(delay)
+        self.backoff.restarted(finished, time.time())
+        self.restart_requested = False
+
+    async def _start(self) -> None:
+        number = self.instance + 1
+        instance = self.dir.instance(number)
+        instance.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        spec = self._launch_spec(instance)
+        self._launching = asyncio.create_task(self._launch(spec, number), name="launch")
+        await asyncio.shield(self._launching)
+
+    def _launch_spec(self, instance: InstanceDir) -> LaunchSpec:
+        settings = self.runtime.config
+        parent = self.runtime.cgroup
+        mode = self.runtime.memory_mode
+        return LaunchSpec(
+            argv=self.config.argv,
+            context=container_context(self.runtime, self.pod, self._pod_dir, self.config),
+            instance_dir=str(instance.path),
+            log_max_bytes=settings.log_max_bytes,
+            log_max_files=settings.log_max_files,
+            memory_limit=memory_limit(self.config),
+            memory_mode=mode,
+            cgroup_parent=str(parent.path) if parent is not None and mode == "cgroup" else None,
+            cgroup_name=f"{self.pod.ref.uid}_{self.config.name}_{instance.number}",
+            watchdog_interval=settings.watchdog_interval,
+        )
+
+    async def _launch(self, spec: LaunchSpec, number: int) -> None:
+        """Start an instance and record the outcome, even if the caller was cancelled."""
+        result = await launch(spec, self.runtime.config.python)
+        if self.exit is not None:
+            self.previous_exit = self.exit
+        self.instance = number
+        self.exit = None
+        self.waiting = None
+        self.trackers = {}
+        if isinstance(result, ExitRecord):
+            self.run_record = None
+            self.exit = result
+            log.info(
+                "container could not start",
+                extra={"pod": str(self.pod.ref), "container": self.config.name},
+            )
+        else:
+            self.supervised = result
+            self.run_record = result.run
+            log.info(
+                "container started",
+                extra={
+                    "pod": str(self.pod.ref),
+                    "container": self.config.name,
+                    "pid": result.run.pid,
+                    "instance": number,
+                },
+            )
+        self.dir.prune()
+        self._notify()
+
+    async def _watch(self, fresh: bool) -> None:
+        """Probe (and run postStart for a fresh start) until the instance ends."""
+        supervised = self.supervised
+        record = self.run_record
+        assert supervised is not None and record is not None
+        started = time.monotonic() - max(0.0, time.time() - record.started_ns / 1e9)
+        probes = container_probes(self.config.spec)
+        self.trackers = {kind: ProbeTracker(spec) for kind, spec in probes.items()}
+        watcher = asyncio.create_task(self._probe_and_hook(fresh, started), name="probes")
+        try:
+            await supervised.wait()
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        self.started_event.clear()
+        instance = self.dir.instance(self.instance)
+        self.exit = collect(instance, record)
+        self.supervised = None
+        log.info(
+            "container ended",
+            extra={
+                "pod": str(self.pod.ref),
+                "container": self.config.name,
+                "exit_code": self.exit.exit_code,
+                "reason": self.exit.reason,
+            },
+        )
+        self._notify()
+
+    async def _probe_and_hook(self, fresh: bool, started: float) -> None:
+        hook = (self.config.spec.get("lifecycle") or {}).get("postStart")
+        if fresh and hook:
+            outcome = await self.runtime.actions.run(
+                hook, self.config.spec, self.dir.instance(self.instance), self.pod_grace()
+            )
+            if not outcome.ok:
+                log.warning(
+                    "postStart hook failed, killing the container",
+                    extra={"pod": str(self.pod.ref), "container": self.config.name},
+                )
+                await self.kill(self.pod_grace())
+                return
+        startup = self.trackers.get("startup")
+        if startup is not None:
+            await probe_loop(startup, self._attempt, self._probe_changed, started)
+        if not startup or startup.passing:
+            self.started_event.set()
+            self._notify()
+        async with asyncio.TaskGroup() as group:
+            for kind in AFTER_STARTUP:
+                tracker = self.trackers.get(kind)
+                if tracker is not None:
+                    group.create_task(
+                        probe_loop(tracker, self._attempt, self._probe_changed, started),
+                        name=f"probe-{kind}",
+                    )
+
+    async def _attempt(self, spec: ProbeSpec) -> Outcome:
+        return await self.runtime.actions.run(
+            spec.handler, self.config.spec, self.dir.instance(self.instance), spec.timeout
+        )
+
+    def _probe_changed(self, tracker: ProbeTracker) -> None:
+        kind = tracker.spec.kind
+        log.info(
+            "probe result changed",
+            extra={
+                "pod": str(self.pod.ref),
+                "container": self.config.name,
+                "probe": kind,
+                "passing": tracker.passing,
+            },
+        )
+        if tracker.result is False and kind in ("liveness", "startup"):
+            grace = tracker.spec.termination_grace
+            self.track(
+                asyncio.create_task(
+                    self.kill(self.pod_grace() if grace is None else grace), name="probe-kill"
+                )
+            )
+        self._notify()
+
+    def track(self, task: asyncio.Task[None]) -> None:
+        """Keep a helper task (a kill) referenced until it ends; cancelled on stop."""
+        self._helpers.add(task)
+        task.add_done_callback(self._helpers.discard)
+
+    # --- stopping -------------------------------------------------------------------------
+
+    def pod_grace(self) -> float:
+        value = (self.pod.pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        return 30.0 if value is None else float(value)
+
+    async def kill(self, grace: float, pre_stop: bool = True) -> None:
+        """preStop hook, SIGTERM to the process group, SIGKILL after the grace period."""
+        supervised = self.supervised
+        if supervised is None or not supervised.alive:
+            return
+        began = time.monotonic()
+        hook = (self.config.spec.get("lifecycle") or {}).get("preStop")
+        if pre_stop and hook and grace > 0:
+            await self.runtime.actions.run(
+                hook, self.config.spec, self.dir.instance(self.instance), grace
+            )
+        remaining = max(grace - (time.monotonic() - began), MIN_GRACE)
+        supervised.signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(supervised.wait(), remaining)
+            return
+        except TimeoutError:
+            pass
+        supervised.signal(SIGNAL_KILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(supervised.wait(), KILL_WAIT)
+
+    async def stop(self, grace: float) -> None:
+        """Stop the container for good (its run loop is already cancelled)."""
+        if self._launching is not None and not self._launching.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._launching)
+        await self.kill(grace)
+        for task in list(self._helpers):
+            task.cancel()
+        if self.supervised is not None and self.run_record is not None:
+            if self.supervised.alive:
+                log.warning(
+                    "container did not end after SIGKILL",
+                    extra={"pod": str(self.pod.ref), "container": self.config.name},
+                )
+                self.supervised.detach()
+            self.exit = collect(self.dir.instance(self.instance), self.run_record)
+            self.supervised = None
+
+    def detach(self) -> None:
+        """Stop watching the instance (vkpy closes); the container keeps running."""
+        for task in list(self._helpers):
+            task.cancel()
+        if self.supervised is not None:
+            self.supervised.detach()

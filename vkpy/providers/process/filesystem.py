@@ -1,0 +1,215 @@
+"""A pod's files on the host: its volumes, and each container's view of them.
+
+Containers are host processes without a filesystem of their own, so each container
+gets a root directory (`containers/<name>/root`) that is its working directory (or
+holds it, for `workingDir`), in which every mount path is a symbolic link to the
+volume (or to a `subPath` inside it). A container reads `etc/config/key` relative to
+where it starts; absolute paths are the host's. Links are relative where they stay in
+the pod directory, so a container running as an unprivileged user reaches its volumes
+even when the directories above the pod directory are closed to it.
+
+Volumes the kubelet resolved into files (configMap, secret, downwardAPI, projected)
+are written the way the kubelet's AtomicWriter does: the files go into a fresh
+timestamped directory, a `..data` link is switched to it in one rename, and the
+visible names are links through `..data`; a token refresh is thus atomic for
+readers. Files keep their mode and belong to the containers' user (a container's
+root could read them; ours must be able to), directories belong to root so a
+container cannot add, remove or rename entries. emptyDir is a plain directory
+(0777, like the kubelet's); hostPath links to the host directory (allowed prefixes
+are checked beforehand, see validation.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig, VolumeFile
+from vkpy.providers.process.config import RunAs
+from vkpy.providers.process.layout import ContainerDir, PodDir, remove_tree
+from vkpy.providers.process.validation import clean_absolute, clean_relative
+
+DATA_LINK = "..data"
+PRIVATE = 0o700
+TRAVERSE = 0o711
+
+
+def _chown(path: Path, run_as: RunAs) -> None:
+    if run_as.uid is not None:
+        os.chown(
+            path, run_as.uid, run_as.gid if run_as.gid is not None else -1, follow_symlinks=False
+        )
+
+
+def _makedirs(path: Path, mode: int, run_as: RunAs | None = None) -> None:
+    """mkdir -p; directories it makes get `mode` and, with `run_as`, that owner."""
+    missing = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=mode)
+        os.chmod(directory, mode)
+        if run_as is not None:
+            _chown(directory, run_as)
+
+
+def prepare_pod_dir(pod_dir: PodDir) -> None:
+    for directory, mode in (
+        (pod_dir.path, TRAVERSE),
+        (pod_dir.volumes, TRAVERSE),
+        (pod_dir.containers, TRAVERSE),
+    ):
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, mode)
+
+
+def write_volume_files(directory: Path, files: Iterable[VolumeFile], run_as: RunAs) -> None:
+    """Replace the volume's contents atomically (the kubelet's AtomicWriter scheme)."""
+    _makedirs(directory, 0o755)
+    stamp = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()) + str(time.time_ns() % 10**9)
+    fresh = directory / stamp
+    fresh.mkdir(mode=0o755)
+    os.chmod(fresh, 0o755)  # noqa: S103 (volume contents are readable, like the kubelet's)
+    tops: set[str] = set()
+    for item in files:
+        target = fresh / item.path
+        _makedirs(target.parent, 0o755)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(item.data)
+        os.chmod(target, item.mode)
+        _chown(target, run_as)
+        tops.add(item.path.split("/", 1)[0])
+    old = os.readlink(directory / DATA_LINK) if (directory / DATA_LINK).is_symlink() else None
+    swap = directory / f"{DATA_LINK}_tmp"
+    with contextlib.suppress(FileNotFoundError):
+        swap.unlink()
+    os.symlink(stamp, swap)
+    os.replace(swap, directory / DATA_LINK)
+    for name in tops:
+        link = directory / name
+        if not link.is_symlink():
+            os.symlink(f"{DATA_LINK}/{name}", link)
+    for entry in os.listdir(directory):
+        if entry.startswith(".."):
+            continue
+        if entry not in tops:
+            remove_tree(directory / entry)
+    if old and old != stamp:
+        remove_tree(directory / old)
+
+
+def materialize_volume(pod_dir: PodDir, volume: VolumeConfig, run_as: RunAs) -> None:
+    """Make the volume's directory (and contents) under the pod directory."""
+    path = pod_dir.volume(volume.name)
+    if volume.kind == "emptyDir":
+        if not path.exists():
+            path.mkdir(mode=0o777)
+        os.chmod(path, 0o777)  # noqa: S103 (emptyDir is world-writable, as the kubelet makes it)
+        _chown(path, run_as)
+    elif volume.kind == "hostPath":
+        host = Path(str(volume.source.get("path", "")))
+        kind = str(volume.source.get("type") or "")
+        if kind == "DirectoryOrCreate" and not host.exists():
+            host.mkdir(mode=0o755, parents=True)
+        elif kind == "FileOrCreate" and not host.exists():
+            host.parent.mkdir(parents=True, exist_ok=True)
+            host.touch(mode=0o644)
+        _check_host_type(host, kind, volume.name)
+    else:
+        write_volume_files(path, volume.files, run_as)
+
+
+def _check_host_type(host: Path, kind: str, name: str) -> None:
+    expectations = {
+        "Directory": host.is_dir,
+        "DirectoryOrCreate": host.is_dir,
+        "File": host.is_file,
+        "FileOrCreate": host.is_file,
+        "Socket": host.is_socket,
+        "CharDevice": host.is_char_device,
+        "BlockDevice": host.is_block_device,
+    }
+    check = expectations.get(kind)
+    if check is not None and not check():
+        raise FileNotFoundError(f"volume {name!r}: hostPath {str(host)!r} is not a {kind}")
+
+
+def volume_target(pod_dir: PodDir, volume: VolumeConfig) -> Path:
+    if volume.kind == "hostPath":
+        return Path(str(volume.source.get("path", "")))
+    return pod_dir.volume(volume.name)
+
+
+def working_dir(container: ContainerConfig) -> str:
+    """The container's working directory relative to its root ("" is the root)."""
+    if not container.working_dir:
+        return ""
+    return clean_absolute(container.working_dir, f"container {container.name!r} workingDir")
+
+
+def prepare_root(
+    pod_dir: PodDir, container: ContainerConfig, volumes: dict[str, VolumeConfig], run_as: RunAs
+) -> Path:
+    """Make the container's root with its mounts; returns its working directory.
+
+    Done once, when the pod is created and before any of its processes runs: later
+    the container's user owns these directories and could have changed them."""
+    cdir: ContainerDir = pod_dir.container(container.name)
+    cdir.path.mkdir(mode=TRAVERSE, exist_ok=True)
+    os.chmod(cdir.path, TRAVERSE)
+    cdir.instances.mkdir(mode=PRIVATE, exist_ok=True)
+    os.chmod(cdir.instances, PRIVATE)
+    root = cdir.root
+    _makedirs(root, 0o755, run_as)
+    mounts = sorted(
+        container.spec.get("volumeMounts") or [],
+        key=lambda m: len(clean_absolute(str(m.get("mountPath", "")), "mountPath").split("/")),
+    )
+    for mount in mounts:
+        relative = clean_absolute(str(mount.get("mountPath", "")), "mountPath")
+        volume = volumes[str(mount.get("name", ""))]
+        target = volume_target(pod_dir, volume)
+        sub_path = clean_relative(str(mount.get("subPath") or ""), "subPath")
+        if sub_path:
+            target = target / sub_path
+            if volume.kind in ("emptyDir", "hostPath") and not target.exists():
+                _makedirs(target, 0o777 if volume.kind == "emptyDir" else 0o755, run_as)
+        link = root / relative if relative else root
+        if link == root:
+            raise FileNotFoundError(f"container {container.name!r} mounts over its root")
+        _makedirs(link.parent, 0o755, run_as)
+        if link.is_symlink() or link.is_file():
+            link.unlink()
+        elif link.is_dir():
+            remove_tree(link)
+        if volume.kind == "hostPath":
+            os.symlink(target, link)
+        else:
+            os.symlink(os.path.relpath(target, link.parent), link)
+    cwd = root / working_dir(container)
+    if not cwd.exists():
+        _makedirs(cwd, 0o755, run_as)
+    return cwd
+
+
+def prepare_pod(pod_dir: PodDir, pod: PodConfig, run_as: RunAs) -> None:
+    """Everything on disk a new pod needs before its first container starts."""
+    prepare_pod_dir(pod_dir)
+    for volume in pod.volumes:
+        materialize_volume(pod_dir, volume, run_as)
+    by_name = {v.name: v for v in pod.volumes}
+    for container in (*pod.init_containers, *pod.containers):
+        prepare_root(pod_dir, container, by_name, run_as)
+
+
+def refresh_files(pod_dir: PodDir, pod: PodConfig, run_as: RunAs) -> None:
+    """Write new contents of the file volumes (token renewal, updated objects)."""
+    for volume in pod.volumes:
+        if volume.kind in ("configMap", "secret", "downwardAPI", "projected"):
+            write_volume_files(pod_dir.volume(volume.name), volume.files, run_as)

@@ -1,0 +1,240 @@
+"""One pod of the backend: its init sequence, its containers, its state on disk.
+
+`PodRuntime` runs the kubelet's pod lifecycle: init containers one after another,
+each to a successful exit (restartable "sidecar" init containers are started and
+kept running), then every app container under its restart policy. A failed init
+container fails a pod that never restarts; otherwise it is restarted with backoff
+while the pod stays Pending. When the app containers are done for good, sidecars
+are stopped. `load` rebuilds a runtime from its directory after a restart of vkpy,
+adopting running supervisors and reading what ended meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from vkpy.providers.base import PodConfig, PodRef, PodState
+from vkpy.providers.process.container import ContainerRunner
+from vkpy.providers.process.filesystem import prepare_pod, refresh_files
+from vkpy.providers.process.layout import PodDir, read_json, write_json
+from vkpy.providers.process.persist import pod_from_dict, pod_to_dict
+from vkpy.providers.process.phase import at, pod_phase
+from vkpy.providers.process.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class PodRuntime:
+    def __init__(
+        self,
+        runtime: Runtime,
+        config: PodConfig,
+        pod_dir: PodDir,
+        notify: Callable[[PodRef], None],
+        created: float,
+    ) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.dir = pod_dir
+        self.created = created
+        self._notify = notify
+        self.inits = [
+            ContainerRunner(
+                runtime,
+                config,
+                pod_dir,
+                c,
+                "sidecar" if c.spec.get("restartPolicy") == "Always" else "init",
+                self._changed,
+            )
+            for c in config.init_containers
+        ]
+        self.apps = [
+            ContainerRunner(runtime, config, pod_dir, c, "app", self._changed)
+            for c in config.containers
+        ]
+        if self.inits:
+            for app in self.apps:
+                app.waiting = ("PodInitializing", None)
+        self.init_failed = False
+        self._task: asyncio.Task[None] | None = None
+        self._sidecars: list[asyncio.Task[None]] = []
+
+    @property
+    def ref(self) -> PodRef:
+        return self.config.ref
+
+    @property
+    def containers(self) -> list[ContainerRunner]:
+        return [*self.inits, *self.apps]
+
+    def container(self, name: str) -> ContainerRunner | None:
+        return next((c for c in self.containers if c.config.name == name), None)
+
+    # --- making and finding pods -------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls, runtime: Runtime, config: PodConfig, pod_dir: PodDir, notify: Callable[[PodRef], None]
+    ) -> PodRuntime:
+        """Make the pod's directory and volumes; the lifecycle starts with `start`."""
+        await asyncio.to_thread(prepare_pod, pod_dir, config, runtime.run_as)
+        pod = cls(runtime, config, pod_dir, notify, time.time())
+        write_json(pod_dir.config, pod_to_dict(config))
+        pod.save()
+        return pod
+
+    @classmethod
+    def load(
+        cls, runtime: Runtime, pod_dir: PodDir, notify: Callable[[PodRef], None]
+    ) -> PodRuntime | None:
+        """The pod in `pod_dir` as a restarted vkpy finds it; None if unreadable."""
+        raw = read_json(pod_dir.config)
+        state = read_json(pod_dir.state) or {}
+        if raw is None:
+            return None
+        pod = cls(runtime, pod_from_dict(raw), pod_dir, notify, float(state.get("created", 0)))
+        backoffs = state.get("backoff") or {}
+        for runner in pod.containers:
+            runner.backoff.restore(backoffs.get(runner.config.name))
+            runner.restore()
+            if runner.instance >= 0:
+                runner.waiting = None
+        return pod
+
+    def save(self) -> None:
+        write_json(
+            self.dir.state,
+            {
+                "created": self.created,
+                "backoff": {c.config.name: c.backoff.to_dict() for c in self.containers},
+            },
+        )
+
+    def _changed(self) -> None:
+        with contextlib.suppress(OSError):
+            self.save()
+        self._notify(self.ref)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._lifecycle(), name=f"pod-{self.ref.uid}")
+
+    async def _lifecycle(self) -> None:
+        try:
+            for runner in self.inits:
+                if runner.role == "sidecar":
+                    self._start_sidecar(runner)
+                    await runner.started_event.wait()
+                    continue
+                await runner.run()
+                if runner.exit is None or runner.exit.exit_code != 0:
+                    self.init_failed = True
+                    self._changed()
+                    await self._stop_sidecars()
+                    return
+            for app in self.apps:
+                if app.waiting == ("PodInitializing", None):
+                    app.waiting = None
+            self._changed()
+            async with asyncio.TaskGroup() as group:
+                for app in self.apps:
+                    group.create_task(app.run(), name=f"container-{app.config.name}")
+            await self._stop_sidecars()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("pod lifecycle failed", extra={"pod": str(self.ref)})
+            raise
+
+    def _start_sidecar(self, runner: ContainerRunner) -> None:
+        task = asyncio.create_task(runner.run(), name=f"sidecar-{runner.config.name}")
+        self._sidecars.append(task)
+
+    async def _stop_sidecars(self) -> None:
+        for task in self._sidecars:
+            task.cancel()
+        for task in self._sidecars:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._sidecars.clear()
+        for runner in reversed(self.inits):
+            if runner.role == "sidecar":
+                await runner.stop(runner.pod_grace())
+        self._changed()
+
+    async def _cancel(self) -> None:
+        tasks = [t for t in (self._task, *self._sidecars) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._task = None
+        self._sidecars.clear()
+
+    async def stop(self, grace: float) -> None:
+        """Stop every container (app containers first, then init and sidecars)."""
+        await self._cancel()
+        await asyncio.gather(*(c.stop(grace) for c in self.apps))
+        await asyncio.gather(*(c.stop(grace) for c in reversed(self.inits)))
+
+    async def close(self) -> None:
+        """Stop watching; containers keep running for the next vkpy to adopt."""
+        await self._cancel()
+        for runner in self.containers:
+            runner.detach()
+
+    # --- changes ------------------------------------------------------------------------
+
+    async def refresh_volumes(self, config: PodConfig) -> None:
+        await asyncio.to_thread(refresh_files, self.dir, config, self.runtime.run_as)
+
+    async def update(self, config: PodConfig) -> None:
+        """Take changed images: the containers whose image changed are restarted."""
+        images = {c.name: c.image for c in config.containers}
+        for runner in self.apps:
+            image = images.get(runner.config.name)
+            if image is None or image == runner.config.image:
+                continue
+            new = next(c for c in config.containers if c.name == runner.config.name)
+            runner.config = new
+            runner.pod = config
+            if runner.supervised is not None:
+                runner.restart_requested = True
+                task = asyncio.create_task(runner.kill(runner.pod_grace()), name="image-restart")
+                runner.track(task)
+        self.config = PodConfig(
+            ref=self.config.ref,
+            pod=config.pod,
+            init_containers=self.config.init_containers,
+            containers=tuple(r.config for r in self.apps),
+            volumes=self.config.volumes,
+        )
+        write_json(self.dir.config, pod_to_dict(self.config))
+        self._changed()
+
+    # --- status -------------------------------------------------------------------------
+
+    def state(self) -> PodState:
+        inits = [c.state() for c in self.inits]
+        apps = [c.state() for c in self.apps]
+        phase = pod_phase(
+            self.config.restart_policy,
+            inits,
+            [c.role == "sidecar" for c in self.inits],
+            apps,
+            self.init_failed,
+        )
+        return PodState(
+            phase=phase,
+            containers=tuple(apps),
+            init_containers=tuple(inits),
+            started_at=at(int(self.created * 1e9)) if self.created else None,
+            pod_ip=self.runtime.config.internal_ip,
+        )

@@ -1,0 +1,239 @@
+"""The `process` backend: pods whose containers run as processes on this host.
+
+This is vkpy's default backend: it needs no cloud account, and it is where logs,
+exec, attach, port-forward and stats are real. Each container's `command` + `args`
+runs under a small supervisor process that outlives vkpy (supervisor.py); the image
+is only recorded. Pods live in directories under the state directory (layout.py),
+with their volumes materialized and each container's mount paths linked into its
+root (filesystem.py); the kubelet's semantics (init containers, restart policies with
+CrashLoopBackOff, probes, hooks, graceful stop) are in pod.py and container.py.
+On start the backend reads every pod directory back and adopts the supervisors that
+still run (checked by pid and start time), so a restarted or killed vkpy loses
+nothing. Honest isolation: containers are host processes, run as an unprivileged
+user when vkpy is root, with a minimal environment; see docs/process-backend.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import platform
+from collections.abc import AsyncIterator, Sequence
+
+from vkpy import __version__
+from vkpy.providers.base import (
+    LogQuery,
+    LogRecord,
+    NodeInfo,
+    NodeResources,
+    PodConfig,
+    PodRef,
+    PodState,
+    PodStats,
+    StatusCallback,
+)
+from vkpy.providers.errors import (
+    InvalidInputError,
+    NotFoundError,
+    RetryableError,
+    UnsupportedError,
+)
+from vkpy.providers.process import cgroups
+from vkpy.providers.process.actions import Actions
+from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
+from vkpy.providers.process.layout import PodDir, remove_tree
+from vkpy.providers.process.logs import read_logs
+from vkpy.providers.process.pod import PodRuntime
+from vkpy.providers.process.records import MemoryMode
+from vkpy.providers.process.runtime import Runtime
+from vkpy.providers.process.stats import Sampler
+from vkpy.providers.process.validation import check_pod
+
+log = logging.getLogger(__name__)
+
+_ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le"}
+
+
+def _os_image() -> str:
+    try:
+        with open("/etc/os-release") as handle:
+            for line in handle:
+                if line.startswith("PRETTY_NAME="):
+                    return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return platform.platform()
+
+
+class ProcessProvider:
+    """See the module docstring."""
+
+    name = "process"
+
+    def __init__(self, config: ProcessConfig) -> None:
+        self._config = config
+        self._pods: dict[str, PodRuntime] = {}
+        self._callback: StatusCallback | None = None
+        self._runtime: Runtime | None = None
+        self._sampler = Sampler()
+        self._capacity = config.node_capacity()
+
+    # --- the backend --------------------------------------------------------------------
+
+    def on_status_change(self, callback: StatusCallback) -> None:
+        self._callback = callback
+
+    def _notify(self, ref: PodRef) -> None:
+        if self._callback is not None:
+            self._callback(ref)
+
+    def _memory_mode(self) -> tuple[MemoryMode, cgroups.CgroupParent | None]:
+        wanted = self._config.memory_enforcement
+        if wanted in ("watchdog", "none"):
+            return wanted, None
+        parent = cgroups.detect(self._config.cgroup_parent or None)
+        if parent is not None:
+            return "cgroup", parent
+        if wanted == "cgroup":
+            raise UnsupportedError(
+                "memory_enforcement is cgroup but no cgroup with a writable memory controller "
+                "was found (set cgroup_parent to a delegated cgroup)"
+            )
+        return "watchdog", None
+
+    async def start(self) -> None:
+        config = self._config
+        run_as = resolve_run_as(config.run_as)
+        mode, parent = self._memory_mode()
+        self._runtime = Runtime(
+            config=config,
+            run_as=run_as,
+            actions=Actions(config.python, config.internal_ip),
+            cgroup=parent,
+            memory_mode=mode,
+        )
+        pods = config.pods_path
+        pods.mkdir(parents=True, exist_ok=True)
+        os.chmod(pods, 0o711)  # noqa: S103 (traversable, not listable)
+        blocked = blocked_ancestor(pods, run_as)
+        if blocked is not None:
+            log.warning(
+                "containers cannot reach their directory by its absolute path; relative "
+                "paths work, programs that use getcwd() may not: set pods_dir under a "
+                "directory their user can traverse",
+                extra={"directory": str(blocked), "user": run_as.name, "pods_dir": str(pods)},
+            )
+        for entry in sorted(pods.iterdir()):
+            if not entry.is_dir():
+                continue
+            pod = PodRuntime.load(self._runtime, PodDir(entry), self._notify)
+            if pod is None:
+                log.warning("ignoring unreadable pod directory", extra={"path": str(entry)})
+                continue
+            self._pods[pod.ref.uid] = pod
+            pod.start()
+            self._notify(pod.ref)
+        running = sum(1 for p in self._pods.values() for c in p.containers if c.supervised)
+        log.info(
+            "process backend ready",
+            extra={
+                "pods": len(self._pods),
+                "running_containers": running,
+                "run_as": run_as.name,
+                "memory_limits": mode,
+                "cgroup": str(parent.path) if parent else "",
+                "pods_dir": str(pods),
+            },
+        )
+
+    async def close(self) -> None:
+        for pod in self._pods.values():
+            await pod.close()
+        if self._runtime is not None:
+            await self._runtime.actions.close()
+
+    def node_info(self) -> NodeInfo:
+        machine = platform.machine()
+        return NodeInfo(
+            operating_system="linux",
+            architecture=_ARCHITECTURES.get(machine, machine),
+            runtime_name="process",
+            runtime_version=__version__,
+            kernel_version=platform.release(),
+            os_image=_os_image(),
+        )
+
+    def node_resources(self) -> NodeResources:
+        return NodeResources(capacity=self._capacity, allocatable=self._capacity)
+
+    async def ping(self) -> None:
+        if not os.access(self._config.pods_path, os.W_OK | os.X_OK):
+            raise RetryableError(f"pod directory {self._config.pods_path} is not writable")
+
+    # --- pods ---------------------------------------------------------------------------
+
+    def _runtime_or_fail(self) -> Runtime:
+        if self._runtime is None:
+            raise RetryableError("the process backend has not started yet")
+        return self._runtime
+
+    def _pod(self, ref: PodRef) -> PodRuntime:
+        pod = self._pods.get(ref.uid)
+        if pod is None:
+            raise NotFoundError(f"the process backend has no pod {ref}")
+        return pod
+
+    async def create_pod(self, pod: PodConfig) -> None:
+        runtime = self._runtime_or_fail()
+        if pod.ref.uid in self._pods:
+            return
+        check_pod(pod, self._config.host_path_prefixes)
+        pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
+        try:
+            created = await PodRuntime.create(runtime, pod, pod_dir, self._notify)
+        except FileNotFoundError as error:
+            remove_tree(pod_dir.path)
+            raise InvalidInputError(str(error.args[0]), reason="FailedMount") from None
+        except OSError as error:
+            remove_tree(pod_dir.path)
+            raise RetryableError(f"cannot prepare the pod's directory: {error}") from error
+        self._pods[pod.ref.uid] = created
+        created.start()
+        self._notify(pod.ref)
+
+    async def update_pod(self, pod: PodConfig) -> None:
+        await self._pod(pod.ref).update(pod)
+
+    async def delete_pod(self, ref: PodRef, grace_period: float) -> None:
+        pod = self._pods.get(ref.uid)
+        pod_dir = self._config.pods_path / ref.uid
+        if pod is None:
+            remove_tree(pod_dir)
+            raise NotFoundError(f"the process backend has no pod {ref}")
+        await pod.stop(grace_period)
+        self._pods.pop(ref.uid, None)
+        await asyncio.to_thread(remove_tree, pod_dir)
+        log.info("pod stopped and removed", extra={"pod": str(ref), "uid": ref.uid})
+
+    async def get_pod_status(self, ref: PodRef) -> PodState:
+        return self._pod(ref).state()
+
+    async def list_pods(self) -> Sequence[PodRef]:
+        return [pod.ref for pod in self._pods.values()]
+
+    async def refresh_volumes(self, pod: PodConfig) -> None:
+        await self._pod(pod.ref).refresh_volumes(pod)
+
+    # --- logs and stats -----------------------------------------------------------------
+
+    async def container_logs(self, ref: PodRef, query: LogQuery) -> AsyncIterator[LogRecord]:
+        pod = self._pod(ref)
+        runner = pod.container(query.container)
+        if runner is None:
+            raise NotFoundError(f'container "{query.container}" is not in pod "{ref.name}"')
+        async for record in read_logs(runner, ref.name, query):
+            yield record
+
+    async def pod_stats(self) -> Sequence[PodStats]:
+        return await asyncio.to_thread(self._sampler.sample, list(self._pods.values()))

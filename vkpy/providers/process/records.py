@@ -1,0 +1,158 @@
+"""The records the provider and a container's supervisor exchange through files.
+
+The supervisor outlives vkpy, so everything between them is a small JSON file in the
+instance directory, written atomically: the provider writes `spec.json` (what to run,
+as whom, where its output goes, the memory limit), the supervisor writes `run.json`
+once the process runs (its pid and start time, so a restarted vkpy can tell the same
+process from a recycled pid) and `exit.json` when it ended (exit code, signal, OOM).
+`ProcessContext` is how every process of a container is started (the main process,
+and probes, hooks and exec sessions): environment, directory, user, cgroup.
+
+Standard library only: the supervisor imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+MemoryMode = Literal["cgroup", "watchdog", "none"]
+
+EXIT_CANNOT_RUN = 128
+"""Exit code reported when the command could not be executed (as container runtimes do)."""
+
+
+@dataclass(frozen=True)
+class ProcessContext:
+    """How a process of the container starts: environment, directory, identity."""
+
+    env: tuple[tuple[str, str], ...] = field(repr=False)
+    cwd: str
+    uid: int | None = None
+    """Switch to this user (vkpy runs as root); None: stay who vkpy is."""
+    gid: int | None = None
+    groups: tuple[int, ...] = ()
+    umask: int = 0o022
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> ProcessContext:
+        return cls(
+            env=tuple((str(k), str(v)) for k, v in raw["env"]),
+            cwd=str(raw["cwd"]),
+            uid=raw.get("uid"),
+            gid=raw.get("gid"),
+            groups=tuple(int(g) for g in raw.get("groups") or ()),
+            umask=int(raw.get("umask", 0o022)),
+        )
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What a supervisor runs, and how."""
+
+    argv: tuple[str, ...]
+    context: ProcessContext
+    instance_dir: str
+    log_max_bytes: int
+    log_max_files: int
+    memory_limit: int | None = None
+    """Bytes; None: no limit."""
+    memory_mode: MemoryMode = "none"
+    cgroup_parent: str | None = None
+    """Directory under which the supervisor makes the container's cgroup (cgroup mode)."""
+    cgroup_name: str = ""
+    watchdog_interval: float = 0.25
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["context"] = self.context.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> LaunchSpec:
+        values = dict(raw)
+        values["argv"] = tuple(str(a) for a in raw["argv"])
+        values["context"] = ProcessContext.from_dict(raw["context"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A running instance: who supervises it and which process it is."""
+
+    supervisor_pid: int
+    supervisor_start: int
+    """Start time of the supervisor in clock ticks since boot (/proc/<pid>/stat)."""
+    pid: int
+    """The container's main process; also its process group and session id."""
+    pid_start: int
+    started_ns: int
+    """Wall clock (ns since the epoch) when the process was started."""
+    cgroup: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunRecord:
+        return cls(**raw)
+
+
+@dataclass(frozen=True)
+class ExitRecord:
+    """How an instance ended, in the terms of a ContainerStateTerminated."""
+
+    exit_code: int
+    finished_ns: int
+    reason: str
+    """Completed, Error, OOMKilled, ContainerCannotRun or ContainerStatusUnknown."""
+    signal: int | None = None
+    message: str | None = None
+    started_ns: int | None = None
+    pid: int | None = None
+    """The main process it was (for the container ID of lastState)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> ExitRecord:
+        return cls(**raw)
+
+    @classmethod
+    def from_status(
+        cls,
+        status: int,
+        *,
+        oom: bool,
+        started_ns: int | None,
+        pid: int | None = None,
+        message: str | None = None,
+    ) -> ExitRecord:
+        """From a wait status; a signal is reported as 128 + its number."""
+        signal: int | None = None
+        if os.WIFSIGNALED(status):
+            signal = os.WTERMSIG(status)
+            code = 128 + signal
+        else:
+            code = os.WEXITSTATUS(status)
+        if oom:
+            reason = "OOMKilled"
+        elif code == 0:
+            reason = "Completed"
+        else:
+            reason = "Error"
+        return cls(
+            exit_code=code,
+            finished_ns=time.time_ns(),
+            reason=reason,
+            signal=signal,
+            message=message,
+            started_ns=started_ns,
+            pid=pid,
+        )

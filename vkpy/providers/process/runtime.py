@@ -1,0 +1,78 @@
+"""What every pod of the backend shares, and how a container's context is built.
+
+`Runtime` carries the node-wide pieces (settings, the containers' user, the memory
+enforcement found at start, the probe and hook runner). `container_context` is the
+one place that decides how a container's processes start: a minimal environment
+(PATH, HOSTNAME, the kubelet's KUBERNETES_SERVICE_* variables when configured, then
+the pod spec's resolved env, which wins) and the working directory inside the
+container's root. The main process, probes, hooks and exec sessions all use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vkpy.providers.base import ContainerConfig, PodConfig
+from vkpy.providers.process.actions import Actions
+from vkpy.providers.process.cgroups import CgroupParent
+from vkpy.providers.process.config import DEFAULT_PATH, ProcessConfig, RunAs
+from vkpy.providers.process.filesystem import working_dir
+from vkpy.providers.process.layout import PodDir
+from vkpy.providers.process.records import MemoryMode, ProcessContext
+
+
+@dataclass(frozen=True)
+class Runtime:
+    config: ProcessConfig
+    run_as: RunAs
+    actions: Actions
+    cgroup: CgroupParent | None
+    memory_mode: MemoryMode
+
+
+def service_env(host: str, port: int) -> list[tuple[str, str]]:
+    """The variables the kubelet derives from the `kubernetes` Service."""
+    url = f"tcp://{host}:{port}"
+    prefix = f"KUBERNETES_PORT_{port}_TCP"
+    return [
+        ("KUBERNETES_SERVICE_HOST", host),
+        ("KUBERNETES_SERVICE_PORT", str(port)),
+        ("KUBERNETES_SERVICE_PORT_HTTPS", str(port)),
+        ("KUBERNETES_PORT", url),
+        (prefix, url),
+        (f"{prefix}_PROTO", "tcp"),
+        (f"{prefix}_PORT", str(port)),
+        (f"{prefix}_ADDR", host),
+    ]
+
+
+def container_env(
+    runtime: Runtime, pod: PodConfig, container: ContainerConfig
+) -> list[tuple[str, str]]:
+    spec = pod.pod.get("spec") or {}
+    hostname = str(spec.get("hostname") or pod.ref.name)
+    values: dict[str, str] = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname}
+    if runtime.config.kubernetes_service_host:
+        values.update(
+            service_env(
+                runtime.config.kubernetes_service_host, runtime.config.kubernetes_service_port
+            )
+        )
+    for name, value in container.env:
+        values.pop(name, None)
+        values[name] = value
+    return list(values.items())
+
+
+def container_context(
+    runtime: Runtime, pod: PodConfig, pod_dir: PodDir, container: ContainerConfig
+) -> ProcessContext:
+    cwd = pod_dir.container(container.name).root / working_dir(container)
+    run_as = runtime.run_as
+    return ProcessContext(
+        env=tuple(container_env(runtime, pod, container)),
+        cwd=str(cwd),
+        uid=run_as.uid,
+        gid=run_as.gid,
+        groups=run_as.groups,
+    )

@@ -1,0 +1,317 @@
+"""The per-container supervisor: owns one run of a container, outlives vkpy.
+
+`python -m vkpy.providers.process.supervisor <instance-dir>/spec.json` forks; the
+parent ("launcher") waits until the child reports on a pipe that the container's
+process runs (or could not be executed), prints that report as one JSON line and
+exits, so vkpy never has a long-lived child to reap and fresh and adopted
+supervisors look the same to it. The child becomes the supervisor, in a session of
+its own, detached from vkpy's pipes, so a SIGKILLed vkpy leaves it running. It:
+
+- makes the container's cgroup (cgroup mode) and starts the process in it, as the
+  configured user, in its own session and process group, with the container's
+  environment and directory (enter.py);
+- writes `run.json` (its pid and the child's, with start times) and then copies the
+  child's stdout and stderr into the log file, timestamped, rotated (logfile.py);
+- forwards SIGTERM to the process group, and on SIGUSR1 kills every process of the
+  container (group, session and cgroup) with SIGKILL;
+- in watchdog mode (no cgroup), sums the resident memory of the session's processes
+  every `watchdog_interval` and kills them all when they exceed the limit (OOMKilled);
+- when the main process ends, kills what is left of the container (as a container
+  runtime does when a container's init process exits), drains the pipes, writes
+  `exit.json` (exit code or signal, finish time, OOMKilled from the cgroup's oom_kill
+  counter or the watchdog) and exits.
+
+Standard library only, so it starts fast and depends on nothing vkpy loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from types import FrameType
+
+from vkpy.providers.process import cgroups, proc
+from vkpy.providers.process.enter import enter_ids
+from vkpy.providers.process.layout import InstanceDir, read_json, write_json
+from vkpy.providers.process.logfile import LogWriter
+from vkpy.providers.process.records import EXIT_CANNOT_RUN, ExitRecord, LaunchSpec, RunRecord
+
+DRAIN_SECONDS = 2.0
+"""How long output of a finished container is still read (a stray process may hold
+the pipe open)."""
+SIGNAL_KILL = signal.SIGUSR1
+"""Sent by vkpy to the supervisor: SIGKILL everything of the container now."""
+
+
+def _cannot_run_message(error: BaseException, argv: tuple[str, ...], cwd: str) -> str:
+    if isinstance(error, FileNotFoundError):
+        if error.filename == cwd:
+            return f"working directory {cwd!r} does not exist"
+        return f'exec: "{argv[0]}": executable file not found in $PATH'
+    if isinstance(error, PermissionError):
+        return f'exec: "{argv[0]}": permission denied'
+    if isinstance(error, OSError):
+        return f'exec: "{argv[0]}": {error.strerror}'
+    return f"could not enter the container's context: {error}"
+
+
+def _mebibytes(value: int) -> str:
+    return f"{value / 2**20:.0f}Mi"
+
+
+class Supervisor:
+    def __init__(self, spec: LaunchSpec, notify_fd: int) -> None:
+        self.spec = spec
+        self.instance = InstanceDir(Path(spec.instance_dir), 0)
+        self.notify_fd = notify_fd
+        self.pending: list[int] = []
+        self.child: subprocess.Popen[bytes] | None = None
+        self.cgroup: Path | None = None
+        self.oom_base = 0
+        self.watchdog_oom: str | None = None
+        self.exited = False
+
+    # --- signals ---------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.pending.append(signum)
+
+    def _install_signals(self) -> int:
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        signal.set_wakeup_fd(write_fd)
+        for sig in (signal.SIGTERM, SIGNAL_KILL, signal.SIGCHLD):
+            signal.signal(sig, self._on_signal)
+        for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_IGN)
+        return read_fd
+
+    def _handle_signals(self) -> None:
+        while self.pending:
+            signum = self.pending.pop(0)
+            if signum == signal.SIGTERM:
+                self._signal_group(signal.SIGTERM)
+            elif signum == SIGNAL_KILL:
+                self._kill_everything()
+
+    def _signal_group(self, sig: int) -> None:
+        """Signal the process group (only while the leader is unreaped: no pid reuse)."""
+        if self.child is not None and not self.exited:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.child.pid, sig)
+
+    def _kill_everything(self) -> None:
+        if self.child is None:
+            return
+        self._signal_group(signal.SIGKILL)
+        for member in proc.session_members(self.child.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(member.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            cgroups.kill_all(self.cgroup)
+
+    # --- the run -----------------------------------------------------------------------
+
+    def _notify(self, report: dict[str, object]) -> None:
+        if self.notify_fd < 0:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self.notify_fd, json.dumps(report).encode() + b"\n")
+            os.close(self.notify_fd)
+        self.notify_fd = -1
+
+    def _make_cgroup(self) -> None:
+        spec = self.spec
+        if spec.memory_mode != "cgroup" or not spec.cgroup_parent:
+            return
+        try:
+            self.cgroup = cgroups.create(
+                Path(spec.cgroup_parent), spec.cgroup_name, spec.memory_limit
+            )
+            self.oom_base = cgroups.oom_kills(self.cgroup)
+        except OSError as error:
+            print(f"cannot make cgroup: {error}", file=sys.stderr)
+            self.cgroup = None
+
+    def run(self) -> int:
+        wake = self._install_signals()
+        spec = self.spec
+        self._make_cgroup()
+        started_ns = time.time_ns()
+        context = spec.context
+        try:
+            self.child = subprocess.Popen(
+                spec.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=context.cwd,
+                env=dict(context.env),
+                umask=context.umask,
+                start_new_session=True,
+                # The supervisor has a single thread, so a pre-exec function is safe.
+                preexec_fn=functools.partial(enter_ids, context, self.cgroup),  # noqa: PLW1509
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            message = _cannot_run_message(error, spec.argv, context.cwd)
+            record = ExitRecord(
+                exit_code=EXIT_CANNOT_RUN,
+                finished_ns=time.time_ns(),
+                reason="ContainerCannotRun",
+                message=message,
+                started_ns=started_ns,
+            )
+            write_json(self.instance.exit, record.to_dict())
+            self._notify({"ok": False, "message": message})
+            if self.cgroup is not None:
+                cgroups.remove(self.cgroup)
+            return 0
+        me = os.getpid()
+        run = RunRecord(
+            supervisor_pid=me,
+            supervisor_start=proc.start_ticks(me) or 0,
+            pid=self.child.pid,
+            pid_start=proc.start_ticks(self.child.pid) or 0,
+            started_ns=started_ns,
+            cgroup=str(self.cgroup) if self.cgroup else None,
+        )
+        write_json(self.instance.run, run.to_dict())
+        self._notify({"ok": True, "run": run.to_dict()})
+        status = self._pump(wake)
+        oom = self.watchdog_oom is not None or (
+            self.cgroup is not None and cgroups.oom_kills(self.cgroup) > self.oom_base
+        )
+        record = ExitRecord.from_status(
+            status, oom=oom, started_ns=started_ns, pid=run.pid, message=self.watchdog_oom
+        )
+        write_json(self.instance.exit, record.to_dict())
+        if self.cgroup is not None:
+            cgroups.remove(self.cgroup)
+        return 0
+
+    def _pump(self, wake: int) -> int:
+        """Copy output to the log until the process ended and its pipes are drained."""
+        assert self.child is not None and self.child.stdout and self.child.stderr
+        spec = self.spec
+        writer = LogWriter(self.instance.log, spec.log_max_bytes, spec.log_max_files)
+        selector = selectors.DefaultSelector()
+        for pipe, stream in ((self.child.stdout, "stdout"), (self.child.stderr, "stderr")):
+            os.set_blocking(pipe.fileno(), False)
+            selector.register(pipe.fileno(), selectors.EVENT_READ, stream)
+        selector.register(wake, selectors.EVENT_READ, None)
+        watchdog = spec.memory_mode == "watchdog" and spec.memory_limit is not None
+        next_check = time.monotonic()
+        status: int | None = None
+        drain_until = 0.0
+        open_pipes = 2
+        while True:
+            now = time.monotonic()
+            if status is not None:
+                if open_pipes == 0 or now >= drain_until:
+                    break
+                timeout: float = drain_until - now
+            elif watchdog:
+                timeout = max(0.0, next_check - now)
+            else:
+                timeout = 1.0
+            for key, _ in selector.select(timeout):
+                if key.data is None:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(wake, 512)
+                    continue
+                try:
+                    data = os.read(key.fd, 65536)
+                except BlockingIOError:
+                    continue
+                if data:
+                    writer.write(str(key.data), data)
+                else:
+                    selector.unregister(key.fd)
+                    open_pipes -= 1
+            self._handle_signals()
+            if status is None and self._leader_exited():
+                self._kill_everything()
+                _, status = os.waitpid(self.child.pid, 0)
+                self.exited = True
+                self.child.returncode = -1
+                drain_until = time.monotonic() + DRAIN_SECONDS
+            if status is None and watchdog and time.monotonic() >= next_check:
+                self._watch_memory()
+                next_check = time.monotonic() + spec.watchdog_interval
+        writer.close()
+        selector.close()
+        return status
+
+    def _leader_exited(self) -> bool:
+        """Whether the main process ended, without reaping it (so its pid, which names
+        the process group, cannot be reused while the rest is killed)."""
+        assert self.child is not None
+        try:
+            result = os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return result is not None
+
+    def _watch_memory(self) -> None:
+        assert self.child is not None and self.spec.memory_limit is not None
+        members = proc.session_members(self.child.pid)
+        used = proc.rss_bytes(members)
+        if used > self.spec.memory_limit:
+            self.watchdog_oom = (
+                f"memory use {_mebibytes(used)} over the limit "
+                f"{_mebibytes(self.spec.memory_limit)}: killed by the vkpy watchdog"
+            )
+            self._kill_everything()
+
+
+def _detach(log_path: Path) -> None:
+    """Leave vkpy's session and pipes: stdin from /dev/null, output to our own log."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m vkpy.providers.process.supervisor <spec.json>", file=sys.stderr)
+        return 2
+    raw = read_json(Path(argv[1]))
+    if raw is None:
+        print(f"cannot read {argv[1]}", file=sys.stderr)
+        return 2
+    spec = LaunchSpec.from_dict(raw)
+    read_fd, write_fd = os.pipe()
+    if os.fork() > 0:
+        os.close(write_fd)
+        chunks = []
+        while chunk := os.read(read_fd, 65536):
+            chunks.append(chunk)
+        report = b"".join(chunks)
+        os.write(1, report or b'{"ok": false, "message": "the supervisor failed to start"}\n')
+        return 0
+    os.close(read_fd)
+    _detach(InstanceDir(Path(spec.instance_dir), 0).supervisor_log)
+    try:
+        return Supervisor(spec, write_fd).run()
+    except BaseException:
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
