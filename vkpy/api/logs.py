@@ -45,6 +45,7 @@ FIRST_RECORD_WAIT = 2.0
 """How long the first record may take before the 200 headers are sent anyway."""
 HIGH_WATER = 256 * 1024
 """Buffered bytes at which the handler waits for the writer."""
+_MORE, _FULL, _DONE = 0, 1, 2
 
 
 class _ChunkWriter:
@@ -60,13 +61,16 @@ class _ChunkWriter:
         self._closed = False
         self.sent = 0
 
-    async def put(self, data: bytes) -> None:
+    def push(self, data: bytes) -> bool:
+        """Buffer `data`; False when the buffer is full: then await `room()`."""
         self._parts.append(data)
         self._size += len(data)
         self._wake.set()
-        if self._size >= HIGH_WATER:
-            self._room.clear()
-            await self._room.wait()
+        return self._size < HIGH_WATER
+
+    async def room(self) -> None:
+        self._room.clear()
+        await self._room.wait()
 
     def close(self) -> None:
         self._closed = True
@@ -163,29 +167,39 @@ async def container_logs(request: web.Request) -> web.StreamResponse:
         writer = _ChunkWriter(response)
         limit = options.limit_bytes
         since = query.since
+        timestamps = options.timestamps
+
+        def accept(record: LogRecord) -> int:
+            """Buffer one record: _MORE, _FULL (wait for room), or _DONE (limit reached)."""
+            nonlocal limit
+            if since is not None and record.time < since:
+                return _MORE
+            data = format_timestamp(record.time) + record.data if timestamps else record.data
+            if limit is not None:
+                if len(data) >= limit:
+                    writer.push(data[:limit])
+                    return _DONE
+                limit -= len(data)
+            return _MORE if writer.push(data) else _FULL
+
+        async def pump() -> None:
+            record = await first
+            state = _MORE if record is None else accept(record)
+            if record is None or state == _DONE:
+                return
+            async for record in records:
+                if state == _FULL:
+                    await writer.room()
+                state = accept(record)
+                if state == _DONE:
+                    return
+
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(writer.run(), name="log-writer")
                 try:
-                    while True:
-                        if pending is not None:
-                            record = await pending
-                            pending = None
-                        else:
-                            record = await _next(records)
-                        if record is None:
-                            break
-                        if since is not None and record.time < since:
-                            continue
-                        data = record.data
-                        if options.timestamps:
-                            data = format_timestamp(record.time) + data
-                        if limit is not None:
-                            if len(data) >= limit:
-                                await writer.put(data[:limit])
-                                break
-                            limit -= len(data)
-                        await writer.put(data)
+                    await pump()
+                    pending = None
                 except ProviderError as error:
                     log.warning(
                         "container log stream failed",

@@ -89,14 +89,24 @@ def records(
     first = first_since(run, query.since.timestamp() if query.since else None, shape)
     if query.tail_lines is not None:
         first = max(first, count - query.tail_lines)
-    wanted = query.streams
+    return _generate(container, run, shape, query.streams, first, count), count
 
-    def generate() -> Iterator[LogRecord]:
-        for index in range(first, count):
-            if stream_of(index) in wanted:
-                yield _record(container, run, index, shape)
 
-    return generate(), count
+def _generate(
+    container: str, run: Run, shape: LogShape, wanted: frozenset[str], first: int, end: int
+) -> Iterator[LogRecord]:
+    """`_record` for a range of lines, inlined: big logs are generated at MB/s."""
+    start, rate, width = run.start, shape.rate, shape.width
+    middle = f" of {container} (run {run.restart}) on "
+    at = datetime.fromtimestamp
+    for index in range(first, end):
+        stream: LogStream = "stderr" if index % STDERR_EVERY == STDERR_EVERY - 1 else "stdout"
+        if stream not in wanted:
+            continue
+        text = f"line {index}{middle}{stream}"
+        if width > len(text) + 1:
+            text += "." * (width - len(text) - 1)
+        yield LogRecord(at(start + index / rate, UTC), stream, (text + "\n").encode())
 
 
 def next_record(
