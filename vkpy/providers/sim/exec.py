@@ -5,8 +5,9 @@ Sim pods run nothing, yet exec, attach and port-forward must be testable end to 
 backend understands a few commands itself, enough to exercise every stream:
 `echo [-n]`, `cat`, `sha256sum`, `wc -c`, `env`, `hostname`, `sleep N|infinity`,
 `true`, `false`, `exit N`, `stty size` (the size the client last sent), `sh -c
-'cmd; cmd && cmd >&2'`, and `sh` alone: a small shell reading commands from stdin,
-with a `$ ` prompt and echo of what is typed when there is a terminal. Anything else
+'cmd; cmd && cmd >&2'` (with `$VAR` from the container's environment), and `sh`
+alone: a small shell reading commands from stdin, with a `$ ` prompt and echo of
+what is typed when there is a terminal. Anything else
 is "command not found" (exit 127), as a shell would say.
 
 Attach connects to the "main process": with `stdin: true` it echoes stdin back to
@@ -21,6 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import math
+import re
 import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -232,6 +234,7 @@ async def run_script(ctx: _Context, script: str) -> int:
     except ValueError as error:
         await ctx.err(f"sh: syntax error: {error}\n")
         return 2
+    tokens = [_expand(word, ctx.env) for word in tokens]
     code = 0
     argv: list[str] = []
     skip = False
@@ -244,6 +247,14 @@ async def run_script(ctx: _Context, script: str) -> int:
         argv = []
         skip = (word == "&&" and code != 0) or (word == "||" and code == 0)
     return code
+
+
+_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def _expand(word: str, env: Mapping[str, str]) -> str:
+    """`$NAME` and `${NAME}` from the container's environment (quoting is not honoured)."""
+    return _VARIABLE.sub(lambda m: env.get(m.group(1) or m.group(2), ""), word)
 
 
 async def _run_with_redirect(ctx: _Context, argv: list[str]) -> int:
@@ -288,9 +299,10 @@ async def _read_terminal_line(ctx: _Context) -> str | None:
         data = await ctx.read()
         if not data:
             return None
-        for byte in data:
+        for index, byte in enumerate(data):
             if byte in (0x0D, 0x0A):
                 await ctx.out(b"\r\n")
+                ctx.pending[:0] = data[index + 1 :]
                 return line.decode(errors="replace")
             if byte == _CTRL_D and not line:
                 await ctx.out(b"exit\r\n")
