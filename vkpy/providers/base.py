@@ -274,26 +274,47 @@ class LogsProvider(Protocol):
 
 
 class ByteSource(Protocol):
+    """Bytes from a client: stdin of exec/attach, or a forwarded connection's inbound side."""
+
     async def read(self) -> bytes:
-        """Next chunk; b"" at end of input."""
+        """The next chunk; b"" once the client closed its side (or went away).
+
+        Input is buffered only up to a bound: a backend that reads slowly slows the
+        client down, and one that never reads stalls it."""
 
 
 class ByteSink(Protocol):
-    async def write(self, data: bytes) -> None: ...
+    """Bytes to a client: stdout/stderr of exec/attach, or a forwarded connection's
+    outbound side."""
+
+    async def write(self, data: bytes) -> None:
+        """Send `data`; waits while the client is slow. Once the client has gone the
+        data is dropped silently (the call is being cancelled anyway)."""
 
     async def close(self) -> None:
-        """No more data will be written."""
+        """No more data will be written (the client sees the end of the stream).
+        Closing twice is harmless."""
 
 
 @dataclass(frozen=True)
 class TerminalSize:
+    """A terminal's size in character cells, as the client reports it."""
+
     width: int
+    """Columns."""
     height: int
+    """Rows."""
 
 
 @dataclass
 class StreamIO:
-    """The client's streams for exec and attach; None where the client did not ask."""
+    """The client's streams for exec and attach; None where the client did not ask.
+
+    With `tty` the command runs under a pseudo-terminal: there is no stderr (the
+    terminal has one output, and stdout gets everything) and `resize` yields the
+    client's terminal size, once it is known and after every change, to be applied
+    to the terminal (TIOCSWINSZ). `resize` ends when the client stops sending sizes.
+    """
 
     stdin: ByteSource | None
     stdout: ByteSink | None
@@ -307,13 +328,38 @@ class ExecProvider(Protocol):
     async def exec_in_container(
         self, ref: PodRef, container: str, command: Sequence[str], io: StreamIO
     ) -> int:
-        """Run `command` in the container's context; return its exit code."""
+        """Run `command` in the container's context and return its exit code.
+
+        The context is the one the container's own process has: its environment,
+        working directory, mounts and user. stdin is copied to the command until it
+        ends (then the command's stdin is closed); the command's output goes to
+        stdout/stderr, all of it written before returning. The kubelet side closes
+        the sinks after the return and reports the exit code to the client.
+
+        Cancellation means the client went away (or vkpy is stopping): end the
+        command and everything it started, release what the call holds, then let
+        the cancellation propagate. Never leave the command running.
+
+        Raise NotFoundError for an unknown pod or container, and ProviderError (or
+        UnsupportedError) with a message for the user when the command cannot be
+        run at all: kubectl shows it as "Internal error occurred: <message>". A
+        command that is not found may instead end with 127 and a message on stderr,
+        as a shell says it.
+        """
 
 
 @runtime_checkable
 class AttachProvider(Protocol):
     async def attach_to_container(self, ref: PodRef, container: str, io: StreamIO) -> int | None:
-        """Connect to the main process; return its exit code if it ended."""
+        """Connect the client to the container's main process until it ends.
+
+        Output the process writes from now on goes to stdout/stderr; stdin goes to
+        the process's stdin when the container has `stdin: true` (otherwise it is
+        ignored). Return when the process ended (its exit code, or None if unknown)
+        or, for `stdinOnce` containers, when stdin ended. Cancellation means the
+        client detached: stop copying, but leave the process running. The kubelet
+        side reports success to the client in all these cases, as the kubelet does.
+        """
 
 
 @runtime_checkable
@@ -321,7 +367,14 @@ class PortForwardProvider(Protocol):
     async def port_forward(
         self, ref: PodRef, port: int, inbound: ByteSource, outbound: ByteSink
     ) -> None:
-        """Carry one connection to the pod's `port` until either side closes."""
+        """Carry one TCP connection to the pod's `port` until both directions are done.
+
+        `inbound` ending (b"") half-closes the connection towards the pod; the pod
+        closing its side closes `outbound`. Raise ProviderError with a message for
+        the user when the port cannot be reached (e.g. connection refused); it ends
+        the client's whole port-forward session, so raise only for real failures.
+        Cancellation (the client went away) closes the connection.
+        """
 
 
 @dataclass(frozen=True)
