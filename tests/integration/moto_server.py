@@ -166,11 +166,14 @@ class Call:
     body: bytes
 
 
+LAMBDA_API_VERSIONS = frozenset({"2015-03-31", "2016-08-19", "2017-03-31", "2018-10-31"})
+"""First path segments of Lambda's REST API (its throttling error is TooManyRequests)."""
+
 Rewrite = Callable[[Call, dict[str, Any]], dict[str, Any] | None]
 
 
 def _lambda_path(path: str) -> bool:
-    return path.split("/")[1:2] in (["2015-03-31"], ["2017-03-31"], ["2018-10-31"])
+    return path.split("/")[1] in LAMBDA_API_VERSIONS
 
 
 class AwsProxy:
