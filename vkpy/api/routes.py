@@ -11,6 +11,7 @@ that names the backend.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -29,6 +30,11 @@ from vkpy.providers.errors import ProviderError
 
 log = logging.getLogger(__name__)
 
+
+def _compact(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
 STREAM_KINDS = ("exec", "attach", "portForward", "run")
 STREAM_HANDLERS: dict[str, Handler] = {
     "exec": exec_handler,
@@ -46,7 +52,7 @@ def _pod_list(items: list[KubeObject]) -> KubeObject:
 
 
 async def pods(request: web.Request) -> web.Response:
-    return web.json_response(_pod_list(request.app[DEPS].pods()))
+    return web.json_response(dumps=_compact, data=_pod_list(request.app[DEPS].pods()))
 
 
 async def running_pods(request: web.Request) -> web.Response:
@@ -78,7 +84,7 @@ async def running_pods(request: web.Request) -> web.Response:
                 "status": {},
             }
         )
-    return web.json_response(_pod_list(items))
+    return web.json_response(dumps=_compact, data=_pod_list(items))
 
 
 async def _samples(request: web.Request) -> list[PodStats] | web.Response:
@@ -101,7 +107,7 @@ async def stats_summary(request: web.Request) -> web.Response:
     if isinstance(samples, web.Response):
         return samples
     summary = request.app[STATS].summary(samples, _known_uids(request))
-    return web.json_response(summary)
+    return web.json_response(dumps=_compact, data=summary)
 
 
 async def metrics_resource(request: web.Request) -> web.Response:

@@ -79,6 +79,16 @@ class StatsSampler:
         self._retired: OrderedDict[_Key, float] = OrderedDict()
         self._retired_total = 0.0
         self._node_previous: tuple[float, float] | None = None
+        self._times: dict[datetime, str] = {}
+
+    def _time(self, moment: datetime) -> str:
+        """api_time, remembered: start times repeat in every sample."""
+        text = self._times.get(moment)
+        if text is None:
+            if len(self._times) > _RETIRED_MAX:
+                self._times.clear()
+            text = self._times[moment] = api_time(moment)
+        return text
 
     def _rate(self, key: _Key, cpu: float, now: float, started: float) -> float:
         """Cores in use, from the sample kept for this instance."""
@@ -137,7 +147,7 @@ class StatsSampler:
                 containers.append(
                     {
                         "name": c.name,
-                        "startTime": api_time(c.start_time),
+                        "startTime": self._time(c.start_time),
                         "cpu": _cpu(stamp, rate, c.cpu_usage_core_seconds),
                         "memory": _memory(stamp, c),
                     }
@@ -157,7 +167,7 @@ class StatsSampler:
                         "namespace": pod.ref.namespace,
                         "uid": pod.ref.uid,
                     },
-                    "startTime": api_time(pod.start_time),
+                    "startTime": self._time(pod.start_time),
                     "containers": containers,
                     "cpu": _cpu(stamp, pod_rate, pod_cpu),
                     "memory": {

@@ -1,0 +1,173 @@
+"""The kubelet API with real host processes (process backend) behind it: what a
+container prints reaches `kubectl logs` (-f while it runs, ending when it exits;
+--previous after a restart; --timestamps, --tail, --limit-bytes, -c), and a busy
+process shows non-zero CPU and memory in /stats/summary and /metrics/resource as
+metrics-server reads them through the API server.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.agent import Kube, wait_for
+from tests.integration.conftest import StartAgent
+from tests.integration.test_kubelet_api import STAMPED, needs_host_ip
+
+FAST = {"backoff_base_seconds": 1, "backoff_max_seconds": 2}
+# `$$$$` is the shell's `$$` (the run's pid) once Kubernetes has expanded `$$` to `$`.
+COUNTER = (
+    'i=0; while [ $i -lt {n} ]; do echo "out $$$$ $i"; echo "err $$$$ $i" >&2; '
+    "i=$((i+1)); sleep {pause}; done"
+)
+
+
+def pod(
+    name: str,
+    node: str,
+    scripts: dict[str, str],
+    restart_policy: str = "Never",
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": restart_policy,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                {"name": c, "image": "busybox:1.36", "command": ["sh", "-c", script]}
+                for c, script in scripts.items()
+            ],
+            "tolerations": [{"operator": "Exists"}],
+        },
+    }
+
+
+def state(kube: Kube, name: str) -> dict[str, Any]:
+    got = kube.get("pod", name) or {}
+    statuses = got.get("status", {}).get("containerStatuses") or [{}]
+    return dict(statuses[0])
+
+
+def test_kubectl_logs_of_a_real_process(kube: Kube, start_agent: StartAgent) -> None:
+    agent = start_agent(provider="process", config=FAST)
+    script = COUNTER.format(n=8, pause=0.5)
+    kube.create(pod("counter", agent.node_name, {"app": script, "side": "echo side; sleep 600"}))
+    wait_for("Running", lambda: kube.phase("counter") == "Running")
+    argv = kube.cluster.kubectl_argv("logs", "-f", "-n", kube.namespace, "counter", "-c", "app")
+    started = time.monotonic()
+    follower = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    arrivals: list[tuple[float, str]] = []
+    try:
+        assert follower.stdout is not None
+        for raw in follower.stdout:
+            arrivals.append((time.monotonic() - started, raw.decode().rstrip("\n")))
+        assert follower.wait(timeout=30) == 0
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    texts = [text for _, text in arrivals]
+    pid = texts[0].split()[1]
+    assert [t for t in texts if t.startswith("out")] == [f"out {pid} {i}" for i in range(8)]
+    assert [t for t in texts if t.startswith("err")] == [f"err {pid} {i}" for i in range(8)]
+    assert arrivals[-1][0] - arrivals[0][0] >= 1.5  # lines arrived while it ran
+    wait_for("Succeeded", lambda: state(kube, "counter").get("state", {}).get("terminated"))
+
+    logs = kube.kubectl("logs", "-n", kube.namespace, "counter", "-c", "app")
+    assert logs.splitlines() == texts
+    tail = kube.kubectl("logs", "-n", kube.namespace, "counter", "-c", "app", "--tail=2")
+    assert tail.splitlines() == texts[-2:]
+    stamped = kube.kubectl("logs", "-n", kube.namespace, "counter", "-c", "app", "--timestamps")
+    for raw, text in zip(stamped.encode().splitlines(), texts, strict=True):
+        match = STAMPED.match(raw)
+        assert match and match[2].decode() == text
+    limited = kube.kubectl("logs", "-n", kube.namespace, "counter", "-c", "app", "--limit-bytes=7")
+    assert limited == texts[0][:7]
+    assert kube.kubectl("logs", "-n", kube.namespace, "counter", "-c", "side") == "side\n"
+
+
+def test_kubectl_logs_previous_after_a_real_restart(kube: Kube, start_agent: StartAgent) -> None:
+    agent = start_agent(provider="process", config=FAST)
+    script = COUNTER.format(n=3, pause=0.2) + "; exit 1"
+    kube.create(pod("crasher", agent.node_name, {"app": script}, restart_policy="Always"))
+    wait_for("a restart", lambda: state(kube, "crasher").get("restartCount", 0) >= 1)
+
+    def runs() -> tuple[str, str] | None:
+        previous = kube.cluster.run_kubectl(
+            "logs", "-n", kube.namespace, "crasher", "--previous", check=False
+        )
+        current = kube.cluster.run_kubectl("logs", "-n", kube.namespace, "crasher", check=False)
+        if previous.returncode or current.returncode or not previous.stdout:
+            return None
+        return previous.stdout, current.stdout
+
+    previous, current = wait_for("previous and current logs", runs, timeout=30)
+    lines = previous.splitlines()
+    pid = lines[0].split()[1]
+    assert sorted(lines) == sorted(
+        [f"out {pid} {i}" for i in range(3)] + [f"err {pid} {i}" for i in range(3)]
+    )
+    assert current == "" or current.split()[1] != pid or current == previous
+
+
+def test_busy_process_stats_and_resource_metrics(kube: Kube, start_agent: StartAgent) -> None:
+    address = needs_host_ip()
+    agent = start_agent(
+        provider="process",
+        config=FAST,
+        args=[f"--node-ip={address}", f"--listen-address={address}"],
+    )
+    busy = "x=0; while :; do x=$((x+1)); done"
+    kube.create(pod("busy", agent.node_name, {"spin": busy}))
+    wait_for("Running", lambda: kube.phase("busy") == "Running")
+    raw = f"/api/v1/nodes/{agent.node_name}/proxy"
+
+    def summary_pod() -> dict[str, Any] | None:
+        summary = json.loads(kube.kubectl("get", "--raw", f"{raw}/stats/summary"))
+        for entry in summary["pods"]:
+            if entry["podRef"]["name"] == "busy" and entry["containers"]:
+                c = entry["containers"][0]
+                if c["cpu"]["usageCoreNanoSeconds"] > 10**8 and c["memory"]["workingSetBytes"]:
+                    return dict(entry)
+        return None
+
+    entry = wait_for("CPU used by the busy process", summary_pod, timeout=30)
+    (spin,) = entry["containers"]
+    assert spin["name"] == "spin"
+    assert spin["cpu"]["usageNanoCores"] > 10**8  # a spinning shell uses most of a core
+    assert spin["memory"]["workingSetBytes"] > 0
+    assert entry["memory"]["workingSetBytes"] > 0
+
+    def scrape() -> dict[str, Any]:
+        text = kube.kubectl("get", "--raw", f"{raw}/metrics/resource")
+        return {f.name: f for f in text_string_to_metric_families(text)}
+
+    labels = {"container": "spin", "pod": "busy", "namespace": kube.namespace}
+    first = scrape()
+    for name in (
+        "container_cpu_usage_seconds",
+        "container_memory_working_set_bytes",
+        "container_start_time_seconds",
+    ):
+        (sample,) = [s for s in first[name].samples if s.labels == labels]
+        assert sample.value > 0, name
+    for name in ("node_cpu_usage_seconds", "node_memory_working_set_bytes"):
+        assert first[name].samples[0].value > 0
+    time.sleep(1.5)
+    second = scrape()
+
+    def cpu(families: dict[str, Any]) -> float:
+        (sample,) = [
+            s for s in families["container_cpu_usage_seconds"].samples if s.labels == labels
+        ]
+        return float(sample.value)
+
+    assert cpu(second) - cpu(first) > 0.5  # about a core for 1.5 s
+    assert re.fullmatch(r"\d+(\.\d+)?", str(second["node_cpu_usage_seconds"].samples[0].value))
