@@ -235,6 +235,7 @@ class ContainerRunner:
             cgroup_parent=str(parent.path) if parent is not None and mode == "cgroup" else None,
             cgroup_name=f"{self.pod.ref.uid}_{self.config.name}_{instance.number}",
             watchdog_interval=settings.watchdog_interval,
+            stdin_pipe=bool(self.config.spec.get("stdin")),
         )
 
     async def _launch(self, spec: LaunchSpec, number: int) -> None:

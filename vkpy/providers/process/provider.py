@@ -23,6 +23,8 @@ from collections.abc import AsyncIterator, Sequence
 
 from vkpy import __version__
 from vkpy.providers.base import (
+    ByteSink,
+    ByteSource,
     LogQuery,
     LogRecord,
     NodeInfo,
@@ -32,6 +34,7 @@ from vkpy.providers.base import (
     PodState,
     PodStats,
     StatusCallback,
+    StreamIO,
 )
 from vkpy.providers.errors import (
     InvalidInputError,
@@ -48,6 +51,7 @@ from vkpy.providers.process.pod import PodRuntime
 from vkpy.providers.process.records import MemoryMode
 from vkpy.providers.process.runtime import Runtime
 from vkpy.providers.process.stats import Sampler
+from vkpy.providers.process.streams import attach, exec_command, forward_port, running_instance
 from vkpy.providers.process.validation import check_pod
 
 log = logging.getLogger(__name__)
@@ -237,3 +241,23 @@ class ProcessProvider:
 
     async def pod_stats(self) -> Sequence[PodStats]:
         return await asyncio.to_thread(self._sampler.sample, list(self._pods.values()))
+
+    # --- exec, attach, port-forward (streams.py) ----------------------------------------
+
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], io: StreamIO
+    ) -> int:
+        instance = running_instance(self._pod(ref).container(container), container)
+        return await exec_command(self._config.python, instance, command, io)
+
+    async def attach_to_container(self, ref: PodRef, container: str, io: StreamIO) -> int | None:
+        runner = self._pod(ref).container(container)
+        running_instance(runner, container)
+        assert runner is not None
+        return await attach(runner, ref.name, io)
+
+    async def port_forward(
+        self, ref: PodRef, port: int, inbound: ByteSource, outbound: ByteSink
+    ) -> None:
+        self._pod(ref)
+        await forward_port(self._config.internal_ip, port, inbound, outbound)

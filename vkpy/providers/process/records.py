@@ -22,6 +22,8 @@ MemoryMode = Literal["cgroup", "watchdog", "none"]
 
 EXIT_CANNOT_RUN = 128
 """Exit code reported when the command could not be executed (as container runtimes do)."""
+STDIN_FIFO = "stdin"
+"""The FIFO in an instance directory that is the process's stdin (with `stdin_pipe`)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ class LaunchSpec:
     """Directory under which the supervisor makes the container's cgroup (cgroup mode)."""
     cgroup_name: str = ""
     watchdog_interval: float = 0.25
+    stdin_pipe: bool = False
+    """Give the process a stdin that `kubectl attach` can write to (containers with
+    `stdin: true`): the FIFO `STDIN_FIFO` in the instance directory."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

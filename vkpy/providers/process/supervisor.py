@@ -10,6 +10,8 @@ its own, detached from vkpy's pipes, so a SIGKILLed vkpy leaves it running. It:
 - makes the container's cgroup (cgroup mode) and starts the process in it, as the
   configured user, in its own session and process group, with the container's
   environment and directory (enter.py);
+- with `stdin_pipe` (containers with `stdin: true`), makes the process's stdin a
+  FIFO that `kubectl attach` writes to;
 - writes `run.json` (its pid and the child's, with start times) and then copies the
   child's stdout and stderr into the log file, timestamped, rotated (logfile.py);
 - forwards SIGTERM to the process group, and on SIGUSR1 kills every process of the
@@ -43,7 +45,13 @@ from vkpy.providers.process import cgroups, proc
 from vkpy.providers.process.enter import enter_ids
 from vkpy.providers.process.layout import InstanceDir, read_json, write_json
 from vkpy.providers.process.logfile import LogWriter
-from vkpy.providers.process.records import EXIT_CANNOT_RUN, ExitRecord, LaunchSpec, RunRecord
+from vkpy.providers.process.records import (
+    EXIT_CANNOT_RUN,
+    STDIN_FIFO,
+    ExitRecord,
+    LaunchSpec,
+    RunRecord,
+)
 
 DRAIN_SECONDS = 2.0
 """How long output of a finished container is still read (a stray process may hold
@@ -143,6 +151,16 @@ class Supervisor:
             print(f"cannot make cgroup: {error}", file=sys.stderr)
             self.cgroup = None
 
+    def _stdin_fifo(self) -> int:
+        """The process's stdin for `kubectl attach`: a FIFO in the instance directory,
+        held open read-write here, so the process never reads its end (a container
+        runtime keeps stdin open too) and vkpy can write to it whenever someone attaches."""
+        path = self.instance.path / STDIN_FIFO
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        os.mkfifo(path, 0o600)
+        return os.open(path, os.O_RDWR)
+
     def run(self) -> int:
         wake = self._install_signals()
         spec = self.spec
@@ -150,9 +168,10 @@ class Supervisor:
         started_ns = time.time_ns()
         context = spec.context
         try:
+            stdin = self._stdin_fifo() if spec.stdin_pipe else subprocess.DEVNULL
             self.child = subprocess.Popen(
                 spec.argv,
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=context.cwd,

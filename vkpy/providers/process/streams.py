@@ -1,0 +1,383 @@
+"""`kubectl exec`, `attach` and `port-forward` for containers that are host processes.
+
+- exec runs the command through the exec helper (enter.py), so it starts in the
+  container's context: its cgroup, user, environment and working directory (whose
+  links are the container's mounts). Without a terminal its stdin, stdout and stderr
+  are pipes; with one (`-t`) they are a pseudo-terminal that the helper makes the
+  session's controlling terminal, and every size the client sends is applied to it
+  (TIOCSWINSZ, which delivers SIGWINCH). The command runs in a session of its own:
+  when the client goes away the whole session is killed. When the command ends, its
+  output is read to the end (for at most DRAIN_SECONDS, in case something it left
+  behind holds the pipe) and its exit code returned.
+- attach follows what the main process writes to its log from now on and, for
+  containers with `stdin: true`, writes the client's input into the FIFO the
+  supervisor keeps as the process's stdin (records.STDIN_FIFO).
+- port-forward connects to the port on the node's address (pods share the host's
+  network) and copies both ways, half-closing as each side finishes.
+
+All file descriptors are non-blocking and driven by the event loop's readers and
+writers, owned here and closed in every case, so sessions leak nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import pty
+import signal
+import struct
+import termios
+from collections.abc import Sequence
+
+from vkpy.providers.base import ByteSink, ByteSource, LogQuery, StreamIO, TerminalSize
+from vkpy.providers.errors import InvalidInputError, NotFoundError, ProviderError
+from vkpy.providers.process import proc
+from vkpy.providers.process.container import ContainerRunner
+from vkpy.providers.process.layout import InstanceDir
+from vkpy.providers.process.logs import read_logs
+from vkpy.providers.process.records import STDIN_FIFO
+from vkpy.providers.process.supervision import helper_argv, helper_env
+
+log = logging.getLogger(__name__)
+
+DRAIN_SECONDS = 2.0
+"""After the command ended, how long its output is still read."""
+CHUNK = 64 * 1024
+DEFAULT_SIZE = TerminalSize(80, 24)
+
+
+class AsyncFd:
+    """A non-blocking file descriptor read and written through the event loop."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self.fd = fd
+        self._loop = asyncio.get_running_loop()
+
+    @property
+    def closed(self) -> bool:
+        return self.fd < 0
+
+    async def _ready(self, writing: bool) -> None:
+        future: asyncio.Future[None] = self._loop.create_future()
+
+        def wake() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        add, remove = (
+            (self._loop.add_writer, self._loop.remove_writer)
+            if writing
+            else (self._loop.add_reader, self._loop.remove_reader)
+        )
+        fd = self.fd
+        add(fd, wake)
+        try:
+            await future
+        finally:
+            remove(fd)
+
+    async def read(self) -> bytes:
+        """The next bytes; b"" at the end (EOF, or EIO: a terminal whose other side closed)."""
+        while self.fd >= 0:
+            try:
+                return os.read(self.fd, CHUNK)
+            except BlockingIOError:
+                await self._ready(writing=False)
+            except OSError as error:
+                if error.errno == errno.EIO:
+                    return b""
+                raise
+        return b""
+
+    async def write(self, data: bytes) -> None:
+        """Write everything; BrokenPipeError when the reader is gone."""
+        view = memoryview(data)
+        while view:
+            if self.fd < 0:
+                raise BrokenPipeError("closed")
+            try:
+                written = os.write(self.fd, view)
+            except BlockingIOError:
+                await self._ready(writing=True)
+                continue
+            view = view[written:]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
+def _exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _kill_session(pid: int) -> None:
+    """SIGKILL the process group and every process of the session `pid` leads."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    for member in proc.session_members(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member.pid, signal.SIGKILL)
+
+
+def running_instance(runner: ContainerRunner | None, container: str) -> InstanceDir:
+    """The instance of a container that runs now (the context exec enters)."""
+    if runner is None:
+        raise NotFoundError(f'container "{container}" not found')
+    if runner.supervised is None or not runner.supervised.alive or runner.instance < 0:
+        raise InvalidInputError(f'container "{container}" is not running')
+    return runner.dir.instance(runner.instance)
+
+
+# --- exec --------------------------------------------------------------------------------------
+
+
+async def exec_command(
+    python: str, instance: InstanceDir, command: Sequence[str], io: StreamIO
+) -> int:
+    """Run `command` in the container of `instance`; its exit code. See the module docstring."""
+    if not command:
+        raise InvalidInputError("no command to run")
+    helper = helper_argv(python, "enter")
+    if io.tty:
+        return await _exec_terminal([*helper, "--tty", str(instance.path), *command], io)
+    return await _exec_pipes([*helper, str(instance.path), *command], io)
+
+
+async def _pump_in(source: ByteSource | None, target: AsyncFd) -> None:
+    """Client input into the command until either ends; then the command sees the end."""
+    try:
+        if source is not None:
+            while data := await source.read():
+                await target.write(data)
+    except OSError:
+        pass  # the command closed its input or ended
+    finally:
+        target.close()
+
+
+async def _pump_out(source: AsyncFd, sink: ByteSink) -> None:
+    while data := await source.read():
+        await sink.write(data)
+
+
+async def _follow_sizes(io: StreamIO, terminal: AsyncFd) -> None:
+    if io.resize is None:
+        return
+    async for size in io.resize:
+        if terminal.closed:
+            return
+        _set_size(terminal.fd, size)
+
+
+def _set_size(fd: int, size: TerminalSize) -> None:
+    with contextlib.suppress(OSError):
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", size.height, size.width, 0, 0))
+
+
+async def _run(
+    argv: list[str],
+    child_fds: tuple[int, int, int],
+    inputs: AsyncFd | None,
+    outputs: list[tuple[AsyncFd, ByteSink]],
+    io: StreamIO,
+    terminal: AsyncFd | None,
+) -> int:
+    """Start the helper on `child_fds` and run the pumps around it until it ends."""
+    owned = [fd for fd, _ in outputs]
+    owned += [fd for fd in (inputs, terminal) if fd is not None]
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=child_fds[0],
+            stdout=child_fds[1],
+            stderr=child_fds[2],
+            env=helper_env(),
+            start_new_session=True,
+        )
+    except OSError as error:
+        for owned_fd in owned:
+            owned_fd.close()
+        raise ProviderError(f"cannot start the exec helper: {error}") from error
+    finally:
+        for child_fd in set(child_fds):
+            os.close(child_fd)
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        readers = [
+            asyncio.create_task(_pump_out(fd, sink), name="exec-output") for fd, sink in outputs
+        ]
+        tasks += readers
+        if inputs is not None:
+            tasks.append(asyncio.create_task(_pump_in(io.stdin, inputs), name="exec-input"))
+        if terminal is not None:
+            tasks.append(asyncio.create_task(_follow_sizes(io, terminal), name="exec-resize"))
+        returncode = await process.wait()
+        if readers:
+            await asyncio.wait(readers, timeout=DRAIN_SECONDS)
+        for task in readers:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        return _exit_code(returncode)
+    except BaseException:
+        _kill_session(process.pid)
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await asyncio.shield(process.wait())
+        raise
+    finally:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        for fd in owned:
+            fd.close()
+
+
+async def _exec_pipes(argv: list[str], io: StreamIO) -> int:
+    fds: list[int] = []
+    try:
+        if io.stdin is not None:
+            stdin_child, stdin_ours = os.pipe()
+            fds += [stdin_child, stdin_ours]
+        else:
+            stdin_child = os.open(os.devnull, os.O_RDONLY)
+            fds.append(stdin_child)
+        outputs: list[tuple[AsyncFd, ByteSink]] = []
+        ends: list[int] = []
+        for sink in (io.stdout, io.stderr):
+            if sink is None:
+                end = os.open(os.devnull, os.O_WRONLY)
+                fds.append(end)
+            else:
+                ours, end = os.pipe()
+                fds += [ours, end]
+                outputs.append((AsyncFd(ours), sink))
+            ends.append(end)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    inputs = AsyncFd(stdin_ours) if io.stdin is not None else None
+    return await _run(argv, (stdin_child, ends[0], ends[1]), inputs, outputs, io, None)
+
+
+async def _exec_terminal(argv: list[str], io: StreamIO) -> int:
+    master, slave = pty.openpty()
+    _set_size(master, DEFAULT_SIZE)
+    terminal = AsyncFd(master)
+    writer = AsyncFd(os.dup(master))
+    outputs: list[tuple[AsyncFd, ByteSink]] = [(terminal, io.stdout)] if io.stdout else []
+    try:
+        return await _run(argv, (slave, slave, slave), writer, outputs, io, terminal)
+    finally:
+        terminal.close()
+
+
+# --- attach ------------------------------------------------------------------------------------
+
+
+async def _feed_stdin(instance: InstanceDir, source: ByteSource) -> None:
+    """Client input into the main process's stdin FIFO, or nowhere without one."""
+    path = instance.path / STDIN_FIFO
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        fd = -1
+    if fd < 0:
+        while await source.read():
+            pass  # the container has no stdin: what the client types goes nowhere
+        return
+    target = AsyncFd(fd)
+    try:
+        while data := await source.read():
+            await target.write(data)
+    except OSError:
+        pass
+    finally:
+        target.close()
+
+
+async def attach(runner: ContainerRunner, pod: str, io: StreamIO) -> int | None:
+    """Connect the client to the running main process until it ends (or the client leaves)."""
+    instance = running_instance(runner, runner.config.name)
+    number = runner.instance
+    feeder: asyncio.Task[None] | None = None
+    if io.stdin is not None:
+        feeder = asyncio.create_task(_feed_stdin(instance, io.stdin), name="attach-stdin")
+    query = LogQuery(container=runner.config.name, follow=True, tail_lines=0)
+    records = aiter(read_logs(runner, pod, query))
+    try:
+        async for record in records:
+            sink = io.stderr if record.stream == "stderr" and io.stderr is not None else io.stdout
+            if sink is not None:
+                await sink.write(record.data)
+    finally:
+        aclose = getattr(records, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        if feeder is not None:
+            feeder.cancel()
+            await asyncio.wait({feeder})
+    if runner.instance == number and runner.exit is not None:
+        return runner.exit.exit_code
+    return None
+
+
+# --- port-forward ------------------------------------------------------------------------------
+
+
+async def forward_port(host: str, port: int, inbound: ByteSource, outbound: ByteSink) -> None:
+    """Carry one connection to `host:port` until both directions are done."""
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+    except ConnectionRefusedError:
+        raise ProviderError(f"dial tcp {host}:{port}: connect: connection refused") from None
+    except OSError as error:
+        raise ProviderError(f"dial tcp {host}:{port}: {error.strerror or error}") from None
+
+    async def upstream() -> None:
+        try:
+            while data := await inbound.read():
+                writer.write(data)
+                await writer.drain()
+            if writer.can_write_eof():
+                writer.write_eof()
+        except OSError:
+            pass
+
+    async def downstream() -> None:
+        try:
+            while data := await reader.read(CHUNK):
+                await outbound.write(data)
+        except OSError:
+            pass
+        finally:
+            await outbound.close()
+
+    tasks = [
+        asyncio.create_task(upstream(), name=f"forward-up {port}"),
+        asyncio.create_task(downstream(), name=f"forward-down {port}"),
+    ]
+    up, down = tasks
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if down.done():
+            # The pod closed: the client has DRAIN_SECONDS to finish its side.
+            await asyncio.wait({up}, timeout=DRAIN_SECONDS)
+        else:
+            await down  # the client half-closed: the pod may still answer
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
