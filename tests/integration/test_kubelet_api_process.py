@@ -11,11 +11,13 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.agent import Kube, wait_for
+from tests.integration.agent import Agent, Kube, wait_for
 from tests.integration.conftest import StartAgent
 from tests.integration.test_kubelet_api import STAMPED, needs_host_ip
 
@@ -50,14 +52,28 @@ def pod(
     }
 
 
+@pytest.fixture
+def start_process_agent(kube: Kube, start_agent: StartAgent) -> Iterator[StartAgent]:
+    """Start agents on the process backend; their pods are deleted (so their processes
+    stop) before the agents do: the backend's processes are meant to outlive vkpy."""
+
+    def start(args: list[str] | None = None) -> Agent:
+        return start_agent(provider="process", config=FAST, args=args)
+
+    yield start
+    kube.kubectl(
+        "delete", "pods", "--all", "-n", kube.namespace, "--timeout=60s", check=False
+    )  # fmt: skip
+
+
 def state(kube: Kube, name: str) -> dict[str, Any]:
     got = kube.get("pod", name) or {}
     statuses = got.get("status", {}).get("containerStatuses") or [{}]
     return dict(statuses[0])
 
 
-def test_kubectl_logs_of_a_real_process(kube: Kube, start_agent: StartAgent) -> None:
-    agent = start_agent(provider="process", config=FAST)
+def test_kubectl_logs_of_a_real_process(kube: Kube, start_process_agent: StartAgent) -> None:
+    agent = start_process_agent()
     script = COUNTER.format(n=8, pause=0.5)
     kube.create(pod("counter", agent.node_name, {"app": script, "side": "echo side; sleep 600"}))
     wait_for("Running", lambda: kube.phase("counter") == "Running")
@@ -93,8 +109,10 @@ def test_kubectl_logs_of_a_real_process(kube: Kube, start_agent: StartAgent) -> 
     assert kube.kubectl("logs", "-n", kube.namespace, "counter", "-c", "side") == "side\n"
 
 
-def test_kubectl_logs_previous_after_a_real_restart(kube: Kube, start_agent: StartAgent) -> None:
-    agent = start_agent(provider="process", config=FAST)
+def test_kubectl_logs_previous_after_a_real_restart(
+    kube: Kube, start_process_agent: StartAgent
+) -> None:
+    agent = start_process_agent()
     script = COUNTER.format(n=3, pause=0.2) + "; exit 1"
     kube.create(pod("crasher", agent.node_name, {"app": script}, restart_policy="Always"))
     wait_for("a restart", lambda: state(kube, "crasher").get("restartCount", 0) >= 1)
@@ -117,13 +135,11 @@ def test_kubectl_logs_previous_after_a_real_restart(kube: Kube, start_agent: Sta
     assert current == "" or current.split()[1] != pid or current == previous
 
 
-def test_busy_process_stats_and_resource_metrics(kube: Kube, start_agent: StartAgent) -> None:
+def test_busy_process_stats_and_resource_metrics(
+    kube: Kube, start_process_agent: StartAgent
+) -> None:
     address = needs_host_ip()
-    agent = start_agent(
-        provider="process",
-        config=FAST,
-        args=[f"--node-ip={address}", f"--listen-address={address}"],
-    )
+    agent = start_process_agent(args=[f"--node-ip={address}", f"--listen-address={address}"])
     busy = "x=0; while :; do x=$((x+1)); done"
     kube.create(pod("busy", agent.node_name, {"spin": busy}))
     wait_for("Running", lambda: kube.phase("busy") == "Running")
