@@ -429,3 +429,56 @@ async def test_fargate_adopts_after_restart(
         assert await other.list_pods() == []  # never another node's tasks
     finally:
         await other.close()
+
+
+def with_image(config: PodConfig, image: str) -> PodConfig:
+    (app,) = config.containers
+    return PodConfig(
+        ref=config.ref,
+        pod=config.pod,
+        init_containers=(),
+        containers=(
+            ContainerConfig(app.name, image, app.command, app.args, app.env, spec=app.spec),
+        ),
+    )
+
+
+async def test_lambda_image_change_updates_the_function(
+    lambda_setup: LambdaSetup, aws: Aws
+) -> None:
+    provider = LambdaProvider(LambdaConfig.from_dict(lambda_setup.config()), "vk-upd")
+    await provider.start()
+    try:
+        config = pod()
+        await provider.create_pod(config)
+        newer = with_image(config, config.containers[0].image.replace(":1", ":2"))
+        await provider.update_pod(newer)
+        got = await aws.acall("lambda", "get_function", FunctionName=function_name(config.ref))
+        assert got["Code"]["ImageUri"].endswith(":2")
+        assert got["Tags"]["vkpy.io/code"].endswith(":2")
+        assert (await provider.get_pod_status(config.ref)).phase == "Running"
+    finally:
+        await provider.close()
+
+
+async def test_fargate_image_change_runs_a_new_task(fargate_setup: FargateSetup, aws: Aws) -> None:
+    provider = FargateProvider(FargateConfig.from_dict(fargate_setup.config()), "vk-upd")
+    await provider.start()
+    try:
+        config = pod(image="busybox:1.36", restart_policy="Always")
+        await provider.create_pod(config)
+        await provider.update_pod(with_image(config, "busybox:1.37"))
+        state = await provider.get_pod_status(config.ref)
+        assert state.phase == "Running"
+        assert state.containers[0].restart_count == 1
+        assert state.containers[0].image == "busybox:1.37"
+        listed = await aws.acall(
+            "ecs", "list_tasks", cluster=fargate_setup.cluster, desiredStatus="RUNNING"
+        )
+        assert len(listed["taskArns"]) == 1
+        revisions = await aws.acall(
+            "ecs", "list_task_definitions", familyPrefix=task_family(config.ref), status="ACTIVE"
+        )
+        assert len(revisions["taskDefinitionArns"]) == 1
+    finally:
+        await provider.close()
