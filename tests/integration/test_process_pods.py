@@ -5,105 +5,37 @@ containers are `sh -c` scripts, and what they saw is read back from files they w
 into an emptyDir (under the pod's directory) or from the API server.
 """
 
+# ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
 import base64
 import json
 import os
-import shutil
 import signal
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.agent import Agent, Kube, free_port, wait_for
-from tests.integration.conftest import StartAgent
-
-FAST = {"backoff_base_seconds": 1, "backoff_max_seconds": 4}
-
-
-def process_pod(
-    name: str,
-    node: str,
-    script: str,
-    restart_policy: str = "Never",
-    container: dict[str, Any] | None = None,
-    **spec: Any,
-) -> dict[str, Any]:
-    """A pod bound to `node` whose container runs `sh -c script`."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {
-            "nodeName": node,
-            "restartPolicy": restart_policy,
-            "terminationGracePeriodSeconds": 5,
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "busybox:1.36",
-                    "command": ["sh", "-c", script],
-                    **(container or {}),
-                }
-            ],
-            "tolerations": [{"operator": "Exists"}],
-            **spec,
-        },
-    }
+from tests.integration.agent import Kube, free_port, wait_for
+from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
+    StartProcessAgent,
+    condition,
+    phase_is,
+    pod_dir,
+    process_pod,
+    reachable_pods_dir,
+    shared_dir,
+    start_process_agent,
+    status_of,
+)
 
 
-def status_of(pod: dict[str, Any] | None, name: str = "app", init: bool = False) -> dict[str, Any]:
-    key = "initContainerStatuses" if init else "containerStatuses"
-    for entry in (pod or {}).get("status", {}).get(key, []):
-        if entry["name"] == name:
-            return dict(entry)
-    return {}
-
-
-def condition(pod: dict[str, Any] | None, kind: str) -> str | None:
-    for c in (pod or {}).get("status", {}).get("conditions", []):
-        if c["type"] == kind:
-            return str(c["status"])
-    return None
-
-
-def pod_dir(agent: Agent, kube: Kube, name: str, pods: Path | None = None) -> Path:
-    pod = kube.get("pod", name)
-    assert pod is not None
-    return (pods or agent.state_dir / "process" / "pods") / pod["metadata"]["uid"]
-
-
-def phase_is(kube: Kube, name: str, phase: str) -> dict[str, Any] | None:
-    pod = kube.get("pod", name)
-    return pod if pod and pod.get("status", {}).get("phase") == phase else None
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory the containers' unprivileged user may write (for hostPath)."""
-    path = Path(tempfile.mkdtemp(prefix="vkpy-host-"))
-    path.chmod(0o777)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def reachable_pods_dir() -> Iterator[Path]:
-    """A pods_dir whose ancestors the containers' user can traverse (pytest's are 0700),
-    for programs that use absolute paths of their working directory."""
-    path = Path(tempfile.mkdtemp(prefix="vkpy-pods-"))
-    path.chmod(0o711)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def test_running_and_failed_with_exit_code(kube: Kube, start_agent: StartAgent) -> None:
-    agent = start_agent(provider="process", config=FAST)
+def test_running_and_failed_with_exit_code(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
     kube.create(process_pod("sleeper", agent.node_name, "echo hi; sleep 3600"))
     kube.create(process_pod("three", agent.node_name, "exit 3"))
     running = wait_for("Running", lambda: phase_is(kube, "sleeper", "Running"))
@@ -121,8 +53,10 @@ def test_running_and_failed_with_exit_code(kube: Kube, start_agent: StartAgent) 
     assert log.endswith(" stdout F hi\n")
 
 
-def test_on_failure_crash_loop_backs_off(kube: Kube, start_agent: StartAgent) -> None:
-    agent = start_agent(provider="process", config=FAST)
+def test_on_failure_crash_loop_backs_off(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
     kube.create(process_pod("crasher", agent.node_name, "echo boom >&2; exit 1", "OnFailure"))
     seen: list[tuple[float, int, str]] = []
 
@@ -146,9 +80,9 @@ def test_on_failure_crash_loop_backs_off(kube: Kube, start_agent: StartAgent) ->
 
 
 def test_init_containers_run_in_order_and_a_failure_blocks(
-    kube: Kube, start_agent: StartAgent
+    kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:
-    agent = start_agent(provider="process", config=FAST)
+    agent = start_process_agent()
     out = {"name": "out", "mountPath": "/out"}
     inits = [
         {
@@ -202,8 +136,10 @@ def test_init_containers_run_in_order_and_a_failure_blocks(
     assert not (pod_dir(agent, kube, "retried") / "containers/app/instances/0").exists()
 
 
-def test_volumes_and_env_are_what_the_container_sees(kube: Kube, start_agent: StartAgent) -> None:
-    agent = start_agent(provider="process", config=FAST)
+def test_volumes_and_env_are_what_the_container_sees(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
     kube.kubectl(
         "create", "configmap", "settings", "-n", kube.namespace,
         "--from-literal=color=blue", "--from-literal=size=L",
@@ -321,10 +257,10 @@ def test_volumes_and_env_are_what_the_container_sees(kube: Kube, start_agent: St
 
 
 def test_probes_drive_ready_and_restarts(
-    kube: Kube, start_agent: StartAgent, reachable_pods_dir: Path
+    kube: Kube, start_process_agent: StartProcessAgent, reachable_pods_dir: Path
 ) -> None:
     # http.server serves files by the absolute path of its working directory.
-    agent = start_agent(provider="process", config={**FAST, "pods_dir": str(reachable_pods_dir)})
+    agent = start_process_agent({"pods_dir": str(reachable_pods_dir)})
     port = free_port()
     script = f"touch alive; exec python3 -m http.server {port} --bind 127.0.0.1"
     fast = {"periodSeconds": 1, "failureThreshold": 1, "timeoutSeconds": 2}
@@ -358,9 +294,9 @@ def test_probes_drive_ready_and_restarts(
 
 
 def test_delete_sends_sigterm_and_the_pod_goes_within_grace(
-    kube: Kube, start_agent: StartAgent, shared_dir: Path
+    kube: Kube, start_process_agent: StartProcessAgent, shared_dir: Path
 ) -> None:
-    agent = start_agent(provider="process", config={"host_path_prefixes": [str(shared_dir)]})
+    agent = start_process_agent({"host_path_prefixes": [str(shared_dir)]})
     script = (
         "trap 'echo bye > marks/term; exit 0' TERM; echo up > marks/up; while :; do sleep 0.2; done"
     )
@@ -387,9 +323,9 @@ def test_delete_sends_sigterm_and_the_pod_goes_within_grace(
 
 
 def test_sigkilled_vkpy_adopts_running_and_exited_containers(
-    kube: Kube, start_agent: StartAgent
+    kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:
-    agent = start_agent(provider="process", config=FAST)
+    agent = start_process_agent()
     kube.create(process_pod("keeper", agent.node_name, "sleep 3600"))
     kube.create(process_pod("quitter", agent.node_name, "sleep 4; exit 7"))
     wait_for("both Running", lambda: all(kube.phase(n) == "Running" for n in ("keeper", "quitter")))
@@ -411,8 +347,10 @@ def test_sigkilled_vkpy_adopts_running_and_exited_containers(
 
 
 @pytest.mark.parametrize("enforcement", ["auto", "watchdog"])
-def test_memory_hog_is_oom_killed(kube: Kube, start_agent: StartAgent, enforcement: str) -> None:
-    agent = start_agent(provider="process", config={"memory_enforcement": enforcement})
+def test_memory_hog_is_oom_killed(
+    kube: Kube, start_process_agent: StartProcessAgent, enforcement: str
+) -> None:
+    agent = start_process_agent({"memory_enforcement": enforcement})
     hog = (
         "python3 -c 'import time\nx = []\nwhile True:\n"
         "    x.append(bytearray(8 << 20)); time.sleep(0.01)'"
@@ -425,8 +363,10 @@ def test_memory_hog_is_oom_killed(kube: Kube, start_agent: StartAgent, enforceme
     assert terminated["exitCode"] == 137
 
 
-def test_unrunnable_pods_get_a_reason_and_an_event(kube: Kube, start_agent: StartAgent) -> None:
-    agent = start_agent(provider="process", config=FAST)
+def test_unrunnable_pods_get_a_reason_and_an_event(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
     no_command = process_pod("imageonly", agent.node_name, "")
     del no_command["spec"]["containers"][0]["command"]
     kube.create(no_command)
@@ -473,8 +413,10 @@ def test_unrunnable_pods_get_a_reason_and_an_event(kube: Kube, start_agent: Star
     assert agent.alive()
 
 
-def test_tokens_are_renewed_after_a_restart(kube: Kube, start_agent: StartAgent) -> None:
-    agent = start_agent(provider="process", config=FAST)
+def test_tokens_are_renewed_after_a_restart(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
     kube.create(process_pod("tokened", agent.node_name, "sleep 3600"))
     wait_for("Running", lambda: phase_is(kube, "tokened", "Running"))
     volumes = pod_dir(agent, kube, "tokened") / "volumes"

@@ -53,10 +53,11 @@ class CrashBackoff:
         return {"delay": self.delay, "updated": self.updated}
 
     def restore(self, raw: object) -> None:
-        if isinstance(raw, dict):
-            delay, updated = raw.get("delay"), raw.get("updated")
-            self.delay = float(delay) if isinstance(delay, int | float) else None
-            self.updated = float(updated) if isinstance(updated, int | float) else None
+        """Take back what `to_dict` saved (anything else: no entry)."""
+        delay = raw.get("delay") if isinstance(raw, dict) else None
+        updated = raw.get("updated") if isinstance(raw, dict) else None
+        self.delay = float(delay) if isinstance(delay, int | float) else None
+        self.updated = float(updated) if isinstance(updated, int | float) else None
 
 
 def go_duration(seconds: float) -> str:

@@ -197,7 +197,9 @@ class ProcessConfig:
         return Path(self.state_dir or ".") / "process" / "pods"
 
     def node_capacity(self) -> dict[str, str]:
-        self.pods_path.mkdir(parents=True, exist_ok=True)
-        capacity = host_capacity(str(self.pods_path))
+        existing = self.pods_path.absolute()
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        capacity = host_capacity(str(existing))
         capacity.update(self.capacity)
         return capacity

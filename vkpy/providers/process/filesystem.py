@@ -180,18 +180,29 @@ def prepare_root(
             target = target / sub_path
             if volume.kind in ("emptyDir", "hostPath") and not target.exists():
                 _makedirs(target, 0o777 if volume.kind == "emptyDir" else 0o755, run_as)
-        link = root / relative if relative else root
-        if link == root:
+        if not relative:
             raise FileNotFoundError(f"container {container.name!r} mounts over its root")
+        link = root / relative
         _makedirs(link.parent, 0o755, run_as)
-        if link.is_symlink() or link.is_file():
-            link.unlink()
-        elif link.is_dir():
-            remove_tree(link)
+        # A mount inside another mount is made where the outer one really is.
+        real_parent = Path(os.path.realpath(link.parent))
+        real_link = real_parent / link.name
+        if os.path.realpath(real_link) == os.path.realpath(target) and real_link.exists():
+            continue  # the outer mount already shows this very directory here
+        if real_link.is_symlink() or real_link.is_file():
+            real_link.unlink()
+        elif real_link.is_dir():
+            try:
+                real_link.rmdir()
+            except OSError:
+                raise FileNotFoundError(
+                    f"container {container.name!r}: mount path {mount.get('mountPath')!r} "
+                    "is a directory that is not empty"
+                ) from None
         if volume.kind == "hostPath":
-            os.symlink(target, link)
+            os.symlink(target, real_link)
         else:
-            os.symlink(os.path.relpath(target, link.parent), link)
+            os.symlink(os.path.relpath(target, real_parent), real_link)
     cwd = root / working_dir(container)
     if not cwd.exists():
         _makedirs(cwd, 0o755, run_as)

@@ -1,0 +1,136 @@
+"""Helpers and fixtures for the process backend's agent tests.
+
+`start_process_agent` starts `python -m vkpy --provider=process` on a new node (with
+the fast CrashLoopBackOff of `FAST`) and, at the end, stops it and kills the
+containers it left running: vkpy leaves containers running when it stops, by design.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.agent import Agent, Kube
+from tests.integration.conftest import StartAgent
+from vkpy.providers.process.proc import is_same_process
+from vkpy.providers.process.records import RunRecord
+from vkpy.providers.process.supervision import SIGNAL_KILL
+
+FAST = {"backoff_base_seconds": 1, "backoff_max_seconds": 4}
+
+
+def process_pod(
+    name: str,
+    node: str,
+    script: str,
+    restart_policy: str = "Never",
+    container: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A pod bound to `node` whose container runs `sh -c script`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": restart_policy,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "busybox:1.36",
+                    "command": ["sh", "-c", script],
+                    **(container or {}),
+                }
+            ],
+            "tolerations": [{"operator": "Exists"}],
+            **spec,
+        },
+    }
+
+
+def status_of(pod: dict[str, Any] | None, name: str = "app", init: bool = False) -> dict[str, Any]:
+    key = "initContainerStatuses" if init else "containerStatuses"
+    for entry in (pod or {}).get("status", {}).get(key, []):
+        if entry["name"] == name:
+            return dict(entry)
+    return {}
+
+
+def condition(pod: dict[str, Any] | None, kind: str) -> str | None:
+    for c in (pod or {}).get("status", {}).get("conditions", []):
+        if c["type"] == kind:
+            return str(c["status"])
+    return None
+
+
+def pod_dir(agent: Agent, kube: Kube, name: str, pods: Path | None = None) -> Path:
+    pod = kube.get("pod", name)
+    assert pod is not None
+    return (pods or agent.state_dir / "process" / "pods") / pod["metadata"]["uid"]
+
+
+def phase_is(kube: Kube, name: str, phase: str) -> dict[str, Any] | None:
+    pod = kube.get("pod", name)
+    return pod if pod and pod.get("status", {}).get("phase") == phase else None
+
+
+def kill_containers(pods: Path) -> None:
+    """End every container under `pods` (vkpy leaves them running when it stops)."""
+    for run_file in pods.glob("*/containers/*/instances/*/run.json"):
+        run = RunRecord.from_dict(json.loads(run_file.read_text()))
+        if is_same_process(run.supervisor_pid, run.supervisor_start):
+            os.kill(run.supervisor_pid, SIGNAL_KILL)
+        if is_same_process(run.pid, run.pid_start):
+            os.killpg(run.pid, signal.SIGKILL)
+
+
+StartProcessAgent = Callable[..., Agent]
+
+
+@pytest.fixture
+def start_process_agent(start_agent: StartAgent) -> Iterator[StartProcessAgent]:
+    """start_process_agent(config={...}, args=[...]): an agent with the process backend;
+    at the end it is stopped and its containers are killed."""
+    agents: list[tuple[Agent, Path]] = []
+
+    def start(config: dict[str, Any] | None = None, args: list[str] | None = None) -> Agent:
+        settings = {**FAST, **(config or {})}
+        agent = start_agent(provider="process", config=settings, args=args)
+        pods = Path(settings.get("pods_dir") or agent.state_dir / "process" / "pods")
+        agents.append((agent, pods))
+        return agent
+
+    yield start
+    for agent, pods in agents:
+        agent.stop()
+        kill_containers(pods)
+        if not pods.is_relative_to(agent.state_dir):
+            shutil.rmtree(pods, ignore_errors=True)
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory the containers' unprivileged user may write (for hostPath)."""
+    path = Path(tempfile.mkdtemp(prefix="vkpy-host-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def reachable_pods_dir() -> Path:
+    """A pods_dir whose ancestors the containers' user can traverse (pytest's are 0700),
+    for programs that use absolute paths of their working directory."""
+    path = Path(tempfile.mkdtemp(prefix="vkpy-pods-"))
+    path.chmod(0o711)
+    return path  # removed by start_process_agent, once its containers are gone

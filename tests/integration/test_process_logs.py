@@ -1,0 +1,133 @@
+"""`kubectl logs` and node stats of process-backend pods, through the real API server.
+
+The logs are what real processes wrote, read back from the supervisor's CRI-format
+files by the backend and served by the kubelet API; the stats are sampled from the
+containers' cgroups or /proc.
+"""
+
+# ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from tests.integration.agent import Kube, wait_for
+from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
+    StartProcessAgent,
+    phase_is,
+    process_pod,
+    start_process_agent,
+    status_of,
+)
+
+STAMPED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z) (.*)$")
+
+
+def logs(kube: Kube, *args: str) -> str:
+    return kube.kubectl("logs", "-n", kube.namespace, *args)
+
+
+def test_kubectl_logs_streams_tail_timestamps_and_previous(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
+    script = """
+        run=$(cat out/runs 2>/dev/null || echo 0); echo $((run + 1)) > out/runs
+        for n in 1 2 3; do echo "run $run line $n"; echo "run $run oops $n" >&2; done
+        [ "$run" -ge 1 ] && exec sleep 3600
+        exit 1
+    """
+    kube.create(
+        process_pod(
+            "talker",
+            agent.node_name,
+            script,
+            "OnFailure",
+            container={"volumeMounts": [{"name": "out", "mountPath": "/out"}]},
+            volumes=[{"name": "out", "emptyDir": {}}],
+        )
+    )
+    wait_for(
+        "the second run",
+        lambda: (
+            (p := phase_is(kube, "talker", "Running"))
+            and status_of(p).get("restartCount") == 1
+            and "running" in status_of(p)["state"]
+        ),
+        timeout=60,
+    )
+    current = wait_for("6 lines", lambda: (t := logs(kube, "talker")).count("\n") == 6 and t)
+    assert sorted(current.splitlines()) == sorted(
+        [f"run 1 line {n}" for n in (1, 2, 3)] + [f"run 1 oops {n}" for n in (1, 2, 3)]
+    )
+    lines = current.splitlines()
+    assert [x for x in lines if "line" in x] == [f"run 1 line {n}" for n in (1, 2, 3)]
+    previous = logs(kube, "talker", "--previous").splitlines()
+    assert sorted(previous) == sorted(
+        [f"run 0 line {n}" for n in (1, 2, 3)] + [f"run 0 oops {n}" for n in (1, 2, 3)]
+    )
+    assert logs(kube, "talker", "--tail=2").splitlines() == lines[-2:]
+    stamped = logs(kube, "talker", "--timestamps").splitlines()
+    assert [STAMPED.match(s)[2] for s in stamped] == lines  # type: ignore[index]
+
+
+def test_kubectl_logs_follow_ends_with_the_container(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
+    kube.create(
+        process_pod("ticker", agent.node_name, "for n in 1 2 3 4; do echo tick $n; sleep 1; done")
+    )
+    wait_for("Running", lambda: phase_is(kube, "ticker", "Running"))
+    argv = kube.cluster.kubectl_argv("logs", "-f", "-n", kube.namespace, "ticker")
+    started = time.monotonic()
+    follower = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+    assert follower.stdout.splitlines()[-1] == "tick 4"
+    assert time.monotonic() - started < 15
+    wait_for("Succeeded", lambda: phase_is(kube, "ticker", "Succeeded"))
+
+
+def host_ip() -> str | None:
+    """A non-loopback address (the API server does not proxy to loopback node addresses)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("198.51.100.1", 9))  # no packet is sent
+            address = str(probe.getsockname()[0])
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def test_stats_summary_has_the_containers_cpu_and_memory(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    address = host_ip()
+    if address is None:
+        pytest.skip("no non-loopback address: the API server only proxies to those")
+    agent = start_process_agent(args=[f"--node-ip={address}", f"--listen-address={address}"])
+    burn = "python3 -c 'x = bytearray(48 << 20)\nwhile True: pass'"
+    kube.create(process_pod("busy", agent.node_name, burn))
+    wait_for("Running", lambda: phase_is(kube, "busy", "Running"))
+    raw = f"/api/v1/nodes/{agent.node_name}/proxy/stats/summary"
+
+    def sample() -> dict[str, Any] | None:
+        summary = json.loads(kube.kubectl("get", "--raw", raw))
+        for pod in summary["pods"]:
+            if pod["podRef"]["name"] == "busy" and pod["containers"]:
+                app = pod["containers"][0]
+                if app["cpu"]["usageCoreNanoSeconds"] > 5e8:
+                    return dict(app)
+        return None
+
+    app = wait_for("half a CPU second used", sample, timeout=30)
+    assert app["name"] == "app"
+    assert app["memory"]["workingSetBytes"] >= 40 * 2**20
+    assert app["memory"]["rssBytes"] >= 40 * 2**20
+    later = wait_for("more CPU time", lambda: (s := sample()) and s, timeout=30)
+    assert later["cpu"]["usageCoreNanoSeconds"] >= app["cpu"]["usageCoreNanoSeconds"]
