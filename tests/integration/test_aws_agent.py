@@ -10,6 +10,7 @@ provisioning, a non-zero exit code).
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from typing import Any
 
@@ -211,6 +212,62 @@ def test_lambda_unrepresentable_pod_gets_reason_and_event(
     assert failed["status"]["reason"] == "UnsupportedMultipleContainers"
     assert "one container" in failed["status"]["message"]
     wait_for("an Event", lambda: "UnsupportedMultipleContainers" in events(kube, "two"))
+
+
+def test_lambda_zip_code_from_a_config_map(
+    kube: Kube, start_agent: StartAgent, lambda_setup: LambdaSetup, aws: Aws
+) -> None:
+    agent = start_lambda(start_agent, lambda_setup)
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "code"},
+            "data": {"app.py": "def handler(event, context):\n    return event\n"},
+        }
+    )
+    manifest = aws_pod(
+        "zipped",
+        agent.node_name,
+        annotations={
+            "vkpy.io/lambda-runtime": "python3.12",
+            "vkpy.io/lambda-handler": "app.handler",
+            "vkpy.io/lambda-code-configmap": "code",
+        },
+        volumes=[{"name": "code", "configMap": {"name": "code"}}],
+    )
+    zipped = kube.create(manifest)
+    wait_for("zipped Running", phase_is(kube, "zipped", "Running"))
+    fn = aws("lambda", "get_function", FunctionName=function_name(ref_of(zipped)))
+    assert fn["Configuration"]["PackageType"] == "Zip"
+    assert (fn["Configuration"]["Runtime"], fn["Configuration"]["Handler"]) == (
+        "python3.12",
+        "app.handler",
+    )
+    assert fn["Configuration"]["CodeSize"] > 0
+
+
+def test_lambda_failed_function_fails_the_pod_with_lambdas_reason(
+    kube: Kube, start_agent: StartAgent, lambda_setup: LambdaSetup, aws_proxy: AwsProxy
+) -> None:
+    def failed_state(call: Call, document: dict[str, Any]) -> dict[str, Any] | None:
+        configuration = document.get("Configuration") or {}
+        if call.method == "GET" and "-broken-" in str(configuration.get("FunctionName")):
+            configuration.update(
+                State="Failed",
+                StateReasonCode="InvalidImage",
+                StateReason="The image manifest or layer media type is not supported.",
+            )
+            return document
+        return None
+
+    aws_proxy.rewrites.append(failed_state)
+    agent = start_lambda(start_agent, lambda_setup)
+    kube.create(aws_pod("broken", agent.node_name))
+    failed = wait_for("broken Failed", phase_is(kube, "broken", "Failed"))
+    assert failed["status"]["reason"] == "InvalidImage"
+    assert "media type" in failed["status"]["message"]
+    assert container(failed)["state"]["terminated"]["reason"] == "InvalidImage"
 
 
 def test_lambda_pods_converge_under_throttling(
@@ -451,3 +508,32 @@ def test_fargate_converges_under_throttling_and_refuses_unrepresentable_pods(
     assert running == []
     assert sum(aws_proxy.throttled.values()) >= 5
     print(f"throttled calls: {dict(aws_proxy.throttled)} of {dict(aws_proxy.counts)}")
+
+
+def test_fargate_logs_follow_ends_when_the_task_stops(
+    kube: Kube, start_agent: StartAgent, fargate_setup: FargateSetup, aws: Aws
+) -> None:
+    agent = start_fargate(start_agent, fargate_setup)
+    created = kube.create(aws_pod("talker", agent.node_name))
+    wait_for("Running", phase_is(kube, "talker", "Running"))
+    task = task_of(aws, fargate_setup, created)
+    assert task is not None
+    stream = f"{task_family(ref_of(created))}/app/{task['taskArn'].rsplit('/', 1)[-1]}"
+    aws.put_logs(fargate_setup.log_group, stream, "one")
+    argv = kube.cluster.kubectl_argv("logs", "-f", "-n", kube.namespace, "talker")
+    follower = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert follower.stdout is not None
+        assert follower.stdout.readline() == b"one\n"
+        aws.put_logs(fargate_setup.log_group, stream, "two")
+        assert follower.stdout.readline() == b"two\n"
+        aws.put_logs(fargate_setup.log_group, stream, "three")
+        aws("ecs", "stop_task", cluster=fargate_setup.cluster, task=task["taskArn"], reason="done")
+        rest, errors = follower.communicate(timeout=30)
+        assert rest == b"three\n", errors
+        assert follower.returncode == 0
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    wait_for("Succeeded", phase_is(kube, "talker", "Succeeded"))
