@@ -29,7 +29,7 @@ from vkpy.node.pod_controller import PodControllerSettings
 from vkpy.providers import registry
 from vkpy.settings import ApiSettings, Settings
 
-DEFAULT_PROVIDER = "sim"
+DEFAULT_PROVIDER = "process"
 
 
 class UsageError(Exception):

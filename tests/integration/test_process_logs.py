@@ -13,9 +13,11 @@ import re
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.integration.agent import Kube, wait_for
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
@@ -25,7 +27,9 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     start_process_agent,
     status_of,
 )
+from vkpy.cli import DEFAULT_PROVIDER
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
 STAMPED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z) (.*)$")
 
 
@@ -131,3 +135,19 @@ def test_stats_summary_has_the_containers_cpu_and_memory(
     assert app["memory"]["rssBytes"] >= 40 * 2**20
     later = wait_for("more CPU time", lambda: (s := sample()) and s, timeout=30)
     assert later["cpu"]["usageCoreNanoSeconds"] >= app["cpu"]["usageCoreNanoSeconds"]
+
+
+def test_the_hello_example_runs_and_logs(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
+    manifest = yaml.safe_load(EXAMPLE.read_text())
+    manifest["spec"]["nodeName"] = agent.node_name  # not any other virtual node
+    kube.create(manifest)
+    wait_for("Running", lambda: phase_is(kube, "hello", "Running"))
+    first = wait_for("a greeting", lambda: logs(kube, "hello").splitlines())
+    assert first[0] == "hello from hello"
+
+
+def test_process_is_the_default_backend() -> None:
+    assert DEFAULT_PROVIDER == "process"
