@@ -100,10 +100,11 @@ async def _next(records: AsyncIterator[LogRecord]) -> LogRecord | None:
         return None
 
 
-async def _close(records: AsyncIterator[LogRecord], pending: asyncio.Task[object] | None) -> None:
-    if pending is not None and not pending.done():
-        pending.cancel()
-        await asyncio.wait({pending})
+async def _close(records: AsyncIterator[LogRecord], first: asyncio.Task[LogRecord | None]) -> None:
+    """Close the backend's stream (after the first read, if it is still running)."""
+    if not first.done():
+        first.cancel()
+        await asyncio.wait({first})
     aclose = getattr(records, "aclose", None)
     if aclose is not None:
         try:
@@ -153,7 +154,6 @@ async def container_logs(request: web.Request) -> web.StreamResponse:
     except ProviderError as error:
         return _error_response(error)
     first = asyncio.ensure_future(_next(records))
-    pending: asyncio.Task[LogRecord | None] | None = first
     try:
         done, _ = await asyncio.wait({first}, timeout=FIRST_RECORD_WAIT)
         if done:
@@ -199,7 +199,6 @@ async def container_logs(request: web.Request) -> web.StreamResponse:
                 group.create_task(writer.run(), name="log-writer")
                 try:
                     await pump()
-                    pending = None
                 except ProviderError as error:
                     log.warning(
                         "container log stream failed",
@@ -212,4 +211,4 @@ async def container_logs(request: web.Request) -> web.StreamResponse:
             log.debug("log client went away", extra={"pod": str(ref), "uid": ref.uid})
         return response
     finally:
-        await _close(records, pending)
+        await _close(records, first)
