@@ -178,7 +178,22 @@ class ContainerRunner:
     # --- the loop -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Keep the container going per its restart policy; return once it is done."""
+        """Keep the container going per its restart policy; return once it is done.
+
+        A bug here must not leave the container unattended: it is logged and the loop
+        goes on after a pause."""
+        while True:
+            try:
+                await self._run()
+                return
+            except Exception:
+                log.exception(
+                    "container loop failed, resuming",
+                    extra={"pod": str(self.pod.ref), "container": self.config.name},
+                )
+                await asyncio.sleep(self.runtime.config.backoff_base_seconds)
+
+    async def _run(self) -> None:
         while True:
             if self.supervised is None:
                 if self.exit is not None:
@@ -240,7 +255,24 @@ class ContainerRunner:
 
     async def _launch(self, spec: LaunchSpec, number: int) -> None:
         """Start an instance and record the outcome, even if the caller was cancelled."""
-        result = await launch(spec, self.runtime.config.python)
+        result: Supervised | ExitRecord
+        try:
+            result = await launch(spec, self.runtime.config.python)
+        except OSError as error:
+            log.error(
+                "cannot start a supervisor",
+                extra={
+                    "pod": str(self.pod.ref),
+                    "container": self.config.name,
+                    "error": str(error),
+                },
+            )
+            result = ExitRecord(
+                exit_code=128,
+                finished_ns=time.time_ns(),
+                reason="ContainerCannotRun",
+                message=f"could not start the container's supervisor: {error}",
+            )
         if self.exit is not None:
             self.previous_exit = self.exit
         self.instance = number

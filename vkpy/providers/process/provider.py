@@ -133,7 +133,9 @@ class ProcessProvider:
                 continue
             pod = PodRuntime.load(self._runtime, PodDir(entry), self._notify)
             if pod is None:
-                log.warning("ignoring unreadable pod directory", extra={"path": str(entry)})
+                # pod.json is written before any container starts: nothing runs here.
+                log.warning("removing an unfinished pod directory", extra={"path": str(entry)})
+                await asyncio.to_thread(remove_tree, entry)
                 continue
             self._pods[pod.ref.uid] = pod
             pod.start()
