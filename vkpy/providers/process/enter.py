@@ -1,11 +1,11 @@
 """Entering a container's context: its cgroup, its user, its directory and environment.
 
 Every process of a container starts the same way, whether it is the main process
-(started by the supervisor), an exec probe, a lifecycle hook or (later) a `kubectl
-exec` session: join the container's cgroup while still privileged, drop to the
+(started by the supervisor), an exec probe, a lifecycle hook or a `kubectl exec`
+session: join the container's cgroup while still privileged, drop to the
 configured user, and execute with the container's environment and working directory.
 `enter_ids` is that step as a pre-exec function for the single-threaded supervisor;
-`python -m vkpy.providers.process.enter [--tty] <instance-dir> <argv...>` does it
+`python enter.py [--tty] <instance-dir> <argv...>` (see supervision.helper_argv) does it
 from the outside, for a multi-threaded vkpy where pre-exec functions are unsafe: it
 reads the context from the instance's spec.json and the cgroup from its run.json,
 then replaces itself with the command (exit 127: not found, 126: cannot execute).
@@ -14,33 +14,54 @@ on a pseudo-terminal, it first makes that terminal the session's controlling ter
 (so the command gets ^C, job control and window-size changes) and sets TERM if the
 container's environment has none.
 
-Standard library only, and small: it runs for every exec probe.
+Standard library only and importing nothing of vkpy, so it runs as a plain script
+(`python -I -S enter.py`, no site, no package imports): it runs for every exec probe.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sys
 import termios
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vkpy.providers.process import cgroups
-from vkpy.providers.process.layout import read_json
-from vkpy.providers.process.records import ProcessContext
+if TYPE_CHECKING:
+    from vkpy.providers.process.records import ProcessContext
 
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_EXECUTE = 126
 
 
-def enter_ids(context: ProcessContext, cgroup: Path | None) -> None:
+def join_cgroup(cgroup: str | os.PathLike[str]) -> None:
+    """Move the calling process into the cgroup."""
+    with open(os.path.join(cgroup, "cgroup.procs"), "w") as handle:
+        handle.write(str(os.getpid()))
+
+
+def drop_privileges(uid: int | None, gid: int | None, groups: list[int]) -> None:
+    """Become the containers' user (only when running as root)."""
+    if uid is not None and os.geteuid() == 0:
+        os.setgroups(groups)
+        os.setgid(gid if gid is not None else uid)
+        os.setuid(uid)
+
+
+def enter_ids(context: ProcessContext, cgroup: str | os.PathLike[str] | None) -> None:
     """In the new process, before it executes: join the cgroup, then drop privileges."""
     if cgroup is not None:
-        cgroups.join(cgroup)
-    if context.uid is not None and os.geteuid() == 0:
-        os.setgroups(list(context.groups))
-        os.setgid(context.gid if context.gid is not None else context.uid)
-        os.setuid(context.uid)
+        join_cgroup(cgroup)
+    drop_privileges(context.uid, context.gid, list(context.groups))
+
+
+def _read(path: str) -> dict[str, object] | None:
+    try:
+        with open(path) as handle:
+            value = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def take_terminal() -> None:
@@ -53,30 +74,33 @@ def main(argv: list[str]) -> int:
     if tty:
         argv = [argv[0], *argv[2:]]
     if len(argv) < 3:
-        print("usage: python -m vkpy.providers.process.enter [--tty] <instance-dir> <command...>")
+        print("usage: python enter.py [--tty] <instance-dir> <command...>")
         return 2
-    instance = Path(argv[1])
+    instance = argv[1]
     command = argv[2:]
-    spec = read_json(instance / "spec.json")
-    if spec is None:
+    spec = _read(os.path.join(instance, "spec.json")) or {}
+    context = spec.get("context")
+    if not isinstance(context, dict):
         print(f"vkpy: no container instance at {instance}", file=sys.stderr)
         return EXIT_CANNOT_EXECUTE
-    context = ProcessContext.from_dict(spec["context"])
-    run = read_json(instance / "run.json") or {}
-    cgroup = Path(run["cgroup"]) if run.get("cgroup") else None
-    env = dict(context.env)
+    run = _read(os.path.join(instance, "run.json")) or {}
+    cgroup = str(run["cgroup"]) if run.get("cgroup") else None
+    uid = context.get("uid")
+    env = {str(k): str(v) for k, v in context["env"]}
     if tty:
         env.setdefault("TERM", "xterm")
         try:
             take_terminal()
-            if context.uid is not None and os.geteuid() == 0:
-                os.fchown(0, context.uid, -1)  # the terminal is the user's, as after login
+            if uid is not None and os.geteuid() == 0:
+                os.fchown(0, uid, -1)  # the terminal is the user's, as after login
         except OSError as error:
             print(f"vkpy: cannot take the terminal: {error.strerror}", file=sys.stderr)
     try:
-        os.chdir(context.cwd)
-        os.umask(context.umask)
-        enter_ids(context, cgroup)
+        os.chdir(str(context["cwd"]))
+        os.umask(int(context.get("umask", 0o022)))
+        if cgroup is not None:
+            join_cgroup(cgroup)
+        drop_privileges(uid, context.get("gid"), [int(g) for g in context.get("groups") or []])
         os.execvpe(command[0], command, env)  # noqa: S606 (argv, no shell)
     except FileNotFoundError:
         print(f"vkpy: {command[0]}: executable file not found", file=sys.stderr)
