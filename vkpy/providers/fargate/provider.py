@@ -280,7 +280,7 @@ class FargateProvider:
                 log.warning("describing tasks failed", extra={"error": str(error)})
 
     async def _refresh(self) -> None:
-        current = [r for r in self._pods.values() if r.task_arn and not r.deleting]
+        current = [r for r in self._pods.values() if r.task_arn and not r.deleting and r.live()]
         tasks = await self._ecs.describe([r.task_arn for r in current if r.task_arn])
         now = time.time()
         for record in current:

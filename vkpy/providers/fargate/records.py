@@ -61,6 +61,11 @@ class PodTasks:
             self.next_run_at is not None,
         )
 
+    def live(self) -> bool:
+        """Whether the task can still change: not stopped for good (no run to come)."""
+        stopped = (self.task or {}).get("lastStatus") == status.STOPPED
+        return not stopped or self.next_run_at is not None
+
     def wants_restart(self, task: AwsObject) -> bool:
         if self.deleting or task.get("lastStatus") != status.STOPPED:
             return False
