@@ -435,8 +435,13 @@ class ContainerRunner:
             self.exit = collect(self.dir.instance(self.instance), self.run_record)
             self.supervised = None
 
-    def detach(self) -> None:
-        """Stop watching the instance (vkpy closes); the container keeps running."""
+    async def detach(self) -> None:
+        """Stop watching the instance (vkpy closes); the container keeps running.
+
+        A start under way is let finish (its supervisor is adopted next time)."""
+        if self._launching is not None and not self._launching.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._launching), KILL_WAIT)
         for task in list(self._helpers):
             task.cancel()
         if self.supervised is not None:

@@ -188,7 +188,7 @@ class PodRuntime:
         """Stop watching; containers keep running for the next vkpy to adopt."""
         await self._cancel()
         for runner in self.containers:
-            runner.detach()
+            await runner.detach()
 
     # --- changes ------------------------------------------------------------------------
 
