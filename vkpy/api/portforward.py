@@ -241,7 +241,7 @@ async def _serve_spdy(
         _log_end(
             "spdy",
             target,
-            "client_gone",
+            "timeout" if session.lost_reason == "idle timeout" else "success",
             started,
             connections=forwarder.connections,
             reason=session.lost_reason or "client sent GOAWAY",
