@@ -339,3 +339,13 @@ async def test_twenty_concurrent_sessions(start: StartServer) -> None:
     results = await asyncio.gather(*(one(i) for i in range(20)))
     assert results == [f"session {i}\n".encode() * 1000 for i in range(20)]
     await settled(provider, baseline)
+
+
+async def test_server_hangs_up_when_the_client_stays_after_goaway(start: StartServer) -> None:
+    server = await start(close_grace=0.3)
+    client = await connect(server, EXEC + query("true"))
+    ids = await open_streams(client)
+    await client.wait_stream(ids["error"])
+    await client.wait_goaway()
+    await client.wait_closed(timeout=5)  # the client never hung up; the server did
+    await client.close()

@@ -226,3 +226,17 @@ async def test_kubernetes_asyncio_stream_client(start: StartServer) -> None:
             ],
         )
         assert response.data.decode() == "hello from the kubelet\n"
+
+
+async def test_idle_websocket_is_closed_and_the_command_ends(start: StartServer) -> None:
+    provider = StreamsProvider()
+    server = await start(provider, idle_timeout=0.5)
+    async with aiohttp.ClientSession() as http:
+        async with http.ws_connect(
+            server.url + EXEC + query("sleep", "infinity"),
+            protocols=["v4.channel.k8s.io"],
+            ssl=server.client_ssl,
+            autoping=False,
+        ) as ws:
+            await collect(ws)
+    assert provider.cancelled == ["sleep infinity"]
