@@ -10,7 +10,9 @@ SPDY towards the kubelet) and SPDY end to end (KUBECTL_REMOTE_COMMAND_WEBSOCKETS
 - Throughput: `kubectl exec -i pod -- cat` with `--mb` MiB of random bytes on stdin,
   all of it read back from stdout (each byte crosses kubectl -> API server -> vkpy ->
   the command and back); MiB/s = payload / wall time, median of `--repeat` runs, and
-  the agent's CPU seconds per run.
+  the agent's CPU seconds per run. For comparison, the same bytes straight to vkpy's
+  port over v5.channel.k8s.io (aiohttp client, the admin's client certificate): what
+  vkpy alone sustains.
 
 Backends: `sim` (the sim backend's built-in `true` and `cat`: the protocol path alone)
 and `process` (real processes through the exec helper). Starts its own local control
@@ -22,10 +24,13 @@ plane unless --kubeconfig is given.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import base64
 import json
 import os
 import platform
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -33,6 +38,9 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+import aiohttp
+import yaml
 
 from vkpy.devcluster import ClusterAccess, DevCluster, find_bin_dir
 
@@ -56,6 +64,42 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+async def direct_cat(cluster: ClusterAccess, port: int, pod: str, payload: bytes) -> float:
+    """MiB/s of `cat` straight to vkpy's port over v5.channel.k8s.io (no API server),
+    with the kubeconfig's client certificate: vkpy's own ceiling."""
+    user = yaml.safe_load(cluster.kubeconfig.read_text())["users"][0]["user"]
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = Path(tmp) / "cert", Path(tmp) / "key"
+        cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+        key.write_bytes(base64.b64decode(user["client-key-data"]))
+        context.load_cert_chain(cert, key)
+    url = f"https://127.0.0.1:{port}/exec/default/{pod}/app?command=cat&input=1&output=1"
+    received = 0
+    started = time.perf_counter()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(url, protocols=["v5.channel.k8s.io"], ssl=context) as ws,
+    ):
+
+        async def send() -> None:
+            view = memoryview(payload)
+            for start in range(0, len(view), 256 * 1024):
+                await ws.send_bytes(b"\x00" + view[start : start + 256 * 1024])
+            await ws.send_bytes(b"\xff\x00")
+
+        sender = asyncio.create_task(send())
+        async for message in ws:
+            if message.data[:1] == b"\x01":
+                received += len(message.data) - 1
+        await sender
+    if received != len(payload):
+        raise RuntimeError(f"direct cat returned {received} of {len(payload)} bytes")
+    return len(payload) / 2**20 / (time.perf_counter() - started)
+
+
 class Bench:
     def __init__(self, cluster: ClusterAccess, workdir: Path) -> None:
         self.cluster = cluster
@@ -77,8 +121,9 @@ class Bench:
             check=True,
         )
 
-    def start_agent(self, provider: str) -> tuple[subprocess.Popen[bytes], str]:
+    def start_agent(self, provider: str) -> tuple[subprocess.Popen[bytes], str, int]:
         node = f"vk-bench-{provider}-{os.getpid()}"
+        port = free_port()
         state = self.workdir / node
         state.mkdir(mode=0o755)
         config = state / "provider.yaml"
@@ -92,14 +137,14 @@ class Bench:
             f"--node-name={node}",
             f"--provider={provider}",
             f"--provider-config={config}",
-            f"--port={free_port()}",
+            f"--port={port}",
             "--listen-address=127.0.0.1",
             "--node-ip=127.0.0.1",
             f"--state-dir={state / 'state'}",
             "--log-level=warning",
         ]
         agent = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
-        return agent, node
+        return agent, node, port
 
     def create_pod(self, node: str, provider: str) -> str:
         container: dict[str, object] = {"name": "app", "image": "x"}
@@ -165,7 +210,7 @@ def run(
         bench = Bench(cluster, workdir)
         payload = os.urandom(mb * 2**20)
         for provider in providers:
-            agent, node = bench.start_agent(provider)
+            agent, node, port = bench.start_agent(provider)
             try:
                 pod = bench.create_pod(node, provider)
                 bench.latency(pod, "websocket", 3)  # warm caches (authz, connections)
@@ -173,6 +218,9 @@ def run(
                 for transport in TRANSPORTS:
                     times = bench.latency(pod, transport, runs)
                     rate, cpu = bench.throughput(pod, transport, payload, repeat, agent.pid)
+                    direct = statistics.median(
+                        asyncio.run(direct_cat(cluster, port, pod, payload)) for _ in range(repeat)
+                    )
                     rows.append(
                         {
                             "backend": provider,
@@ -181,6 +229,7 @@ def run(
                             "exec p99 ms": round(1000 * percentile(times, 0.99), 1),
                             "get pod p50 ms": round(1000 * percentile(base, 0.5), 1),
                             "stdin->stdout MiB/s": round(rate, 1),
+                            "direct v5 MiB/s": round(direct, 1),
                             "agent CPU s per run": round(cpu, 2),
                         }
                     )
@@ -209,9 +258,9 @@ def report(rows: list[dict[str, object]], runs: int, mb: int, repeat: int) -> st
         "`kubectl get pod` for reference) and `kubectl exec -i pod -- cat` with "
         f"{mb} MiB of random stdin read back from stdout (median of {repeat}), through the "
         "API server of the local control plane. websocket: kubectl's default "
-        "(WebSocket to the API server, SPDY to vkpy); spdy: SPDY end to end.\n\n"
-        + "\n".join(lines)
-        + "\n"
+        "(WebSocket to the API server, SPDY to vkpy); spdy: SPDY end to end. "
+        "direct v5: the same bytes sent straight to vkpy's port over v5.channel.k8s.io "
+        "(no API server, no kubectl), vkpy's own ceiling.\n\n" + "\n".join(lines) + "\n"
     )
 
 
