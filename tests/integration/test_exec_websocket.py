@@ -21,6 +21,7 @@ from kubernetes_asyncio.stream import WsApiClient
 
 from tests.integration.stream_fixtures import Box, process_box  # noqa: F401
 from tests.integration.stream_helpers import client_certificate
+from tests.stream_clients import SpdyClient
 from vkpy.devcluster import ClusterAccess
 
 
@@ -111,3 +112,17 @@ async def test_upgrades_need_credentials(process_box: Box, namespace: str, path:
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await http.ws_connect(url, protocols=["v4.channel.k8s.io"], ssl=context)
     assert refused.value.status == 401
+
+
+async def test_spdy_upgrade_needs_credentials_too(process_box: Box, namespace: str) -> None:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    client, answer = await SpdyClient.connect(
+        "127.0.0.1",
+        process_box.agent.port,
+        f"/exec/{namespace}/box/app?command=true&output=1",
+        ssl_context=context,
+    )
+    assert client is None
+    assert answer.status == 401
