@@ -22,12 +22,13 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 MAX_LINE = 16 * 1024
 """Longer lines are split into partial records, as the CRI runtimes do."""
 STREAMS = ("stdout", "stderr")
+_STREAM_NAMES = {b"stdout": "stdout", b"stderr": "stderr"}
 
 
 def rfc3339_nano(ns: int) -> str:
@@ -53,8 +54,9 @@ def format_record(ns: int, stream: str, data: bytes, partial: bool) -> bytes:
     return f"{rfc3339_nano(ns)} {stream} {tag} ".encode() + data + b"\n"
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
+    """One record read back (a tuple: there are millions of them in a big log)."""
+
     ns: int
     stream: str
     partial: bool
@@ -62,21 +64,54 @@ class Record:
     """The output as the process wrote it: with its newline for full lines."""
 
 
+_SECONDS_CACHE: dict[bytes, int] = {}
+
+
+def _stamp_ns(stamp: bytes) -> int:
+    """parse_rfc3339_nano for the writer's own fixed layout, with the whole-second part
+    cached (consecutive lines share it); anything else goes the general way."""
+    if len(stamp) == 30 and stamp[19:20] == b"." and stamp[29:30] == b"Z":
+        prefix = stamp[:19]
+        seconds = _SECONDS_CACHE.get(prefix)
+        if seconds is None:
+            seconds = calendar.timegm(
+                (
+                    int(prefix[0:4]),
+                    int(prefix[5:7]),
+                    int(prefix[8:10]),
+                    int(prefix[11:13]),
+                    int(prefix[14:16]),
+                    int(prefix[17:19]),
+                    0,
+                    0,
+                    0,
+                )
+            )
+            if len(_SECONDS_CACHE) > 4096:
+                _SECONDS_CACHE.clear()
+            _SECONDS_CACHE[prefix] = seconds
+        return seconds * 1_000_000_000 + int(stamp[20:29])
+    return parse_rfc3339_nano(stamp.decode())
+
+
 def parse_record(line: bytes) -> Record | None:
     """A log line (without its trailing newline) as a Record; None when malformed."""
-    parts = line.split(b" ", 3)
-    if len(parts) < 3:
+    space = line.find(b" ")
+    rest = line[space + 1 :]
+    if space < 0 or len(rest) < 8 or rest[6:7] != b" " or rest[8:9] not in (b" ", b""):
         return None
-    stamp, stream, tag = parts[0], parts[1], parts[2]
-    content = parts[3] if len(parts) == 4 else b""
+    stream = _STREAM_NAMES.get(rest[:6])
+    tag = rest[7:8]
+    if stream is None or tag not in (b"P", b"F"):
+        return None
     try:
-        ns = parse_rfc3339_nano(stamp.decode())
+        ns = _stamp_ns(line[:space])
     except (ValueError, UnicodeDecodeError):
         return None
-    if stream not in (b"stdout", b"stderr") or tag not in (b"P", b"F"):
-        return None
-    partial = tag == b"P"
-    return Record(ns, stream.decode(), partial, content if partial else content + b"\n")
+    content = rest[9:]
+    if tag == b"P":
+        return Record(ns, stream, True, content)
+    return Record(ns, stream, False, content + b"\n")
 
 
 def split_output(data: bytes, max_line: int = MAX_LINE) -> Iterator[tuple[bytes, bool]]:
