@@ -428,7 +428,7 @@ def test_fargate_restart_policy_reruns_a_stopped_task(
             and "running" in container(p).get("state", {})
             and p
         ),
-        timeout=30,
+        timeout=15,
     )
     assert restarted["status"]["phase"] == "Running"
     assert container(restarted)["lastState"]["terminated"]["exitCode"] == 0
