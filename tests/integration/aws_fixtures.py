@@ -22,14 +22,21 @@ from tests.integration.moto_server import (
     fake_aws_environment,
 )
 
+_SHARED: list[MotoServer] = []
+"""The session's one server: each module importing the fixture gets its own fixture
+definition, and all of them share it (stopped at the end of the session)."""
+
 
 @pytest.fixture(scope="session")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
-    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto.log").start()
+    if not _SHARED:
+        _SHARED.append(MotoServer(tmp_path_factory.mktemp("moto") / "moto.log").start())
+    server = _SHARED[0]
     try:
         yield server
     finally:
         server.stop()
+        _SHARED.clear()
 
 
 @pytest.fixture
