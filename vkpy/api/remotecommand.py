@@ -254,7 +254,8 @@ async def _unsupported(message: str) -> int:
 
 def _outcome_label(outcome: Outcome | None, reason: str) -> str:
     if outcome is None:
-        return "timeout" if reason.startswith("timed out") else "client_gone"
+        timed_out = reason.startswith("timed out") or reason == "idle timeout"
+        return "timeout" if timed_out else "client_gone"
     if isinstance(outcome, Success):
         return "success"
     if isinstance(outcome, ExitCode):
