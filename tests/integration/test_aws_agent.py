@@ -14,8 +14,6 @@ import subprocess
 import time
 from typing import Any
 
-import pytest
-
 from tests.integration.agent import Agent, Kube, sim_pod, wait_for
 from tests.integration.aws_fixtures import (  # noqa: F401 - fixtures
     FargateSetup,
@@ -154,6 +152,13 @@ def test_lambda_pod_pending_then_running_logs_exec_and_delete(
     running = wait_for("Running", phase_is(kube, "fn", "Running"), timeout=60)
     assert container(running)["ready"] is True
     assert "128 MB" in running["status"]["message"]  # the memory limit was raised
+    wait_for(
+        "a Warning Event saying so",
+        lambda: any(
+            e["type"] == "Warning" and e["reason"] == "BackendAdjusted" and "128 MB" in e["message"]
+            for e in kube.events("fn")
+        ),
+    )
     name = function_name(ref_of(created))
     fn = aws("lambda", "get_function", FunctionName=name)
     assert fn["Configuration"]["MemorySize"] == 128
@@ -307,10 +312,11 @@ def task_of(aws: Aws, setup: FargateSetup, pod: dict[str, Any]) -> dict[str, Any
         return None
     found = aws("ecs", "describe_tasks", cluster=setup.cluster, tasks=arns, include=["TAGS"])
     uid = pod["metadata"]["uid"]
-    for task in found["tasks"]:
-        if {"key": "vkpy.io/pod-uid", "value": uid} in task.get("tags", []):
-            return dict(task)
-    return None
+    mine = [
+        t for t in found["tasks"] if {"key": "vkpy.io/pod-uid", "value": uid} in t.get("tags", [])
+    ]
+    live = [t for t in mine if t.get("desiredStatus") != "STOPPED"]
+    return dict((live or mine)[0]) if mine else None
 
 
 def test_fargate_pod_pending_then_running_logs_and_delete(
@@ -350,6 +356,13 @@ def test_fargate_pod_pending_then_running_logs_and_delete(
     eni = {d["name"]: d["value"] for d in task["attachments"][0]["details"]}
     assert running["status"]["podIP"] == eni["privateIPv4Address"]
     assert "rounded up" in running["status"]["message"]
+    wait_for(
+        "a Warning Event saying so",
+        lambda: any(
+            e["reason"] == "BackendAdjusted" and "rounded up" in e["message"]
+            for e in kube.events(created["metadata"]["name"])
+        ),
+    )
     family = task_family(ref_of(created))
     definition = aws("ecs", "describe_task_definition", taskDefinition=family)["taskDefinition"]
     assert (definition["cpu"], definition["memory"]) == ("256", "1024")
@@ -404,12 +417,6 @@ def test_fargate_exit_codes_make_succeeded_and_failed(
     assert failed["status"]["message"] == "Essential container in task exited"
 
 
-@pytest.mark.xfail(
-    reason="a re-run task has a new ENI address; the kubelet side's status patch merges "
-    "status.podIPs by key, so the API server refuses two IPs of one family (422) until "
-    "vkpy.node.pod_status.status_patch replaces the list",
-    strict=False,
-)
 def test_fargate_restart_policy_reruns_a_stopped_task(
     kube: Kube, start_agent: StartAgent, fargate_setup: FargateSetup, aws: Aws
 ) -> None:

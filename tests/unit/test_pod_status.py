@@ -110,3 +110,17 @@ def test_transition_time_kept_while_status_unchanged() -> None:
     before = {c["type"]: c["lastTransitionTime"] for c in first["conditions"]}
     after = {c["type"]: c["lastTransitionTime"] for c in again["conditions"]}
     assert before == after
+
+
+def test_a_new_pod_ip_replaces_the_old_one() -> None:
+    first = desired_status(pod(), running(), CTX)
+    moved = PodState(
+        phase="Running",
+        containers=running().containers,
+        pod_ip="10.9.9.9",
+    )
+    patch = status_patch(pod(**first), desired_status(pod(**first), moved, CTX))
+    assert patch is not None
+    assert patch["status"]["podIP"] == "10.9.9.9"
+    assert patch["status"]["podIPs"] == [{"ip": "10.9.9.9"}, {"$patch": "replace"}]
+    assert "hostIPs" not in patch["status"]

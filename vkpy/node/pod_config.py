@@ -89,9 +89,16 @@ async def _container(
 
 
 async def build_pod_config(
-    pod: KubeObject, source: VolumeSource, host_ip: str, allocatable: Mapping[str, str]
+    pod: KubeObject,
+    source: VolumeSource,
+    host_ip: str,
+    allocatable: Mapping[str, str],
+    with_volume_files: bool = True,
 ) -> PodConfig:
-    """The backend's view of `pod`; raises ConfigError for missing references."""
+    """The backend's view of `pod`; raises ConfigError for missing references.
+
+    `with_volume_files` is False for backends that do not read volume files
+    (see `ReadsVolumeFiles`): their volumes are described, not fetched."""
     s = spec(pod)
     inits = [
         await _container(pod, c, source, host_ip, allocatable)
@@ -105,5 +112,5 @@ async def build_pod_config(
         pod=pod,
         init_containers=tuple(inits),
         containers=tuple(containers),
-        volumes=await resolve_volumes(pod, source, host_ip, allocatable),
+        volumes=await resolve_volumes(pod, source, host_ip, allocatable, with_volume_files),
     )

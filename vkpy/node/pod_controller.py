@@ -42,6 +42,7 @@ from vkpy.providers.base import (
     PodState,
     Provider,
     PushesStatus,
+    ReadsVolumeFiles,
     RefreshesVolumes,
 )
 from vkpy.providers.errors import (
@@ -114,6 +115,7 @@ class PodController:
         self._applied_images: dict[str, tuple[str, ...]] = {}
         self._written: dict[str, KubeObject] = {}
         self._final: dict[str, PodState] = {}
+        self._warned: dict[str, set[str]] = {}
         self._token_refresh: dict[str, float] = {}
         """When each pod's projected service account tokens are due for renewal."""
         self._queue = KeyedQueue(self._sync, settings.workers)
@@ -276,7 +278,13 @@ class PodController:
     async def _config(self, pod: KubeObject) -> PodConfig:
         allocatable: Mapping[str, str] = self._provider.node_resources().allocatable
         tokens = TokenTracker(self._objects)
-        config = await build_pod_config(pod, tokens, self._settings.host_ip, allocatable)
+        config = await build_pod_config(
+            pod,
+            tokens,
+            self._settings.host_ip,
+            allocatable,
+            with_volume_files=isinstance(self._provider, ReadsVolumeFiles),
+        )
         if tokens.refresh_at is not None and isinstance(self._provider, RefreshesVolumes):
             self._renew_at(config.ref.uid, tokens.refresh_at.timestamp())
         return config
@@ -387,9 +395,18 @@ class PodController:
             self._created.discard(ref.uid)
             self._queue.add(ref.uid)
             return None
+        self._report_warnings(pod, ref, state.warnings)
         if self._deadline_exceeded(pod, state):
             return await self._enforce_deadline(pod, ref, state)
         return state
+
+    def _report_warnings(self, pod: KubeObject, ref: PodRef, warnings: tuple[str, ...]) -> None:
+        """Each backend warning becomes one Warning Event on the pod, once."""
+        seen = self._warned.setdefault(ref.uid, set())
+        for warning in warnings:
+            if warning not in seen:
+                seen.add(warning)
+                self._event(pod, WARNING, "BackendAdjusted", warning)
 
     async def _get_status(self, ref: PodRef) -> PodState:
         try:
@@ -467,7 +484,13 @@ class PodController:
         self._created.discard(ref.uid)
 
     def _forget(self, uid: str) -> None:
-        for table in (self._applied_images, self._written, self._final, self._token_refresh):
+        for table in (
+            self._applied_images,
+            self._written,
+            self._final,
+            self._token_refresh,
+            self._warned,
+        ):
             table.pop(uid, None)
         self._queue.forget(uid)
         if uid not in self._cache:

@@ -24,6 +24,7 @@ KUBELET_CONDITIONS = (
     "PodScheduled",
 )
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_REPLACED_LISTS = ("podIPs", "hostIPs")
 _OWNED_FIELDS = (
     "phase",
     "reason",
@@ -267,6 +268,11 @@ def status_patch(pod: KubeObject, desired: KubeObject) -> KubeObject | None:
         changes["conditions"] = changed_conditions
     if not changes:
         return None
+    for field in _REPLACED_LISTS:
+        if changes.get(field):
+            # These lists merge by IP; a new address must replace the old one, or the
+            # API server refuses two IPs of one family.
+            changes[field] = [*changes[field], {"$patch": "replace"}]
     return {"metadata": {"uid": meta(pod).get("uid")}, "status": changes}
 
 

@@ -329,9 +329,23 @@ async def resolve_volume(
 
 
 async def resolve_volumes(
-    pod: KubeObject, source: VolumeSource, host_ip: str, allocatable: Mapping[str, str]
+    pod: KubeObject,
+    source: VolumeSource,
+    host_ip: str,
+    allocatable: Mapping[str, str],
+    with_files: bool = True,
 ) -> tuple[VolumeConfig, ...]:
-    """Every volume of the pod in spec order; raises ConfigError for missing objects."""
+    """Every volume of the pod in spec order; raises ConfigError for missing objects.
+
+    Without `with_files` (a backend that does not read volume files) the volumes are
+    only described: no ConfigMap, Secret or token is fetched for them."""
+    if not with_files:
+        return tuple(
+            VolumeConfig(
+                name=str(v.get("name", "")), kind=volume_kind(v), source=v.get(volume_kind(v)) or {}
+            )
+            for v in spec(pod).get("volumes") or []
+        )
     return tuple(
         [
             await resolve_volume(pod, volume, source, host_ip, allocatable)

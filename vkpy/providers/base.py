@@ -12,6 +12,8 @@ for what it cannot:
   lifecycle: `create_pod`, `update_pod`, `delete_pod`, `get_pod_status`, `list_pods`.
 - `PushesStatus`: the backend calls back when a pod's state changes. A backend that
   cannot push is polled by the kubelet side (see vkpy.node.polling).
+- `ReadsVolumeFiles`: the backend wants volume contents (ConfigMaps, Secrets,
+  tokens); others are spared the API calls.
 - `RefreshesVolumes`: the backend takes renewed volume contents (service account
   tokens) for running pods.
 - `LogsProvider`, `ExecProvider`, `AttachProvider`, `PortForwardProvider`,
@@ -157,6 +159,10 @@ class PodState:
     message: str | None = None
     started_at: datetime | None = None
     pod_ip: str | None = None
+    warnings: tuple[str, ...] = ()
+    """Adjustments the backend made that the user should know of (a memory size
+    clamped to what the platform allows, ...). Each becomes one Warning Event on the
+    pod, once."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,18 @@ class PushesStatus(Protocol):
 
     def on_status_change(self, callback: StatusCallback) -> None:
         """Register the callback; called before `start`."""
+
+
+@runtime_checkable
+class ReadsVolumeFiles(Protocol):
+    """A backend that puts the contents of configMap, secret, downwardAPI and projected
+    volumes in front of its containers (`VolumeConfig.files`).
+
+    Only for such a backend does the kubelet side read those objects and request
+    service account tokens; any other backend gets each volume's kind and source
+    alone, and costs the API server nothing for them."""
+
+    reads_volume_files: Literal[True]
 
 
 @runtime_checkable

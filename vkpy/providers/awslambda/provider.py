@@ -10,9 +10,11 @@ polls `get_pod_status`. Functions are found again after a restart by their tags.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import platform
 from collections.abc import AsyncIterator, Sequence
+from typing import Literal
 
 from vkpy import __version__
 from vkpy.providers.aws import tags
@@ -61,6 +63,8 @@ class LambdaProvider:
     """Pods as Lambda functions. See the module docstring."""
 
     name = "lambda"
+    reads_volume_files: Literal[True] = True
+    """It takes function code from a ConfigMap volume."""
 
     def __init__(self, config: LambdaConfig, node_name: str, clients: AwsClients | None = None):
         self._config = config
@@ -158,14 +162,16 @@ class LambdaProvider:
         if found is None:
             raise NotFoundError(f"no Lambda function for pod {ref}")
         configuration, function_tags = found
-        return pod_state(
+        note = function_tags.get(function_spec.NOTE_TAG)
+        state = pod_state(
             configuration,
             container=function_tags.get(function_spec.CONTAINER_TAG, "function"),
             image=str(
                 configuration.get("ImageUri") or function_tags.get(function_spec.CODE_TAG, "")
             ),
-            note=function_tags.get(function_spec.NOTE_TAG),
+            note=note,
         )
+        return dataclasses.replace(state, warnings=(note,) if note else ())
 
     async def list_pods(self) -> Sequence[PodRef]:
         candidates: list[str] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import platform
 import time
@@ -228,7 +229,8 @@ class FargateProvider:
             task, time.time(), self._config.restart_backoff, self._config.restart_backoff_max
         )
         assert record.task is not None
-        return status.pod_state(record.task, record.shape, record.restart_view(), record.note)
+        state = status.pod_state(record.task, record.shape, record.restart_view(), record.note)
+        return dataclasses.replace(state, warnings=(record.note,) if record.note else ())
 
     async def list_pods(self) -> Sequence[PodRef]:
         tasks = await self._ecs.describe(await self._ecs.task_arns(), with_tags=True)

@@ -20,6 +20,7 @@ import logging
 import os
 import platform
 from collections.abc import AsyncIterator, Sequence
+from typing import Literal
 
 from vkpy import __version__
 from vkpy.providers.base import (
@@ -74,6 +75,7 @@ class ProcessProvider:
     """See the module docstring."""
 
     name = "process"
+    reads_volume_files: Literal[True] = True
 
     def __init__(self, config: ProcessConfig) -> None:
         self._config = config
