@@ -49,6 +49,8 @@ lint: venv
 
 bench: venv controlplane
 	$(PY) bench/pods.py --pods $${PODS:-1000}
+	$(PY) bench/kubelet_api.py
+	$(PY) bench/exec.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -50,6 +50,14 @@ def _option(
     group.add_argument(flag, default=_env(flag.removeprefix("--"), default), help=help, **kw)
 
 
+def _default_state_dir() -> str:
+    """/var/lib/vkpy for root (pods run as another user and must traverse it), else
+    ~/.local/state/vkpy."""
+    if os.geteuid() == 0:
+        return "/var/lib/vkpy"
+    return str(Path.home() / ".local/state/vkpy")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m vkpy",
@@ -143,7 +151,7 @@ def parser() -> argparse.ArgumentParser:
         p,
         "--state-dir",
         "where backends keep state that outlives vkpy",
-        str(Path.home() / ".local/state/vkpy"),
+        _default_state_dir(),
     )
     _option(
         p, "--startup-timeout", "seconds to keep trying to reach the API server", "60", type=float
