@@ -29,9 +29,8 @@ import os
 import platform
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from vkpy import __version__
@@ -39,13 +38,11 @@ from vkpy.providers.base import (
     ByteSink,
     ByteSource,
     ContainerConfig,
-    ContainerState,
     LogQuery,
     LogRecord,
     NodeInfo,
     NodeResources,
     PodConfig,
-    PodPhase,
     PodRef,
     PodState,
     PodStats,
@@ -53,9 +50,9 @@ from vkpy.providers.base import (
     StreamIO,
 )
 from vkpy.providers.errors import InvalidInputError, NotFoundError, RetryableError
-from vkpy.providers.sim import telemetry
+from vkpy.providers.sim import telemetry, timeline
 from vkpy.providers.sim.exec import attach_echo, exec_builtin, serve_port
-from vkpy.providers.sim.telemetry import LogShape, Run
+from vkpy.providers.sim.telemetry import LogShape
 from vkpy.quantity import QuantityError, parse_quantity
 
 log = logging.getLogger(__name__)
@@ -97,36 +94,14 @@ class SimConfig:
         if unknown:
             raise ValueError(f"unknown sim settings: {', '.join(sorted(unknown))}")
         values = dict(raw)
-        capacity = dict(DEFAULT_CAPACITY)
-        capacity.update({str(k): str(v) for k, v in dict(values.pop("capacity", {}) or {}).items()})  # type: ignore[call-overload]
+        extra = values.pop("capacity", None) or {}
+        if not isinstance(extra, Mapping):
+            raise ValueError("capacity must map resource names to quantities")
+        capacity = {**DEFAULT_CAPACITY, **{str(k): str(v) for k, v in extra.items()}}
         config = cls(**values, capacity=capacity, state_dir=state_dir)  # type: ignore[arg-type]
         if not 0 <= config.failure_rate < 1:
             raise ValueError("failure_rate must be in [0, 1)")
         return config
-
-
-@dataclass(frozen=True)
-class _Record:
-    """What the platform remembers about one pod (persisted as JSON)."""
-
-    namespace: str
-    name: str
-    uid: str
-    created: float
-    start_seconds: float
-    run_seconds: float | None
-    exit_code: int
-    restart_policy: str
-    containers: list[tuple[str, str]]
-    init_containers: list[str]
-    log_rate: float = 1.0
-    log_width: int = 0
-    usage: list[tuple[float, int]] = field(default_factory=list)
-    """(CPU cores, memory bytes) per container, in the order of `containers`."""
-
-    @property
-    def ref(self) -> PodRef:
-        return PodRef(self.namespace, self.name, self.uid)
 
 
 def _number(annotations: Mapping[str, str], key: str, default: float | None) -> float | None:
@@ -144,10 +119,6 @@ def _number(annotations: Mapping[str, str], key: str, default: float | None) -> 
         ) from None
 
 
-def _at(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, UTC)
-
-
 class SimProvider:
     """The simulated platform. See the module docstring."""
 
@@ -156,7 +127,7 @@ class SimProvider:
     def __init__(self, config: SimConfig) -> None:
         self._config = config
         self._random = random.Random(config.seed)
-        self._records: dict[str, _Record] = {}
+        self._records: dict[str, timeline.Record] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._callback: StatusCallback | None = None
         self._dir = Path(config.state_dir) / "sim" if config.state_dir else None
@@ -178,7 +149,7 @@ class SimProvider:
                 raw = json.loads(path.read_text())
                 raw["containers"] = [tuple(c) for c in raw["containers"]]
                 raw["usage"] = [tuple(u) for u in raw.get("usage") or ()]
-                record = _Record(**raw)
+                record = timeline.Record(**raw)
             except (OSError, ValueError, TypeError) as error:
                 log.warning(
                     "ignoring unreadable sim record", extra={"path": str(path), "error": str(error)}
@@ -232,7 +203,7 @@ class SimProvider:
         log_width = int(_number(annotations, "log-line-bytes", 0) or 0)
         cores = _number(annotations, "cpu-cores", None)
         memory = _number(annotations, "memory-bytes", None)
-        record = _Record(
+        record = timeline.Record(
             namespace=pod.ref.namespace,
             name=pod.ref.name,
             uid=pod.ref.uid,
@@ -260,7 +231,7 @@ class SimProvider:
         images = dict(record.containers)
         changed = [(c.name, c.image) for c in pod.containers if images.get(c.name) != c.image]
         if changed:
-            updated = _Record(
+            updated = timeline.Record(
                 **{**asdict(record), "containers": [(c.name, c.image) for c in pod.containers]}
             )
             self._records[record.uid] = updated
@@ -286,7 +257,7 @@ class SimProvider:
         record = self._records.get(ref.uid)
         if record is None:
             raise NotFoundError(f"sim has no pod {ref}")
-        return _state_at(record, time.time(), self._config.restart_delay)
+        return timeline.state_at(record, time.time(), self._config.restart_delay)
 
     async def list_pods(self) -> Sequence[PodRef]:
         return [r.ref for r in self._records.values()]
@@ -299,7 +270,7 @@ class SimProvider:
         if record is None:
             raise NotFoundError(f'pod "{ref.name}" is not running in the sim backend')
         now = time.time()
-        run = _log_run(record, query, now, self._config.restart_delay)
+        run = timeline.log_run(record, query, now, self._config.restart_delay)
         shape = LogShape(record.log_rate, record.log_width)
         lines, index = telemetry.records(query.container, run, shape, query, now)
         for line in lines:
@@ -324,7 +295,7 @@ class SimProvider:
         now = time.time()
         out: list[PodStats] = []
         for record in self._records.values():
-            current, _, _ = _runs(record, now, self._config.restart_delay)
+            current, _, _ = timeline.runs(record, now, self._config.restart_delay)
             if current is None or (current.end is not None and now >= current.end):
                 continue
             usage = record.usage or [(DEFAULT_CPU_CORES, DEFAULT_MEMORY_BYTES)] * len(
@@ -335,18 +306,20 @@ class SimProvider:
                 for (name, _), (cores, memory) in zip(record.containers, usage, strict=False)
             )
             out.append(
-                PodStats(ref=record.ref, start_time=_at(record.created), containers=containers)
+                PodStats(
+                    ref=record.ref, start_time=timeline.at(record.created), containers=containers
+                )
             )
         return out
 
     # --- exec, attach, port-forward (built-ins: vkpy.providers.sim.exec) -----------
 
-    def _running_record(self, ref: PodRef, container: str | None) -> _Record:
+    def _running_record(self, ref: PodRef, container: str | None) -> timeline.Record:
         """The pod's record if `container` (or, with None, the pod) runs now."""
         record = self._records.get(ref.uid)
         if record is None:
             raise NotFoundError(f'pod "{ref.name}" is not running in the sim backend')
-        state = _state_at(record, time.time(), self._config.restart_delay)
+        state = timeline.state_at(record, time.time(), self._config.restart_delay)
         if container is None:
             if state.phase != "Running":
                 raise InvalidInputError(f"pod {ref} is not running ({state.phase})")
@@ -372,7 +345,7 @@ class SimProvider:
         ended = asyncio.Event()
         attached = self._attached.setdefault(ref.uid, set())
         attached.add(ended)
-        current, _, _ = _runs(record, time.time(), self._config.restart_delay)
+        current, _, _ = timeline.runs(record, time.time(), self._config.restart_delay)
         timer = None
         if current is not None and current.end is not None:
             delay = max(0.0, current.end - time.time())
@@ -393,7 +366,7 @@ class SimProvider:
 
     # --- internals -----------------------------------------------------------------
 
-    def _persist(self, record: _Record) -> None:
+    def _persist(self, record: timeline.Record) -> None:
         if self._dir is None:
             return
         path = self._dir / f"{record.uid}.json"
@@ -405,10 +378,10 @@ class SimProvider:
         if self._callback is not None:
             self._callback(ref)
 
-    def _arm(self, record: _Record) -> None:
+    def _arm(self, record: timeline.Record) -> None:
         """Notify now, and again at the record's next state change."""
         self._notify(record.ref)
-        upcoming = _next_change(record, time.time(), self._config.restart_delay)
+        upcoming = timeline.next_change(record, time.time(), self._config.restart_delay)
         if upcoming is None:
             return
         loop = asyncio.get_running_loop()
@@ -446,167 +419,4 @@ def _usage(
     return (
         cpu if cpu and cpu > 0 else DEFAULT_CPU_CORES,
         int(mem) if mem and mem > 0 else DEFAULT_MEMORY_BYTES,
-    )
-
-
-def _runs(record: _Record, now: float, delay: float) -> tuple[Run | None, Run | None, str | None]:
-    """(current run, last terminated run, waiting reason) of the pod's containers at
-    `now`, the same lockstep schedule as `_state_at`."""
-    began = record.created + record.start_seconds
-    if now < began:
-        return None, None, "ContainerCreating"
-    if record.run_seconds is None:
-        return Run(began, None, 0), None, None
-    if not _restarts(record):
-        return Run(began, began + record.run_seconds, 0), None, None
-    period = record.run_seconds + delay
-    k = int((now - began) // period)
-    run_start = began + k * period
-    last = Run(run_start - period, run_start - delay, k - 1) if k > 0 else None
-    if now < run_start + record.run_seconds:
-        return Run(run_start, run_start + record.run_seconds, k), last, None
-    return None, Run(run_start, run_start + record.run_seconds, k), "CrashLoopBackOff"
-
-
-def _log_run(record: _Record, query: LogQuery, now: float, delay: float) -> Run:
-    """Which run's logs the query reads, or the kubelet's error for why there is none."""
-    name, pod = query.container, record.name
-    if name in record.init_containers:
-        began = record.created + record.start_seconds
-        if now < began or query.previous:
-            raise NotFoundError(f'container "{name}" in pod "{pod}" has no logs yet')
-        return Run(began, began, 0)
-    if name not in {n for n, _ in record.containers}:
-        raise NotFoundError(f'container "{name}" in pod "{pod}" is not available')
-    current, last, waiting = _runs(record, now, delay)
-    if query.previous:
-        if last is None:
-            raise NotFoundError(f'previous terminated container "{name}" in pod "{pod}" not found')
-        return last
-    if current is not None:
-        return current
-    if last is not None:
-        return last
-    raise NotFoundError(f'container "{name}" in pod "{pod}" is waiting to start: {waiting}')
-
-
-def _restarts(record: _Record) -> bool:
-    if record.restart_policy == "Always":
-        return True
-    return record.restart_policy == "OnFailure" and record.exit_code != 0
-
-
-def _next_change(record: _Record, now: float, delay: float) -> float | None:
-    began = record.created + record.start_seconds
-    if now < began:
-        return began
-    if record.run_seconds is None:
-        return None
-    period = record.run_seconds + delay
-    if not _restarts(record):
-        end = began + record.run_seconds
-        return end if now < end else None
-    k = int((now - began) // period)
-    end = began + k * period + record.run_seconds
-    return end if now < end else began + (k + 1) * period
-
-
-def _state_at(record: _Record, now: float, delay: float) -> PodState:
-    """The pod's state at `now`: a pure function of the record and the time."""
-    began = record.created + record.start_seconds
-    inits = tuple(
-        ContainerState(
-            name=name,
-            state="terminated",
-            reason="Completed",
-            exit_code=0,
-            started_at=_at(min(now, began)),
-            finished_at=_at(min(now, began)),
-        )
-        for name in record.init_containers
-    )
-    if now < began:
-        waiting = tuple(
-            ContainerState(name=n, state="waiting", reason="ContainerCreating", image=i)
-            for n, i in record.containers
-        )
-        return PodState(phase="Pending", containers=waiting, started_at=_at(record.created))
-    if record.run_seconds is None:
-        return _uniform(record, "Running", inits, lambda n, i: _running(n, i, began, 0, None))
-    period = record.run_seconds + delay
-    if not _restarts(record):
-        end = began + record.run_seconds
-        if now < end:
-            return _uniform(record, "Running", inits, lambda n, i: _running(n, i, began, 0, None))
-        phase: PodPhase = "Succeeded" if record.exit_code == 0 else "Failed"
-        return _uniform(
-            record, phase, inits, lambda n, i: _terminated(n, i, record.exit_code, began, end)
-        )
-    k = int((now - began) // period)
-    run_start = began + k * period
-    last = (
-        _terminated("", "", record.exit_code, run_start - period, run_start - delay)
-        if k > 0
-        else None
-    )
-    if now < run_start + record.run_seconds:
-        return _uniform(record, "Running", inits, lambda n, i: _running(n, i, run_start, k, last))
-    finished = run_start + record.run_seconds
-    crashed = _terminated("", "", record.exit_code, run_start, finished)
-    return _uniform(
-        record,
-        "Running",
-        inits,
-        lambda n, i: ContainerState(
-            name=n,
-            state="waiting",
-            reason="CrashLoopBackOff",
-            message=f"back-off {delay:g}s restarting failed container={n}",
-            restart_count=k,
-            last_terminated=crashed,
-            image=i,
-        ),
-    )
-
-
-def _uniform(
-    record: _Record,
-    phase: PodPhase,
-    inits: tuple[ContainerState, ...],
-    make: Callable[[str, str], ContainerState],
-) -> PodState:
-    """Every container of the pod in the same state (the sim runs them in lockstep)."""
-    return PodState(
-        phase=phase,
-        containers=tuple(make(n, i) for n, i in record.containers),
-        init_containers=inits,
-        started_at=_at(record.created),
-    )
-
-
-def _running(
-    name: str, image: str, since: float, restarts: int, last: ContainerState | None
-) -> ContainerState:
-    return ContainerState(
-        name=name,
-        state="running",
-        started_at=_at(since),
-        ready=True,
-        restart_count=restarts,
-        last_terminated=last,
-        image=image,
-        container_id=f"sim://{name}",
-    )
-
-
-def _terminated(name: str, image: str, code: int, since: float, until: float) -> ContainerState:
-    return ContainerState(
-        name=name,
-        state="terminated",
-        reason="Completed" if code == 0 else "Error",
-        exit_code=code,
-        started_at=_at(since),
-        finished_at=_at(until),
-        image=image,
-        container_id=f"sim://{name}" if name else "",
     )

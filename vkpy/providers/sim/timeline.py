@@ -1,0 +1,209 @@
+"""The simulated pod timeline: what each pod is doing at a given moment.
+
+The sim backend keeps, per pod, only a record of when it was created and how it was
+asked to behave; everything else (Pending, Running, exited, restarting with
+CrashLoopBackOff, which run's logs a query reads) is computed here from that record
+and the time, as pure functions. That keeps the simulation deterministic, testable
+without waiting, and the same after vkpy restarts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from vkpy.providers.base import ContainerState, LogQuery, PodPhase, PodRef, PodState
+from vkpy.providers.errors import NotFoundError
+from vkpy.providers.sim.telemetry import Run
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the platform remembers about one pod (persisted as JSON)."""
+
+    namespace: str
+    name: str
+    uid: str
+    created: float
+    start_seconds: float
+    run_seconds: float | None
+    exit_code: int
+    restart_policy: str
+    containers: list[tuple[str, str]]
+    init_containers: list[str]
+    log_rate: float = 1.0
+    log_width: int = 0
+    usage: list[tuple[float, int]] = field(default_factory=list)
+    """(CPU cores, memory bytes) per container, in the order of `containers`."""
+
+    @property
+    def ref(self) -> PodRef:
+        return PodRef(self.namespace, self.name, self.uid)
+
+
+def at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def runs(record: Record, now: float, delay: float) -> tuple[Run | None, Run | None, str | None]:
+    """(current run, last terminated run, waiting reason) of the pod's containers at
+    `now`, the same lockstep schedule as `state_at`."""
+    began = record.created + record.start_seconds
+    if now < began:
+        return None, None, "ContainerCreating"
+    if record.run_seconds is None:
+        return Run(began, None, 0), None, None
+    if not restarts(record):
+        return Run(began, began + record.run_seconds, 0), None, None
+    period = record.run_seconds + delay
+    k = int((now - began) // period)
+    run_start = began + k * period
+    last = Run(run_start - period, run_start - delay, k - 1) if k > 0 else None
+    if now < run_start + record.run_seconds:
+        return Run(run_start, run_start + record.run_seconds, k), last, None
+    return None, Run(run_start, run_start + record.run_seconds, k), "CrashLoopBackOff"
+
+
+def log_run(record: Record, query: LogQuery, now: float, delay: float) -> Run:
+    """Which run's logs the query reads, or the kubelet's error for why there is none."""
+    name, pod = query.container, record.name
+    if name in record.init_containers:
+        began = record.created + record.start_seconds
+        if now < began or query.previous:
+            raise NotFoundError(f'container "{name}" in pod "{pod}" has no logs yet')
+        return Run(began, began, 0)
+    if name not in {n for n, _ in record.containers}:
+        raise NotFoundError(f'container "{name}" in pod "{pod}" is not available')
+    current, last, waiting = runs(record, now, delay)
+    if query.previous:
+        if last is None:
+            raise NotFoundError(f'previous terminated container "{name}" in pod "{pod}" not found')
+        return last
+    if current is not None:
+        return current
+    if last is not None:
+        return last
+    raise NotFoundError(f'container "{name}" in pod "{pod}" is waiting to start: {waiting}')
+
+
+def restarts(record: Record) -> bool:
+    if record.restart_policy == "Always":
+        return True
+    return record.restart_policy == "OnFailure" and record.exit_code != 0
+
+
+def next_change(record: Record, now: float, delay: float) -> float | None:
+    began = record.created + record.start_seconds
+    if now < began:
+        return began
+    if record.run_seconds is None:
+        return None
+    period = record.run_seconds + delay
+    if not restarts(record):
+        end = began + record.run_seconds
+        return end if now < end else None
+    k = int((now - began) // period)
+    end = began + k * period + record.run_seconds
+    return end if now < end else began + (k + 1) * period
+
+
+def state_at(record: Record, now: float, delay: float) -> PodState:
+    """The pod's state at `now`: a pure function of the record and the time."""
+    began = record.created + record.start_seconds
+    inits = tuple(
+        ContainerState(
+            name=name,
+            state="terminated",
+            reason="Completed",
+            exit_code=0,
+            started_at=at(min(now, began)),
+            finished_at=at(min(now, began)),
+        )
+        for name in record.init_containers
+    )
+    if now < began:
+        waiting = tuple(
+            ContainerState(name=n, state="waiting", reason="ContainerCreating", image=i)
+            for n, i in record.containers
+        )
+        return PodState(phase="Pending", containers=waiting, started_at=at(record.created))
+    if record.run_seconds is None:
+        return _uniform(record, "Running", inits, lambda n, i: _running(n, i, began, 0, None))
+    period = record.run_seconds + delay
+    if not restarts(record):
+        end = began + record.run_seconds
+        if now < end:
+            return _uniform(record, "Running", inits, lambda n, i: _running(n, i, began, 0, None))
+        phase: PodPhase = "Succeeded" if record.exit_code == 0 else "Failed"
+        return _uniform(
+            record, phase, inits, lambda n, i: _terminated(n, i, record.exit_code, began, end)
+        )
+    k = int((now - began) // period)
+    run_start = began + k * period
+    last = (
+        _terminated("", "", record.exit_code, run_start - period, run_start - delay)
+        if k > 0
+        else None
+    )
+    if now < run_start + record.run_seconds:
+        return _uniform(record, "Running", inits, lambda n, i: _running(n, i, run_start, k, last))
+    finished = run_start + record.run_seconds
+    crashed = _terminated("", "", record.exit_code, run_start, finished)
+    return _uniform(
+        record,
+        "Running",
+        inits,
+        lambda n, i: ContainerState(
+            name=n,
+            state="waiting",
+            reason="CrashLoopBackOff",
+            message=f"back-off {delay:g}s restarting failed container={n}",
+            restart_count=k,
+            last_terminated=crashed,
+            image=i,
+        ),
+    )
+
+
+def _uniform(
+    record: Record,
+    phase: PodPhase,
+    inits: tuple[ContainerState, ...],
+    make: Callable[[str, str], ContainerState],
+) -> PodState:
+    """Every container of the pod in the same state (the sim runs them in lockstep)."""
+    return PodState(
+        phase=phase,
+        containers=tuple(make(n, i) for n, i in record.containers),
+        init_containers=inits,
+        started_at=at(record.created),
+    )
+
+
+def _running(
+    name: str, image: str, since: float, restarts: int, last: ContainerState | None
+) -> ContainerState:
+    return ContainerState(
+        name=name,
+        state="running",
+        started_at=at(since),
+        ready=True,
+        restart_count=restarts,
+        last_terminated=last,
+        image=image,
+        container_id=f"sim://{name}",
+    )
+
+
+def _terminated(name: str, image: str, code: int, since: float, until: float) -> ContainerState:
+    return ContainerState(
+        name=name,
+        state="terminated",
+        reason="Completed" if code == 0 else "Error",
+        exit_code=code,
+        started_at=at(since),
+        finished_at=at(until),
+        image=image,
+        container_id=f"sim://{name}" if name else "",
+    )
