@@ -9,9 +9,13 @@ of /stats/summary and /metrics/resource with many pods.
   certificate. MiB/s = bytes / wall time of the whole command (kubectl's or curl's
   start included), median of `--repeat` runs.
 - Stats: P pods created with nodeName set; once all run, sequential requests to
-  /stats/summary and /metrics/resource straight to vkpy (and through the API
-  server's node proxy when this host has a non-loopback address, which the proxy
-  requires). Reports p50/p90/p99 and the response size.
+  /stats/summary and /metrics/resource straight to vkpy on 127.0.0.1 with the
+  admin's client certificate. Reports p50/p90/p99 and the response size. Not
+  through the API server's node proxy: it does not proxy to loopback node
+  addresses, and benchmarks may only send traffic to loopback.
+
+vkpy runs with --node-ip and --listen-address 127.0.0.1; nothing is sent to any
+other address of this host.
 
 Starts its own local control plane unless --kubeconfig is given.
 
@@ -51,16 +55,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def host_ip() -> str | None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("198.51.100.1", 9))
-        except OSError:
-            return None
-        address = str(probe.getsockname()[0])
-    return None if address.startswith("127.") else address
 
 
 def cpu_seconds(pid: int) -> float:
@@ -185,7 +179,7 @@ async def bench(
     kubeconfig = access.kubeconfig
     client = await KubeClient.connect(ClientOptions(kubeconfig=str(kubeconfig)))
     node, namespace = f"bench-api-{os.getpid()}", f"bench-api-{os.getpid()}"
-    address = host_ip() or "127.0.0.1"
+    address = "127.0.0.1"  # loopback only (see the module docstring)
     port = free_port()
     await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
     log = (workdir / "agent.log").open("wb")
@@ -263,14 +257,6 @@ async def bench(
             result["stats_summary_bytes"] = summary_size
             result["metrics_resource_direct"] = resource
             result["metrics_resource_bytes"] = resource_size
-            if address != "127.0.0.1":
-                proxied, _ = await timed_gets(
-                    client.session,
-                    f"{client.host}/api/v1/nodes/{node}/proxy/stats/summary",
-                    requests,
-                    headers=await client._headers(None),
-                )
-                result["stats_summary_via_api_server"] = proxied
     finally:
         agent.terminate()
         await asyncio.wait_for(agent.wait(), timeout=30)

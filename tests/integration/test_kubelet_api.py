@@ -1,7 +1,8 @@
 """The kubelet API of a real `python -m vkpy` (sim backend), reached as users reach
-it: through the real API server with the pinned kubectl (logs, node proxy for stats
-and resource metrics), and directly on its port with real credentials (ServiceAccount
-tokens with and without RBAC, the admin's client certificate, nothing at all).
+it: through the real API server with the pinned kubectl (logs), and directly on its
+port on 127.0.0.1 with real credentials (stats and resource metrics as metrics-server
+reads them, with a ServiceAccount token; ServiceAccount tokens with and without RBAC,
+the admin's client certificate, nothing at all).
 """
 
 from __future__ import annotations
@@ -34,25 +35,6 @@ STAMPED = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z) (.*)$")
 
 
 # --- helpers -------------------------------------------------------------------------
-
-
-def host_ip() -> str | None:
-    """A non-loopback address of this host: the API server refuses to proxy to
-    loopback node addresses (nodes/proxy checks IsGlobalUnicast)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("198.51.100.1", 9))  # no packet is sent
-            address = str(probe.getsockname()[0])
-        except OSError:
-            return None
-    return None if address.startswith("127.") else address
-
-
-def needs_host_ip() -> str:
-    address = host_ip()
-    if address is None:
-        pytest.skip("no non-loopback address: the API server only proxies to those")
-    return address
 
 
 @dataclass
@@ -237,18 +219,25 @@ def test_kubectl_logs_previous_after_a_restart(kube: Kube, start_agent: StartAge
     assert [n for n, *_ in lines] == list(range(4))  # a whole 3 s run: lines 0..3
 
 
-# --- node proxy: stats and resource metrics ----------------------------------------------
+# --- stats and resource metrics on the kubelet port ---------------------------------------
 
 
-def test_stats_summary_and_resource_metrics_through_the_api_server(
-    kube: Kube, start_agent: StartAgent
+def test_stats_summary_and_resource_metrics_from_the_kubelet_port(
+    kube: Kube, start_agent: StartAgent, rbac_cleanup: None
 ) -> None:
-    address = needs_host_ip()
-    agent = start_agent(args=[f"--node-ip={address}", f"--listen-address={address}"])
+    # Not through the node proxy: the API server does not proxy to loopback node
+    # addresses, and tests may only use loopback.
+    agent = start_agent()
     kube.create(sim_pod("busy", agent.node_name, {"sim.vkpy.io/cpu-cores": "0.5"}))
     running(kube, "busy")
-    raw = f"/api/v1/nodes/{agent.node_name}/proxy"
-    summary = json.loads(kube.kubectl("get", "--raw", f"{raw}/stats/summary"))
+    token = service_account(kube, "scraper", ["stats", "metrics"])  # as metrics-server's
+
+    def get(path: str) -> str:
+        reply = kubelet(agent.port, path, token=token)
+        assert reply.status == 200, (path, reply.status, reply.text)
+        return reply.text
+
+    summary = json.loads(get("/stats/summary"))
     assert summary["node"]["nodeName"] == agent.node_name
     assert summary["node"]["cpu"]["usageCoreNanoSeconds"] > 0
     assert summary["node"]["memory"]["workingSetBytes"] > 0
@@ -260,12 +249,11 @@ def test_stats_summary_and_resource_metrics_through_the_api_server(
     assert app["cpu"]["usageNanoCores"] > 0
     assert app["memory"]["workingSetBytes"] == 32 * 2**20
     assert pod["cpu"]["usageCoreNanoSeconds"] > 0
-    only = json.loads(kube.kubectl("get", "--raw", f"{raw}/stats/summary?only_cpu_and_memory=true"))
+    only = json.loads(get("/stats/summary?only_cpu_and_memory=true"))
     assert only["pods"]
 
     def scrape() -> dict[str, Any]:
-        text = kube.kubectl("get", "--raw", f"{raw}/metrics/resource")
-        return {f.name: f for f in text_string_to_metric_families(text)}
+        return {f.name: f for f in text_string_to_metric_families(get("/metrics/resource"))}
 
     first = scrape()
     for name in (

@@ -1,4 +1,5 @@
-"""`kubectl logs` and node stats of process-backend pods, through the real API server.
+"""`kubectl logs` of process-backend pods through the real API server, and their stats
+straight from the kubelet port on 127.0.0.1.
 
 The logs are what real processes wrote, read back from the supervisor's CRI-format
 files by the backend and served by the kubelet API; the stats are sampled from the
@@ -10,13 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.integration.agent import Kube, wait_for
@@ -27,6 +26,7 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     start_process_agent,
     status_of,
 )
+from tests.integration.test_kubelet_api import admin_cert, kubelet
 from vkpy.cli import DEFAULT_PROVIDER
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
@@ -97,31 +97,21 @@ def test_kubectl_logs_follow_ends_with_the_container(
     wait_for("Succeeded", lambda: phase_is(kube, "ticker", "Succeeded"))
 
 
-def host_ip() -> str | None:
-    """A non-loopback address (the API server does not proxy to loopback node addresses)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("198.51.100.1", 9))  # no packet is sent
-            address = str(probe.getsockname()[0])
-        except OSError:
-            return None
-    return None if address.startswith("127.") else address
-
-
-def test_stats_summary_has_the_containers_cpu_and_memory(
-    kube: Kube, start_process_agent: StartProcessAgent
+def test_stats_summary_from_the_kubelet_port_has_the_containers_cpu_and_memory(
+    kube: Kube, start_process_agent: StartProcessAgent, tmp_path: Path
 ) -> None:
-    address = host_ip()
-    if address is None:
-        pytest.skip("no non-loopback address: the API server only proxies to those")
-    agent = start_process_agent(args=[f"--node-ip={address}", f"--listen-address={address}"])
+    # Not through the node proxy: the API server does not proxy to loopback node
+    # addresses, and tests may only use loopback.
+    agent = start_process_agent()
     burn = "python3 -c 'x = bytearray(48 << 20)\nwhile True: pass'"
     kube.create(process_pod("busy", agent.node_name, burn))
     wait_for("Running", lambda: phase_is(kube, "busy", "Running"))
-    raw = f"/api/v1/nodes/{agent.node_name}/proxy/stats/summary"
+    cert = admin_cert(kube.cluster, tmp_path)
 
     def sample() -> dict[str, Any] | None:
-        summary = json.loads(kube.kubectl("get", "--raw", raw))
+        reply = kubelet(agent.port, "/stats/summary", cert=cert)
+        assert reply.status == 200, (reply.status, reply.text)
+        summary = json.loads(reply.body)
         for pod in summary["pods"]:
             if pod["podRef"]["name"] == "busy" and pod["containers"]:
                 app = pod["containers"][0]
