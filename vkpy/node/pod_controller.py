@@ -22,16 +22,15 @@ from datetime import UTC, datetime
 
 from vkpy import metrics
 from vkpy.kube.client import ApiError, KubeClient
-from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
+from vkpy.kube.events import NORMAL, WARNING, EventRecorder
 from vkpy.kube.watch import Watcher, WatchOptions
+from vkpy.node.deadline import DEADLINE_MESSAGE, deadline_at, deadline_exceeded, deadline_state
 from vkpy.node.env import ConfigError
 from vkpy.node.keyed_queue import KeyedQueue, Retry
 from vkpy.node.pod_config import build_pod_config, pod_ref
+from vkpy.node.pod_reporting import PodReporter, pod_path
 from vkpy.node.pod_status import (
     TERMINAL_PHASES,
-    StatusContext,
-    desired_status,
-    status_patch,
 )
 from vkpy.node.volumes import TokenTracker, VolumeSource, has_token_volumes
 from vkpy.objects import KubeObject, meta, spec, status
@@ -55,8 +54,6 @@ from vkpy.providers.errors import (
 
 log = logging.getLogger(__name__)
 
-DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
-
 
 @dataclass(frozen=True)
 class PodControllerSettings:
@@ -71,10 +68,6 @@ class PodControllerSettings:
     default_grace_period: float = 30.0
 
 
-def _pod_path(ref: PodRef) -> str:
-    return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
-
-
 def _newer(candidate: KubeObject, current: KubeObject | None) -> bool:
     if current is None:
         return True
@@ -82,15 +75,6 @@ def _newer(candidate: KubeObject, current: KubeObject | None) -> bool:
         return int(meta(candidate)["resourceVersion"]) >= int(meta(current)["resourceVersion"])
     except (KeyError, ValueError):
         return True
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
 
 
 class PodController:
@@ -113,8 +97,8 @@ class PodController:
         self._refs: dict[str, PodRef] = {}
         self._created: set[str] = set()
         self._applied_images: dict[str, tuple[str, ...]] = {}
-        self._written: dict[str, KubeObject] = {}
         self._final: dict[str, PodState] = {}
+        self._report = PodReporter(client, events, settings.host_ip)
         self._warned: dict[str, set[str]] = {}
         self._token_refresh: dict[str, float] = {}
         """When each pod's projected service account tokens are due for renewal."""
@@ -331,7 +315,7 @@ class PodController:
             for c in spec(pod).get("containers") or []
         )
         await self._write_status(pod, PodState(phase="Pending", containers=waiting), False)
-        self._event(pod, WARNING, "Failed", f"Error: {message}")
+        self._report.event(pod, WARNING, "Failed", f"Error: {message}")
         delay = self._queue.retry_later(ref.uid)
         log.info(
             "pod waits for its configuration",
@@ -344,7 +328,7 @@ class PodController:
             "backend cannot run pod",
             extra={"pod": str(ref), "reason": error.reason, "error": message},
         )
-        self._event(pod, WARNING, error.reason, message)
+        self._report.event(pod, WARNING, error.reason, message)
         state = PodState(
             phase="Failed",
             reason=error.reason,
@@ -370,19 +354,16 @@ class PodController:
             try:
                 config = await self._config(pod)
                 await self._backend("update", ref, self._provider.update_pod(config))
-                self._event(pod, NORMAL, "Updated", "Applied the changed container images")
+                self._report.event(pod, NORMAL, "Updated", "Applied the changed container images")
             except (UnsupportedError, InvalidInputError, ConfigError) as error:
-                self._event(pod, WARNING, "FailedUpdate", str(error))
+                self._report.event(pod, WARNING, "FailedUpdate", str(error))
         self._applied_images[ref.uid] = images
         self._schedule_deadline(pod, ref)
 
     def _schedule_deadline(self, pod: KubeObject, ref: PodRef) -> None:
-        deadline = spec(pod).get("activeDeadlineSeconds")
-        started = _parse_time(status(pod).get("startTime"))
-        if deadline is None or started is None:
-            return
-        remaining = started.timestamp() + float(deadline) - time.time()
-        self._queue.add_after(ref.uid, max(0.0, remaining) + 0.05)
+        at = deadline_at(pod)
+        if at is not None:
+            self._queue.add_after(ref.uid, max(0.0, at - time.time()) + 0.05)
 
     async def _current_state(self, pod: KubeObject, ref: PodRef) -> PodState | None:
         final = self._final.get(ref.uid)
@@ -396,7 +377,7 @@ class PodController:
             self._queue.add(ref.uid)
             return None
         self._report_warnings(pod, ref, state.warnings)
-        if self._deadline_exceeded(pod, state):
+        if deadline_exceeded(pod, state, time.time()):
             return await self._enforce_deadline(pod, ref, state)
         return state
 
@@ -406,7 +387,7 @@ class PodController:
         for warning in warnings:
             if warning not in seen:
                 seen.add(warning)
-                self._event(pod, WARNING, "BackendAdjusted", warning)
+                self._report.event(pod, WARNING, "BackendAdjusted", warning)
 
     async def _get_status(self, ref: PodRef) -> PodState:
         try:
@@ -417,26 +398,10 @@ class PodController:
         metrics.POD_OPERATIONS.labels("status", "ok").inc()
         return state
 
-    def _deadline_exceeded(self, pod: KubeObject, state: PodState) -> bool:
-        deadline = spec(pod).get("activeDeadlineSeconds")
-        started = _parse_time(status(pod).get("startTime"))
-        if deadline is None or started is None or state.phase in TERMINAL_PHASES:
-            return False
-        return time.time() >= started.timestamp() + float(deadline)
-
     async def _enforce_deadline(self, pod: KubeObject, ref: PodRef, state: PodState) -> PodState:
-        self._event(pod, NORMAL, "DeadlineExceeded", DEADLINE_MESSAGE)
+        self._report.event(pod, NORMAL, "DeadlineExceeded", DEADLINE_MESSAGE)
         await self._stop(ref, self._grace_period(pod))
-        now = datetime.now(UTC)
-        final = PodState(
-            phase="Failed",
-            reason="DeadlineExceeded",
-            message=DEADLINE_MESSAGE,
-            init_containers=state.init_containers,
-            containers=tuple(_killed(c, now) for c in state.containers),
-            started_at=state.started_at,
-            pod_ip=state.pod_ip,
-        )
+        final = deadline_state(state, datetime.now(UTC))
         self._final[ref.uid] = final
         return final
 
@@ -451,7 +416,7 @@ class PodController:
         if ref.uid in self._created:
             grace = self._grace_period(pod)
             for container in spec(pod).get("containers") or []:
-                self._event(
+                self._report.event(
                     pod,
                     NORMAL,
                     "Killing",
@@ -461,7 +426,7 @@ class PodController:
             await self._stop(ref, grace)
         try:
             await self._client.delete(
-                _pod_path(ref), {"gracePeriodSeconds": 0, "preconditions": {"uid": ref.uid}}
+                pod_path(ref), {"gracePeriodSeconds": 0, "preconditions": {"uid": ref.uid}}
             )
             log.info("pod deleted", extra={"pod": str(ref), "uid": ref.uid})
         except ApiError as error:
@@ -486,111 +451,22 @@ class PodController:
     def _forget(self, uid: str) -> None:
         for table in (
             self._applied_images,
-            self._written,
             self._final,
             self._token_refresh,
             self._warned,
         ):
             table.pop(uid, None)
         self._queue.forget(uid)
+        self._report.forget(uid)
         if uid not in self._cache:
             self._refs.pop(uid, None)
 
     async def _write_status(self, pod: KubeObject, state: PodState, sandbox_ready: bool) -> None:
-        ctx = StatusContext(
-            host_ip=self._settings.host_ip, now=datetime.now(UTC), sandbox_ready=sandbox_ready
-        )
-        desired = desired_status(pod, state, ctx)
+        updated = await self._report.write_status(pod, state, sandbox_ready)
         uid = str(meta(pod).get("uid"))
-        patch = status_patch(pod, desired)
-        if patch is None or _same(self._written.get(uid), desired):
-            metrics.STATUS_UPDATES.labels("unchanged").inc()
-            return
-        self._container_events(pod, desired)
-        ref = pod_ref(pod)
-        try:
-            updated = await self._client.patch(_pod_path(ref) + "/status", patch)
-        except ApiError as error:
-            metrics.STATUS_UPDATES.labels("failed").inc()
-            if error.not_found or error.conflict:
-                return
-            raise Retry(f"status patch {ref}: {error}") from error
-        metrics.STATUS_UPDATES.labels("written").inc()
-        self._written[uid] = desired
-        if uid in self._cache and _newer(updated, self._cache[uid]):
+        if updated is not None and uid in self._cache and _newer(updated, self._cache[uid]):
             self._cache[uid] = updated
-
-    def _container_events(self, pod: KubeObject, desired: KubeObject) -> None:
-        """Started and BackOff Events from what changed in container statuses."""
-        before = {
-            c.get("name"): c.get("state") or {} for c in status(pod).get("containerStatuses") or []
-        }
-        for container in desired.get("containerStatuses") or []:
-            name = container["name"]
-            now_state = container["state"]
-            old_state = before.get(name, {})
-            running = now_state.get("running")
-            if running is not None and running != old_state.get("running"):
-                self._event(pod, NORMAL, "Started", f"Started container {name}", name)
-            waiting = now_state.get("waiting") or {}
-            if waiting.get("reason") == "CrashLoopBackOff" and (
-                (old_state.get("waiting") or {}).get("reason") != "CrashLoopBackOff"
-            ):
-                self._event(pod, WARNING, "BackOff", "Back-off restarting failed container", name)
-
-    def _event(
-        self,
-        pod: KubeObject,
-        event_type: str,
-        reason: str,
-        message: str,
-        container: str | None = None,
-    ) -> None:
-        m = meta(pod)
-        self._events.emit(
-            InvolvedObject(
-                kind="Pod",
-                name=str(m.get("name")),
-                namespace=str(m.get("namespace")),
-                uid=str(m.get("uid")),
-                field_path=f"spec.containers{{{container}}}" if container else "",
-            ),
-            event_type,
-            reason,
-            message,
-        )
 
 
 def _images(pod: KubeObject) -> tuple[str, ...]:
     return tuple(str(c.get("image", "")) for c in spec(pod).get("containers") or [])
-
-
-def _killed(container: ContainerState, now: datetime) -> ContainerState:
-    if container.state == "terminated":
-        return container
-    return ContainerState(
-        name=container.name,
-        state="terminated",
-        reason="Error",
-        exit_code=137,
-        started_at=container.started_at,
-        finished_at=now,
-        restart_count=container.restart_count,
-        image=container.image,
-        container_id=container.container_id,
-    )
-
-
-def _same(written: KubeObject | None, desired: KubeObject) -> bool:
-    """Whether `desired` equals what was last written, ignoring transition times."""
-    if written is None:
-        return False
-
-    def strip(value: KubeObject) -> KubeObject:
-        conditions = [
-            {k: v for k, v in c.items() if k != "lastTransitionTime"}
-            for c in value.get("conditions") or []
-        ]
-        return {**value, "conditions": conditions}
-
-    return strip(written) == strip(desired)
