@@ -146,7 +146,7 @@ def parser() -> argparse.ArgumentParser:
         "0",
         type=int,
     )
-    _option(p, "--pod-sync-workers", "pods reconciled at once", "20", type=int)
+    _option(p, "--pod-sync-workers", "pods reconciled at once (default 50)", "50", type=int)
     _option(
         p,
         "--state-dir",

@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 class PodControllerSettings:
     node_name: str
     host_ip: str
-    workers: int = 20
+    workers: int = 50
     """Pods reconciled at once."""
     poll_interval: float = 5.0
     """How often a backend that cannot push is asked for every pod's state."""
