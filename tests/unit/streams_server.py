@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import ssl
 import tempfile
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from vkpy.api.certs import self_signed
@@ -166,3 +167,24 @@ async def start_server(provider: Any, settings: StreamSettings | None = None) ->
     await site.start()
     port = int(runner.addresses[0][1])
     return StreamsServer(runner, port, client_context)
+
+
+StartServer = Callable[..., Awaitable[StreamsServer]]
+
+
+@pytest.fixture
+async def start() -> AsyncIterator[StartServer]:
+    """start(provider=StreamsProvider(), **StreamSettings fields) -> a running server;
+    every server is cleaned up after the test."""
+    servers: list[StreamsServer] = []
+
+    async def start_one(provider: Any = None, **settings: Any) -> StreamsServer:
+        server = await start_server(
+            provider if provider is not None else StreamsProvider(), StreamSettings(**settings)
+        )
+        servers.append(server)
+        return server
+
+    yield start_one
+    for server in servers:
+        await server.runner.cleanup()

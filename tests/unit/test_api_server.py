@@ -20,13 +20,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.unit.streams_server import BareProvider
 from vkpy.api import ApiDependencies, ApiSettings, KubeletServer
 from vkpy.providers.base import (
     ContainerStats,
     LogQuery,
     LogRecord,
-    NodeInfo,
-    NodeResources,
     PodRef,
     PodStats,
 )
@@ -40,28 +39,8 @@ POD = {
 }
 
 
-class BaseProvider:
-    name = "fake"
-
-    async def start(self) -> None: ...
-    async def close(self) -> None: ...
-    def node_info(self) -> NodeInfo:
-        return NodeInfo("linux", "amd64", "fake", "1")
-
-    def node_resources(self) -> NodeResources:
-        return NodeResources({}, {})
-
-    async def ping(self) -> None: ...
-    async def create_pod(self, pod: Any) -> None: ...
-    async def update_pod(self, pod: Any) -> None: ...
-    async def delete_pod(self, ref: PodRef, grace_period: float) -> None: ...
-    async def get_pod_status(self, ref: PodRef) -> Any: ...
-    async def list_pods(self) -> list[PodRef]:
-        return []
-
-
 @dataclass
-class ScriptedProvider(BaseProvider):
+class ScriptedProvider(BareProvider):
     """container_logs yields `lines` (then waits on `more` when following)."""
 
     lines: list[bytes] = field(default_factory=list)
@@ -228,9 +207,9 @@ async def test_unknown_pods_containers_and_bad_queries(start_api: StartApi) -> N
 
 
 async def test_backends_without_logs_or_stats_say_so(start_api: StartApi) -> None:
-    api = await start_api(BaseProvider())
-    assert await api.get(LOGS) == (501, "the fake backend does not provide container logs")
-    assert await api.get("/stats/summary") == (501, "the fake backend does not provide stats")
+    api = await start_api(BareProvider())
+    assert await api.get(LOGS) == (501, "the bare backend does not provide container logs")
+    assert await api.get("/stats/summary") == (501, "the bare backend does not provide stats")
     assert (await api.get("/metrics/resource"))[0] == 501
 
 

@@ -15,37 +15,24 @@ import asyncio
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
 from tests.stream_clients import SpdyClient
-from tests.unit.streams_server import BareProvider, StreamsProvider, StreamsServer, start_server
-from vkpy.api.streaming import SESSIONS, StreamSettings
+from tests.unit.streams_server import (
+    BareProvider,
+    StartServer,
+    StreamsProvider,
+    StreamsServer,
+)
+from vkpy.api.streaming import SESSIONS
 from vkpy.streams.channels import encode_resize
 from vkpy.streams.spdy import DataReceived, GoAwayReceived, PingReceived
 
 V4 = "v4.channel.k8s.io"
 EXEC = "/exec/ns/web/app"
-StartServer = Callable[..., Awaitable[StreamsServer]]
-
-
-@pytest.fixture
-async def start() -> AsyncIterator[StartServer]:
-    servers: list[StreamsServer] = []
-
-    async def start_one(provider: Any = None, **settings: Any) -> StreamsServer:
-        server = await start_server(
-            provider if provider is not None else StreamsProvider(), StreamSettings(**settings)
-        )
-        servers.append(server)
-        return server
-
-    yield start_one
-    for server in servers:
-        await server.runner.cleanup()
 
 
 def query(

@@ -9,8 +9,6 @@ form with its port-prefixed channels.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import aiohttp
 import pytest
@@ -19,31 +17,13 @@ from tests.stream_clients import SpdyClient
 from tests.unit.streams_server import (
     REFUSED_PORT,
     BareProvider,
+    StartServer,
     StreamsProvider,
     StreamsServer,
-    start_server,
 )
-from vkpy.api.streaming import StreamSettings
 
 PF = "/portForward/ns/web"
 PROTOCOL = "portforward.k8s.io"
-StartServer = Callable[..., Awaitable[StreamsServer]]
-
-
-@pytest.fixture
-async def start() -> AsyncIterator[StartServer]:
-    servers: list[StreamsServer] = []
-
-    async def start_one(provider: Any = None, **settings: Any) -> StreamsServer:
-        server = await start_server(
-            provider if provider is not None else StreamsProvider(), StreamSettings(**settings)
-        )
-        servers.append(server)
-        return server
-
-    yield start_one
-    for server in servers:
-        await server.runner.cleanup()
 
 
 async def connect(server: StreamsServer, path: str = PF) -> SpdyClient:

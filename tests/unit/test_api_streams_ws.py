@@ -11,39 +11,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import aiohttp
 import pytest
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.stream import WsApiClient
 
-from tests.unit.streams_server import StreamsProvider, StreamsServer, start_server
+from tests.unit.streams_server import (
+    StartServer,
+    StreamsProvider,
+)
 from tests.unit.test_api_streams import EXEC, query, settled
-from vkpy.api.streaming import SESSIONS, StreamSettings
+from vkpy.api.streaming import SESSIONS
 from vkpy.streams.channels import encode_resize
-
-StartServer = Callable[..., Awaitable[StreamsServer]]
-
-
-@pytest.fixture
-async def start() -> AsyncIterator[StartServer]:
-    servers: list[StreamsServer] = []
-    sessions: list[aiohttp.ClientSession] = []
-
-    async def start_one(provider: Any = None, **settings: Any) -> StreamsServer:
-        server = await start_server(
-            provider if provider is not None else StreamsProvider(), StreamSettings(**settings)
-        )
-        servers.append(server)
-        return server
-
-    yield start_one
-    for session in sessions:
-        await session.close()
-    for server in servers:
-        await server.runner.cleanup()
 
 
 async def collect(ws: aiohttp.ClientWebSocketResponse, timeout: float = 10.0) -> list[bytes | str]:
