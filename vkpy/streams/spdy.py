@@ -15,334 +15,82 @@ and the header count are all limited.  Any malformed input ends in ``ProtocolErr
 
 from __future__ import annotations
 
-import enum
-import struct
-import zlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from vkpy.streams.spdy_dictionary import SPDY3_DICTIONARY
-
-SPDY_VERSION = 3
-MAX_SEND_DATA_FRAME = 32 * 1024
-"""Outgoing DATA payloads are split into frames of at most this many bytes."""
-FLAG_FIN = 0x01
-FLAG_UNIDIRECTIONAL = 0x02
-_MAX_STREAM_ID = 0x7FFF_FFFF
-_HEADER = struct.Struct(">II")
-_U32 = struct.Struct(">I")
-_COMPRESS_WINDOW_BITS = 11
-_COMPRESS_MEM_LEVEL = 5
-
-
-class FrameType(enum.IntEnum):
-    SYN_STREAM = 1
-    SYN_REPLY = 2
-    RST_STREAM = 3
-    SETTINGS = 4
-    PING = 6
-    GOAWAY = 7
-    HEADERS = 8
-    WINDOW_UPDATE = 9
-
-
-class RstStatus(enum.IntEnum):
-    """RST_STREAM status codes of SPDY/3."""
-
-    PROTOCOL_ERROR = 1
-    INVALID_STREAM = 2
-    REFUSED_STREAM = 3
-    UNSUPPORTED_VERSION = 4
-    CANCEL = 5
-    INTERNAL_ERROR = 6
-    FLOW_CONTROL_ERROR = 7
-    STREAM_IN_USE = 8
-    STREAM_ALREADY_CLOSED = 9
-    INVALID_CREDENTIALS = 10
-    FRAME_TOO_LARGE = 11
-
-
-class GoAwayStatus(enum.IntEnum):
-    """GOAWAY status codes as spdystream numbers them (the draft uses 11 for INTERNAL_ERROR)."""
-
-    OK = 0
-    PROTOCOL_ERROR = 1
-    INTERNAL_ERROR = 2
-
-
-class Violation(enum.Enum):
-    """What the peer did wrong; carried by ``ProtocolError.violation``."""
-
-    UNSUPPORTED_VERSION = "unsupported version"
-    FRAME_TOO_LARGE = "control frame too large"
-    BAD_FRAME = "malformed frame"
-    ZERO_STREAM_ID = "stream id zero"
-    BAD_COMPRESSION = "header block does not decompress"
-    BAD_HEADER_BLOCK = "malformed header block"
-    HEADER_BLOCK_TOO_LARGE = "header block too large"
-
-
-class SpdyError(Exception):
-    """Base of the errors raised by this module."""
-
-
-class ProtocolError(SpdyError):
-    """The peer broke SPDY/3.1; the connection is unusable (a GOAWAY is already queued)."""
-
-    def __init__(self, violation: Violation, detail: str = "") -> None:
-        super().__init__(f"{violation.value}: {detail}" if detail else violation.value)
-        self.violation = violation
-
-
-class StreamStateError(SpdyError):
-    """A local call that the stream's state does not allow (e.g. a second SYN_REPLY)."""
-
-    def __init__(self, stream_id: int, detail: str) -> None:
-        super().__init__(f"stream {stream_id}: {detail}")
-        self.stream_id = stream_id
-
-
-class StreamClosedError(StreamStateError):
-    """Sending on a stream that is unknown, already FIN'd by us, or reset by either side."""
-
-
-class ConnectionClosedError(SpdyError):
-    """Opening a stream after the peer sent GOAWAY, or after the stream ids ran out."""
-
-
-@dataclass(frozen=True, slots=True)
-class SpdyLimits:
-    """Bounds on what one connection buffers for a peer.
-
-    DATA payloads are never buffered (they are streamed out), so these bound memory.
-    """
-
-    max_control_frame: int = 256 * 1024
-    """Largest control frame body accepted, in bytes (the wire allows 16 MiB)."""
-    max_header_block: int = 256 * 1024
-    """Largest decompressed header block, in bytes."""
-    max_header_count: int = 1024
-    """Most name/value pairs in one header block."""
-    max_open_streams: int = 1024
-    """Most streams tracked at once; further SYN_STREAMs are refused with RST_STREAM."""
-
-
-# --- events --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StreamOpened:
-    """The peer sent SYN_STREAM. Multiple values of one header are joined by NUL."""
-
-    stream_id: int
-    headers: Mapping[str, str] = field(hash=False)
-    fin: bool = False
-    unidirectional: bool = False
-    associated_stream_id: int = 0
-    priority: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class StreamReplied:
-    """The peer answered a stream we opened with SYN_REPLY."""
-
-    stream_id: int
-    headers: Mapping[str, str] = field(hash=False)
-    fin: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class HeadersReceived:
-    stream_id: int
-    headers: Mapping[str, str] = field(hash=False)
-    fin: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class DataReceived:
-    """Payload bytes for a stream; one DATA frame may arrive as several of these.
-
-    ``fin`` is set on the last piece of a frame carrying FIN (possibly with empty data).
-    """
-
-    stream_id: int
-    data: bytes
-    fin: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class StreamReset:
-    stream_id: int
-    status: int
-
-
-@dataclass(frozen=True, slots=True)
-class SettingsReceived:
-    settings: Mapping[int, int] = field(hash=False)
-    clear_persisted: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class PingReceived:
-    """The peer pinged us; the echo is already queued in ``data_to_send()``."""
-
-    ping_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class PingAcknowledged:
-    """A PING with our own parity came back: the answer to one of ours."""
-
-    ping_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class GoAwayReceived:
-    last_good_stream_id: int
-    status: int
-
-
-@dataclass(frozen=True, slots=True)
-class WindowUpdateReceived:
-    """Reported for completeness; flow control is never enforced."""
-
-    stream_id: int
-    delta: int
-
-
-Event = (
-    StreamOpened
-    | StreamReplied
-    | HeadersReceived
-    | DataReceived
-    | StreamReset
-    | SettingsReceived
-    | PingReceived
-    | PingAcknowledged
-    | GoAwayReceived
-    | WindowUpdateReceived
+from vkpy.streams.spdy_wire import (
+    FLAG_FIN,
+    FLAG_UNIDIRECTIONAL,
+    FRAME_HEADER,
+    MAX_SEND_DATA_FRAME,
+    MAX_STREAM_ID,
+    SPDY_VERSION,
+    U32,
+    ConnectionClosedError,
+    DataReceived,
+    Event,
+    FrameType,
+    GoAwayReceived,
+    GoAwayStatus,
+    HeaderCompressor,
+    HeaderDecompressor,
+    HeadersIn,
+    HeadersReceived,
+    PingAcknowledged,
+    PingReceived,
+    ProtocolError,
+    RstStatus,
+    SettingsReceived,
+    SpdyError,
+    SpdyLimits,
+    StreamClosedError,
+    StreamOpened,
+    StreamReplied,
+    StreamReset,
+    StreamStateError,
+    Violation,
+    WindowUpdateReceived,
+    control_frame,
+    data_frame,
+    decode_header_block,
+    encode_header_block,
+    header_values,
 )
 
-HeadersIn = Mapping[str, str | Sequence[str]]
-"""Outgoing headers: a value may be a list, sent NUL-joined. Names are lowercased."""
-
-
-def header_values(value: str) -> list[str]:
-    """Split a received header value into its NUL-separated entries."""
-    return value.split("\x00")
-
-
-# --- header blocks -----------------------------------------------------------------------
-
-
-def encode_header_block(headers: HeadersIn) -> bytes:
-    """Serialize headers as an uncompressed SPDY/3 block; names are lowercased."""
-    merged: dict[str, str] = {}
-    for name, value in headers.items():
-        key = name.lower()
-        if not key:
-            raise ValueError("empty header name")
-        text = value if isinstance(value, str) else "\x00".join(value)
-        merged[key] = f"{merged[key]}\x00{text}" if key in merged else text
-    parts = [_U32.pack(len(merged))]
-    for key, text in merged.items():
-        for item in (key, text):
-            raw = item.encode("utf-8", "surrogateescape")
-            parts.append(_U32.pack(len(raw)))
-            parts.append(raw)
-    return b"".join(parts)
-
-
-def decode_header_block(block: bytes, max_count: int = 1024) -> dict[str, str]:
-    """Parse an uncompressed SPDY/3 block; uppercase names are lowercased and repeats merged."""
-    if len(block) < 4:
-        raise ProtocolError(Violation.BAD_HEADER_BLOCK, "no pair count")
-    (count,) = _U32.unpack_from(block, 0)
-    if count > max_count:
-        raise ProtocolError(Violation.BAD_HEADER_BLOCK, f"{count} pairs")
-    if count * 8 > len(block) - 4:
-        raise ProtocolError(Violation.BAD_HEADER_BLOCK, "truncated")
-    headers: dict[str, str] = {}
-    pos = 4
-    for _ in range(count):
-        name, pos = _read_string(block, pos)
-        value, pos = _read_string(block, pos)
-        key = name.lower()
-        if not key:
-            raise ProtocolError(Violation.BAD_HEADER_BLOCK, "empty header name")
-        headers[key] = f"{headers[key]}\x00{value}" if key in headers else value
-    if pos != len(block):
-        raise ProtocolError(Violation.BAD_HEADER_BLOCK, "trailing bytes")
-    return headers
-
-
-def _read_string(block: bytes, pos: int) -> tuple[str, int]:
-    if pos + 4 > len(block):
-        raise ProtocolError(Violation.BAD_HEADER_BLOCK, "truncated")
-    (size,) = _U32.unpack_from(block, pos)
-    end = pos + 4 + size
-    if end > len(block):
-        raise ProtocolError(Violation.BAD_HEADER_BLOCK, "truncated")
-    return block[pos + 4 : end].decode("utf-8", "surrogateescape"), end
-
-
-class HeaderCompressor:
-    """The outbound zlib context: one per connection, sync-flushed after every block.
-
-    A 2 KiB window (still larger than the dictionary) and a small hash table keep it near
-    30 KiB instead of zlib's default 260 KiB; header blocks are few and tiny, so the
-    compression ratio does not suffer, and any zlib reader accepts the smaller window.
-    """
-
-    def __init__(self) -> None:
-        self._zlib = zlib.compressobj(
-            zlib.Z_DEFAULT_COMPRESSION,
-            zlib.DEFLATED,
-            _COMPRESS_WINDOW_BITS,
-            _COMPRESS_MEM_LEVEL,
-            zdict=SPDY3_DICTIONARY,
-        )
-
-    def compress(self, headers: HeadersIn) -> bytes:
-        block = encode_header_block(headers)
-        return self._zlib.compress(block) + self._zlib.flush(zlib.Z_SYNC_FLUSH)
-
-
-class HeaderDecompressor:
-    """The inbound zlib context: one per connection, output bounded per block."""
-
-    def __init__(self, limits: SpdyLimits | None = None) -> None:
-        self._limits = limits or SpdyLimits()
-        self._zlib = zlib.decompressobj(zdict=SPDY3_DICTIONARY)
-
-    def decompress(self, payload: bytes) -> dict[str, str]:
-        limit = self._limits.max_header_block
-        try:
-            raw = self._zlib.decompress(payload, limit + 1)
-        except zlib.error as exc:
-            raise ProtocolError(Violation.BAD_COMPRESSION, str(exc)) from None
-        if len(raw) > limit or self._zlib.unconsumed_tail:
-            raise ProtocolError(Violation.HEADER_BLOCK_TOO_LARGE, f"over {limit} bytes")
-        if self._zlib.eof:
-            raise ProtocolError(Violation.BAD_COMPRESSION, "peer ended the zlib stream")
-        return decode_header_block(raw, self._limits.max_header_count)
-
-
-# --- frames ------------------------------------------------------------------------------
-
-
-def control_frame(frame_type: int, flags: int, body: bytes) -> bytes:
-    """Frame ``body`` as a SPDY/3 control frame."""
-    return (
-        _HEADER.pack(0x8000_0000 | SPDY_VERSION << 16 | frame_type, flags << 24 | len(body)) + body
-    )
-
-
-def data_frame(stream_id: int, data: bytes, fin: bool = False) -> bytes:
-    """Frame ``data`` (at most 16 MiB - 1) as one SPDY DATA frame."""
-    return (
-        _HEADER.pack(stream_id & _MAX_STREAM_ID, (FLAG_FIN if fin else 0) << 24 | len(data)) + data
-    )
+__all__ = [
+    "FLAG_FIN",
+    "FLAG_UNIDIRECTIONAL",
+    "MAX_SEND_DATA_FRAME",
+    "SPDY_VERSION",
+    "ConnectionClosedError",
+    "DataReceived",
+    "Event",
+    "FrameType",
+    "GoAwayReceived",
+    "GoAwayStatus",
+    "HeaderCompressor",
+    "HeaderDecompressor",
+    "HeadersIn",
+    "HeadersReceived",
+    "PingAcknowledged",
+    "PingReceived",
+    "ProtocolError",
+    "RstStatus",
+    "SettingsReceived",
+    "SpdyError",
+    "SpdyLimits",
+    "StreamClosedError",
+    "StreamOpened",
+    "StreamReplied",
+    "StreamReset",
+    "StreamStateError",
+    "Violation",
+    "WindowUpdateReceived",
+    "control_frame",
+    "data_frame",
+    "decode_header_block",
+    "encode_header_block",
+    "header_values",
+]
 
 
 @dataclass(slots=True)
@@ -447,12 +195,12 @@ class SpdyConnection:
         if self._goaway_received:
             raise ConnectionClosedError("peer sent GOAWAY")
         stream_id = self._next_stream_id
-        if stream_id > _MAX_STREAM_ID:
+        if stream_id > MAX_STREAM_ID:
             raise ConnectionClosedError("stream ids exhausted")
         self._next_stream_id += 2
         flags = (FLAG_FIN if fin else 0) | (FLAG_UNIDIRECTIONAL if unidirectional else 0)
         block = self._compressor.compress(headers)
-        body = _U32.pack(stream_id) + _U32.pack(0) + b"\x00\x00" + block
+        body = U32.pack(stream_id) + U32.pack(0) + b"\x00\x00" + block
         self._outbound += control_frame(FrameType.SYN_STREAM, flags, body)
         self._streams[stream_id] = _Stream(
             local=True, local_closed=fin, remote_closed=unidirectional
@@ -468,7 +216,7 @@ class SpdyConnection:
         block = self._compressor.compress(headers or {})
         stream.replied = True
         self._outbound += control_frame(
-            FrameType.SYN_REPLY, FLAG_FIN if fin else 0, _U32.pack(stream_id) + block
+            FrameType.SYN_REPLY, FLAG_FIN if fin else 0, U32.pack(stream_id) + block
         )
         self._close_local(stream_id, fin)
 
@@ -476,7 +224,7 @@ class SpdyConnection:
         self._replied(stream_id)
         block = self._compressor.compress(headers)
         self._outbound += control_frame(
-            FrameType.HEADERS, FLAG_FIN if fin else 0, _U32.pack(stream_id) + block
+            FrameType.HEADERS, FLAG_FIN if fin else 0, U32.pack(stream_id) + block
         )
         self._close_local(stream_id, fin)
 
@@ -498,9 +246,11 @@ class SpdyConnection:
 
     def reset(self, stream_id: int, status: int = RstStatus.CANCEL) -> None:
         """Send RST_STREAM and forget the stream (allowed for unknown streams too)."""
-        if not 0 < stream_id <= _MAX_STREAM_ID or not 0 < status <= 0xFFFF_FFFF:
+        if not 0 < stream_id <= MAX_STREAM_ID or not 0 < status <= 0xFFFF_FFFF:
             raise ValueError("RST_STREAM needs a stream id and a non-zero status")
-        self._outbound += control_frame(FrameType.RST_STREAM, 0, _HEADER.pack(stream_id, status))
+        self._outbound += control_frame(
+            FrameType.RST_STREAM, 0, FRAME_HEADER.pack(stream_id, status)
+        )
         self._streams.pop(stream_id, None)
 
     def goaway(self, status: int = GoAwayStatus.OK) -> None:
@@ -508,7 +258,7 @@ class SpdyConnection:
         if self._goaway_sent:
             return
         self._goaway_sent = True
-        body = _HEADER.pack(self._last_peer_stream_id, status)
+        body = FRAME_HEADER.pack(self._last_peer_stream_id, status)
         self._outbound += control_frame(FrameType.GOAWAY, 0, body)
 
     def ping(self, ping_id: int | None = None) -> int:
@@ -516,10 +266,10 @@ class SpdyConnection:
         if ping_id is None:
             ping_id = self._next_ping_id
             step = self._next_ping_id + 2
-            self._next_ping_id = step if step <= _MAX_STREAM_ID else step - (_MAX_STREAM_ID - 1)
+            self._next_ping_id = step if step <= MAX_STREAM_ID else step - (MAX_STREAM_ID - 1)
         elif not 0 <= ping_id <= 0xFFFF_FFFF:
             raise ValueError("PING id must fit in 32 bits")
-        self._outbound += control_frame(FrameType.PING, 0, _U32.pack(ping_id))
+        self._outbound += control_frame(FrameType.PING, 0, U32.pack(ping_id))
         return ping_id
 
     def _writable(self, stream_id: int) -> _Stream:
@@ -583,7 +333,7 @@ class SpdyConnection:
                     return pos
             if len(buf) - pos < 8:
                 return pos
-            first, second = _HEADER.unpack_from(buf, pos)
+            first, second = FRAME_HEADER.unpack_from(buf, pos)
             flags, length = second >> 24, second & 0xFF_FFFF
             if not first & 0x8000_0000:
                 pos += 8
@@ -658,8 +408,8 @@ class SpdyConnection:
     def _on_syn_stream(self, flags: int, body: bytes, events: list[Event]) -> None:
         if len(body) < 10:
             raise ProtocolError(Violation.BAD_FRAME, "short SYN_STREAM")
-        stream_id, associated = _HEADER.unpack_from(body, 0)
-        stream_id &= _MAX_STREAM_ID
+        stream_id, associated = FRAME_HEADER.unpack_from(body, 0)
+        stream_id &= MAX_STREAM_ID
         headers = self._decompressor.decompress(body[10:])
         if stream_id == 0:
             raise ProtocolError(Violation.ZERO_STREAM_ID, "SYN_STREAM")
@@ -675,9 +425,7 @@ class SpdyConnection:
         fin, one_way = bool(flags & FLAG_FIN), bool(flags & FLAG_UNIDIRECTIONAL)
         self._streams[stream_id] = _Stream(local=False, local_closed=one_way, remote_closed=fin)
         events.append(
-            StreamOpened(
-                stream_id, headers, fin, one_way, associated & _MAX_STREAM_ID, body[8] >> 5
-            )
+            StreamOpened(stream_id, headers, fin, one_way, associated & MAX_STREAM_ID, body[8] >> 5)
         )
         self._forget_if_done(stream_id)
 
@@ -714,7 +462,7 @@ class SpdyConnection:
     def _stream_headers(self, body: bytes, name: str) -> tuple[int, dict[str, str]]:
         if len(body) < 4:
             raise ProtocolError(Violation.BAD_FRAME, f"short {name}")
-        stream_id = _U32.unpack_from(body, 0)[0] & _MAX_STREAM_ID
+        stream_id = U32.unpack_from(body, 0)[0] & MAX_STREAM_ID
         headers = self._decompressor.decompress(body[4:])
         if stream_id == 0:
             raise ProtocolError(Violation.ZERO_STREAM_ID, name)
@@ -722,7 +470,7 @@ class SpdyConnection:
 
     def _on_rst_stream(self, flags: int, body: bytes, events: list[Event]) -> None:
         stream_id, status = _fixed_pair(body, "RST_STREAM")
-        stream_id &= _MAX_STREAM_ID
+        stream_id &= MAX_STREAM_ID
         if stream_id == 0:
             raise ProtocolError(Violation.ZERO_STREAM_ID, "RST_STREAM")
         if status == 0:
@@ -731,15 +479,15 @@ class SpdyConnection:
             events.append(StreamReset(stream_id, status))
 
     def _on_settings(self, flags: int, body: bytes, events: list[Event]) -> None:
-        if len(body) < 4 or len(body) != 4 + 8 * _U32.unpack_from(body, 0)[0]:
+        if len(body) < 4 or len(body) != 4 + 8 * U32.unpack_from(body, 0)[0]:
             raise ProtocolError(Violation.BAD_FRAME, "SETTINGS length")
-        settings = {key & 0xFF_FFFF: value for key, value in _HEADER.iter_unpack(body[4:])}
+        settings = {key & 0xFF_FFFF: value for key, value in FRAME_HEADER.iter_unpack(body[4:])}
         events.append(SettingsReceived(settings, bool(flags & 0x01)))
 
     def _on_ping(self, flags: int, body: bytes, events: list[Event]) -> None:
         if len(body) != 4:
             raise ProtocolError(Violation.BAD_FRAME, "PING length")
-        (ping_id,) = _U32.unpack(body)
+        (ping_id,) = U32.unpack(body)
         if ping_id % 2 == self._next_ping_id % 2:
             events.append(PingAcknowledged(ping_id))
             return
@@ -749,17 +497,17 @@ class SpdyConnection:
     def _on_goaway(self, flags: int, body: bytes, events: list[Event]) -> None:
         last_good, status = _fixed_pair(body, "GOAWAY")
         self._goaway_received = True
-        events.append(GoAwayReceived(last_good & _MAX_STREAM_ID, status))
+        events.append(GoAwayReceived(last_good & MAX_STREAM_ID, status))
 
     def _on_window_update(self, flags: int, body: bytes, events: list[Event]) -> None:
         stream_id, delta = _fixed_pair(body, "WINDOW_UPDATE")
-        events.append(WindowUpdateReceived(stream_id & _MAX_STREAM_ID, delta & _MAX_STREAM_ID))
+        events.append(WindowUpdateReceived(stream_id & MAX_STREAM_ID, delta & MAX_STREAM_ID))
 
 
 def _fixed_pair(body: bytes, name: str) -> tuple[int, int]:
     if len(body) != 8:
         raise ProtocolError(Violation.BAD_FRAME, f"{name} length {len(body)}")
-    first, second = _HEADER.unpack(body)
+    first, second = FRAME_HEADER.unpack(body)
     return first, second
 
 
