@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import signal
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.integration.agent import Kube, sim_pod, wait_for
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.agent import Kube, free_port, sim_pod, wait_for
 from tests.integration.conftest import StartAgent
 
 
@@ -275,3 +278,33 @@ def test_active_deadline_fails_the_pod(kube: Kube, start_agent: StartAgent) -> N
     )
     assert failed["status"]["reason"] == "DeadlineExceeded"
     assert not list((agent.state_dir / "sim").glob("*.json"))
+
+
+def test_prometheus_metrics_count_pod_operations(kube: Kube, start_agent: StartAgent) -> None:
+    port = free_port()
+    agent = start_agent(args=[f"--metrics-port={port}"])
+    kube.create(sim_pod("counted", agent.node_name))
+    wait_for("Running", lambda: kube.phase("counted") == "Running")
+
+    def samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    got = wait_for(
+        "a written status in the metrics",
+        lambda: (
+            (m := samples())
+            and m.get(("vkpy_pod_status_updates_total", (("outcome", "written"),)), 0) >= 1
+            and m
+        ),
+    )
+    assert got[("vkpy_pod_operations_total", (("operation", "create"), ("outcome", "ok")))] >= 1
+    assert got[("vkpy_pod_operation_duration_seconds_count", (("operation", "create"),))] >= 1
+    assert any(name == "vkpy_api_requests_total" and value > 0 for (name, _), value in got.items())
+    assert ("vkpy_pod_queue_depth", ()) in got
+    assert got[("vkpy_pods", ())] >= 1
