@@ -427,3 +427,29 @@ def test_tokens_are_renewed_after_a_restart(
     agent.start()
     wait_for("a renewed token", lambda: token_path.read_text() != first, timeout=30)
     assert kube.phase("tokened") == "Running"
+
+
+def test_a_recreated_pod_is_not_hit_by_the_old_deletion(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
+    slow_stop = "trap 'sleep 4; exit 0' TERM; while :; do sleep 0.2; done"
+    first = kube.create(
+        process_pod("same", agent.node_name, slow_stop, terminationGracePeriodSeconds=20)
+    )
+    wait_for("Running", lambda: phase_is(kube, "same", "Running"))
+    # vkpy is busy stopping the old pod (its trap takes 4 s) when the object is
+    # force-deleted and a new pod of the same name appears: vkpy's final DELETE of the
+    # old pod carries the old UID as a precondition and must leave the new one alone.
+    kube.kubectl("delete", "pod", "same", "-n", kube.namespace, "--wait=false")
+    time.sleep(0.5)
+    kube.kubectl("delete", "pod", "same", "-n", kube.namespace, "--force", "--grace-period=0")
+    second = kube.create(process_pod("same", agent.node_name, "sleep 3600"))
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    wait_for("the new pod Running", lambda: phase_is(kube, "same", "Running"))
+    time.sleep(6)  # past the old pod's stop and vkpy's DELETE of it
+    pod = kube.get("pod", "same")
+    assert pod is not None
+    assert pod["metadata"]["uid"] == second["metadata"]["uid"]
+    assert pod["metadata"].get("deletionTimestamp") is None
+    assert pod["status"]["phase"] == "Running"
