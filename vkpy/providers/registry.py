@@ -29,47 +29,46 @@ class ProviderConfigError(ValueError):
     """The backend's configuration is invalid; the message says what to fix."""
 
 
+def _build(name: str, make: Callable[[], Provider]) -> Provider:
+    """Run a backend's constructor, turning its config errors into ProviderConfigError."""
+    try:
+        return make()
+    except (TypeError, ValueError) as error:
+        raise ProviderConfigError(f"{name}: {error}") from error
+
+
 def _sim(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
     sim = importlib.import_module("vkpy.providers.sim")
-    try:
-        config = sim.SimConfig.from_dict(raw, state_dir=ctx.state_dir)
-    except (TypeError, ValueError) as error:
-        raise ProviderConfigError(f"sim: {error}") from error
-    provider: Provider = sim.SimProvider(config)
-    return provider
+    return _build(
+        "sim", lambda: sim.SimProvider(sim.SimConfig.from_dict(raw, state_dir=ctx.state_dir))
+    )
 
 
 def _lambda(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
-    module = importlib.import_module("vkpy.providers.awslambda")
-    try:
-        config = module.LambdaConfig.from_dict(raw)
-    except (TypeError, ValueError) as error:
-        raise ProviderConfigError(f"lambda: {error}") from error
-    provider: Provider = module.LambdaProvider(config, ctx.node_name)
-    return provider
+    aws = importlib.import_module("vkpy.providers.awslambda")
+    return _build(
+        "lambda", lambda: aws.LambdaProvider(aws.LambdaConfig.from_dict(raw), ctx.node_name)
+    )
 
 
 def _fargate(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
-    module = importlib.import_module("vkpy.providers.fargate")
-    try:
-        config = module.FargateConfig.from_dict(raw)
-    except (TypeError, ValueError) as error:
-        raise ProviderConfigError(f"fargate: {error}") from error
-    provider: Provider = module.FargateProvider(config, ctx.node_name)
-    return provider
+    aws = importlib.import_module("vkpy.providers.fargate")
+    return _build(
+        "fargate", lambda: aws.FargateProvider(aws.FargateConfig.from_dict(raw), ctx.node_name)
+    )
 
 
 def _process(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
-    config_module = importlib.import_module("vkpy.providers.process.config")
-    provider_module = importlib.import_module("vkpy.providers.process.provider")
-    try:
-        config = config_module.ProcessConfig.from_dict(
-            raw, state_dir=ctx.state_dir, internal_ip=ctx.internal_ip
-        )
-    except (TypeError, ValueError) as error:
-        raise ProviderConfigError(f"process: {error}") from error
-    provider: Provider = provider_module.ProcessProvider(config)
-    return provider
+    config = importlib.import_module("vkpy.providers.process.config")
+    provider = importlib.import_module("vkpy.providers.process.provider")
+    return _build(
+        "process",
+        lambda: provider.ProcessProvider(
+            config.ProcessConfig.from_dict(
+                raw, state_dir=ctx.state_dir, internal_ip=ctx.internal_ip
+            )
+        ),
+    )
 
 
 _FACTORIES: dict[str, Factory] = {
