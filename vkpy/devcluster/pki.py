@@ -103,7 +103,7 @@ class CertificateAuthority:
             .not_valid_before(not_before)
             .not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(_ca_key_usage(), critical=True)
+            .add_extension(_key_usage(ca=True), critical=True)
             .add_extension(ski, critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski),
@@ -155,30 +155,17 @@ class CertificateAuthority:
         )
 
 
-def _ca_key_usage() -> x509.KeyUsage:
+def _key_usage(ca: bool) -> x509.KeyUsage:
+    """Digital signature, plus certificate and CRL signing for a CA. Leaf keys are ECDSA,
+    so key encipherment (RSA key transport) does not apply."""
     return x509.KeyUsage(
         digital_signature=True,
         content_commitment=False,
         key_encipherment=False,
         data_encipherment=False,
         key_agreement=False,
-        key_cert_sign=True,
-        crl_sign=True,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-def _leaf_key_usage() -> x509.KeyUsage:
-    # Leaf keys are ECDSA: key encipherment (RSA key transport) does not apply.
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=False,
-        crl_sign=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
         encipher_only=False,
         decipher_only=False,
     )
@@ -246,7 +233,7 @@ def issue_cert(
         .not_valid_before(not_before)
         .not_valid_after(min(not_after, ca_cert.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_leaf_key_usage(), critical=True)
+        .add_extension(_key_usage(ca=False), critical=True)
         .add_extension(_extended_key_usage(client, server), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
         .add_extension(_authority_key_identifier(ca_cert), critical=False)
