@@ -11,10 +11,13 @@ Credentials are never in the config file: they come from the standard AWS chain
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from vkpy import __version__
 from vkpy.providers.aws.retry import RetryPolicy
+from vkpy.providers.base import NodeInfo, NodeResources
 from vkpy.quantity import QuantityError, parse_quantity
 
 
@@ -147,3 +150,18 @@ class AwsSettings:
             capacity=capacity,
             allocatable=allocatable,
         )
+
+    def node_resources(self) -> NodeResources:
+        return NodeResources(capacity=self.capacity, allocatable=self.allocatable)
+
+
+def aws_node_info(runtime: str, os_image: str) -> NodeInfo:
+    """What an AWS-backed Node reports in nodeInfo: the pods run on Linux/amd64."""
+    return NodeInfo(
+        operating_system="linux",
+        architecture="amd64",
+        runtime_name=runtime,
+        runtime_version=__version__,
+        kernel_version=platform.release(),
+        os_image=os_image,
+    )

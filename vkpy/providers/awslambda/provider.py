@@ -12,16 +12,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import platform
 from collections.abc import AsyncIterator, Sequence
 from typing import Literal
 
-from vkpy import __version__
 from vkpy.providers.aws import tags
 from vkpy.providers.aws.clients import AwsClients, AwsObject
 from vkpy.providers.aws.cloudwatch_logs import FollowPolicy, LogSource, read_logs
 from vkpy.providers.aws.naming import PREFIX, function_name
 from vkpy.providers.aws.retry import AwsApiError, not_found
+from vkpy.providers.aws.settings import aws_node_info
 from vkpy.providers.awslambda import function_spec, invoke
 from vkpy.providers.awslambda.config import LambdaConfig
 from vkpy.providers.awslambda.function_spec import FunctionSpec
@@ -80,19 +79,12 @@ class LambdaProvider:
         await self._clients.close()
 
     def node_info(self) -> NodeInfo:
-        return NodeInfo(
-            operating_system="linux",
-            architecture="amd64",
-            runtime_name="lambda",
-            runtime_version=__version__,
-            kernel_version=platform.release(),
-            os_image=f"AWS Lambda ({self._clients.region or self._config.aws.region or '-'})",
+        return aws_node_info(
+            "lambda", f"AWS Lambda ({self._clients.region or self._config.aws.region or '-'})"
         )
 
     def node_resources(self) -> NodeResources:
-        return NodeResources(
-            capacity=self._config.aws.capacity, allocatable=self._config.aws.allocatable
-        )
+        return self._config.aws.node_resources()
 
     async def ping(self) -> None:
         await self._clients.call("lambda", "get_account_settings")

@@ -14,16 +14,15 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import platform
 import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
-from vkpy import __version__
 from vkpy.providers.aws import tags
 from vkpy.providers.aws.clients import AwsClients, AwsObject
 from vkpy.providers.aws.cloudwatch_logs import FollowPolicy, LogSource, read_logs
 from vkpy.providers.aws.retry import AwsApiError, not_found
+from vkpy.providers.aws.settings import aws_node_info
 from vkpy.providers.base import (
     LogQuery,
     LogRecord,
@@ -85,19 +84,12 @@ class FargateProvider:
         await self._clients.close()
 
     def node_info(self) -> NodeInfo:
-        return NodeInfo(
-            operating_system="linux",
-            architecture="amd64",
-            runtime_name="fargate",
-            runtime_version=__version__,
-            kernel_version=platform.release(),
-            os_image=f"AWS Fargate (cluster {self._config.cluster}, {self._clients.region})",
+        return aws_node_info(
+            "fargate", f"AWS Fargate (cluster {self._config.cluster}, {self._clients.region})"
         )
 
     def node_resources(self) -> NodeResources:
-        return NodeResources(
-            capacity=self._config.aws.capacity, allocatable=self._config.aws.allocatable
-        )
+        return self._config.aws.node_resources()
 
     async def ping(self) -> None:
         if not await self._ecs.cluster_active():
