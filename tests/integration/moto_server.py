@@ -365,3 +365,19 @@ def fake_aws_environment(endpoint: str) -> Iterator[dict[str, str]]:
         for key in values:
             os.environ.pop(key, None)
         os.environ.update(saved)
+
+
+def exit_code_rewrite(task_arn: str, code: int) -> Any:
+    """DescribeTasks reports `code` for the task's containers once it stopped (moto
+    always reports 0)."""
+
+    def rewrite(call: Call, document: dict[str, Any]) -> dict[str, Any] | None:
+        if not call.operation.endswith(".DescribeTasks"):
+            return None
+        for task in document.get("tasks") or []:
+            if task.get("taskArn") == task_arn and task.get("lastStatus") == "STOPPED":
+                for container in task.get("containers") or []:
+                    container["exitCode"] = code
+        return document
+
+    return rewrite

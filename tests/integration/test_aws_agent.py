@@ -25,7 +25,7 @@ from tests.integration.aws_fixtures import (  # noqa: F401 - fixtures
     moto,
 )
 from tests.integration.conftest import StartAgent
-from tests.integration.moto_server import Aws, AwsProxy, Call, MotoServer
+from tests.integration.moto_server import Aws, AwsProxy, Call, MotoServer, exit_code_rewrite
 from vkpy.providers.aws.naming import function_name, task_family
 from vkpy.providers.base import PodRef
 
@@ -93,17 +93,20 @@ def make_task_provisioning(document: dict[str, Any]) -> None:
         document["tasks"][0]["lastStatus"] = "PROVISIONING"
 
 
-def exit_code(task_arn: str, code: int) -> Any:
-    def rewrite(call: Call, document: dict[str, Any]) -> dict[str, Any] | None:
-        if not call.operation.endswith(".DescribeTasks"):
-            return None
-        for task in document.get("tasks") or []:
-            if task.get("taskArn") == task_arn and task.get("lastStatus") == "STOPPED":
-                for c in task.get("containers") or []:
-                    c["exitCode"] = code
-        return document
-
-    return rewrite
+def pending_then_running(kube: Kube, name: str, while_: str) -> dict[str, Any]:
+    """Wait for the pod to show ContainerCreating while Pending, then to run."""
+    pending = wait_for(
+        f"ContainerCreating while {while_}",
+        lambda: (
+            (p := kube.get("pod", name))
+            and (container(p).get("state") or {}).get("waiting", {}).get("reason")
+            == "ContainerCreating"
+            and p
+        ),
+    )
+    assert pending["status"]["phase"] == "Pending"
+    running: dict[str, Any] = wait_for("Running", phase_is(kube, name, "Running"), timeout=60)
+    return running
 
 
 def events(kube: Kube, name: str) -> dict[str, str]:
@@ -139,17 +142,7 @@ def test_lambda_pod_pending_then_running_logs_exec_and_delete(
         }
     ]
     created = kube.create(manifest)
-    pending = wait_for(
-        "ContainerCreating while Lambda creates the function",
-        lambda: (
-            (p := kube.get("pod", "fn"))
-            and (container(p).get("state") or {}).get("waiting", {}).get("reason")
-            == "ContainerCreating"
-            and p
-        ),
-    )
-    assert pending["status"]["phase"] == "Pending"
-    running = wait_for("Running", phase_is(kube, "fn", "Running"), timeout=60)
+    running = pending_then_running(kube, "fn", "Lambda creates the function")
     assert container(running)["ready"] is True
     assert "128 MB" in running["status"]["message"]  # the memory limit was raised
     wait_for(
@@ -340,17 +333,7 @@ def test_fargate_pod_pending_then_running_logs_and_delete(
         }
     ]
     created = kube.create(manifest)
-    pending = wait_for(
-        "ContainerCreating while the task provisions",
-        lambda: (
-            (p := kube.get("pod", "task"))
-            and (container(p).get("state") or {}).get("waiting", {}).get("reason")
-            == "ContainerCreating"
-            and p
-        ),
-    )
-    assert pending["status"]["phase"] == "Pending"
-    running = wait_for("Running", phase_is(kube, "task", "Running"), timeout=60)
+    running = pending_then_running(kube, "task", "the task provisions")
     task = task_of(aws, fargate_setup, created)
     assert task is not None and task["launchType"] == "FARGATE"
     eni = {d["name"]: d["value"] for d in task["attachments"][0]["details"]}
@@ -399,7 +382,7 @@ def test_fargate_exit_codes_make_succeeded_and_failed(
     for name in ("ok", "bad"):
         wait_for(f"{name} Running", phase_is(kube, name, "Running"))
     tasks = {name: task_of(aws, fargate_setup, pod) for name, pod in (("ok", ok), ("bad", bad))}
-    aws_proxy.rewrites.append(exit_code(tasks["bad"]["taskArn"], 3))  # type: ignore[index]
+    aws_proxy.rewrites.append(exit_code_rewrite(tasks["bad"]["taskArn"], 3))  # type: ignore[index]
     for task in tasks.values():
         assert task is not None
         aws(

@@ -23,7 +23,7 @@ from tests.integration.aws_fixtures import (  # noqa: F401 - fixtures
     lambda_setup,
     moto,
 )
-from tests.integration.moto_server import Aws, AwsProxy, Call, MotoServer
+from tests.integration.moto_server import Aws, AwsProxy, MotoServer, exit_code_rewrite
 from vkpy.providers.aws.naming import function_name, task_family
 from vkpy.providers.awslambda import LambdaConfig, LambdaProvider
 from vkpy.providers.base import (
@@ -259,22 +259,6 @@ async def test_lambda_converges_under_throttling(
 
 
 # --- fargate ----------------------------------------------------------------------
-
-
-def exit_code_rewrite(task_arn: str, code: int) -> Any:
-    """DescribeTasks reports `code` for the task's containers once it stopped (moto
-    always reports 0)."""
-
-    def rewrite(call: Call, document: dict[str, Any]) -> dict[str, Any] | None:
-        if not call.operation.endswith(".DescribeTasks"):
-            return None
-        for task in document.get("tasks") or []:
-            if task.get("taskArn") == task_arn and task.get("lastStatus") == "STOPPED":
-                for container in task.get("containers") or []:
-                    container["exitCode"] = code
-        return document
-
-    return rewrite
 
 
 async def wait_phase(provider: FargateProvider, ref: PodRef, phase: str) -> Any:
