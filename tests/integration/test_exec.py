@@ -141,7 +141,13 @@ def test_killed_client_ends_the_command(
     client.kill()
     client.wait()
     wait_for("the command to end", lambda: not _running_sleeps(marker), timeout=20)
-    assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
+    # An ended process stays in /proc as a zombie until its parent reaps it: wait for
+    # that too, so the check is that it is gone for good, not only that it stopped.
+    wait_for(
+        "the command to be reaped",
+        lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pids),
+        timeout=20,
+    )
     process_box.assert_released(before)
     log = agent.logs()
     assert re.search(r'"exec session ended".*outcome="client_gone"', log), log[-3000:]
