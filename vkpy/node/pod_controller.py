@@ -68,11 +68,6 @@ class PodControllerSettings:
     default_grace_period: float = 30.0
 
 
-def _same_version(a: KubeObject, b: KubeObject) -> bool:
-    version = meta(a).get("resourceVersion")
-    return version is not None and version == meta(b).get("resourceVersion")
-
-
 def _newer(candidate: KubeObject, current: KubeObject | None) -> bool:
     if current is None:
         return True
@@ -137,12 +132,9 @@ class PodController:
 
     def apply(self, event_type: str, obj: KubeObject) -> None:
         uid = str(meta(obj).get("uid"))
-        cached = self._cache.get(uid)
-        if event_type != "DELETED" and cached is not None and _same_version(obj, cached):
-            return  # the echo of our own status patch, already cached from its answer
         if event_type == "DELETED":
             self._cache.pop(uid, None)
-        elif _newer(obj, cached):
+        elif _newer(obj, self._cache.get(uid)):
             self._cache[uid] = obj
             self._refs[uid] = pod_ref(obj)
         metrics.PODS.set(len(self._cache))
