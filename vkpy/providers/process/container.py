@@ -278,7 +278,9 @@ class ContainerRunner:
         self.instance = number
         self.exit = None
         self.waiting = None
-        self.trackers = {}
+        # Fresh probe state before anyone can read this instance's status: a container
+        # with a readiness probe is not Ready until the probe says so.
+        self.trackers = self._new_trackers()
         if isinstance(result, ExitRecord):
             self.run_record = None
             self.exit = result
@@ -301,14 +303,19 @@ class ContainerRunner:
         self.dir.prune()
         self._notify()
 
+    def _new_trackers(self) -> dict[ProbeKind, ProbeTracker]:
+        return {
+            kind: ProbeTracker(spec) for kind, spec in container_probes(self.config.spec).items()
+        }
+
     async def _watch(self, fresh: bool) -> None:
         """Probe (and run postStart for a fresh start) until the instance ends."""
         supervised = self.supervised
         record = self.run_record
         assert supervised is not None and record is not None
         started = time.monotonic() - max(0.0, time.time() - record.started_ns / 1e9)
-        probes = container_probes(self.config.spec)
-        self.trackers = {kind: ProbeTracker(spec) for kind, spec in probes.items()}
+        if not self.trackers:
+            self.trackers = self._new_trackers()
         watcher = asyncio.create_task(self._probe_and_hook(fresh, started), name="probes")
         try:
             await supervised.wait()
