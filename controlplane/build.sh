@@ -62,12 +62,45 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
-echo "building Kubernetes $release control plane into $out (this takes a while the first time)" >&2
+echo "building Kubernetes $release control plane into $out" >&2
+echo "(the first build takes about 12 minutes on 2 cores; progress every 15 s)" >&2
 start=$(date +%s)
-(cd "$here" && go build -trimpath -ldflags "$ldflags" -o "$out.partial/" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
-(cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$out.partial/etcd" go.etcd.io/etcd/server/v3)
+
+# Reads `go build -v` output: counts packages compiled and modules downloaded, prints
+# a progress line now and then, and passes anything else (compiler errors) through.
+progress() {
+  local step=$1 total=$2 built=0 fetched=0 last=$SECONDS line
+  while IFS= read -r line; do
+    case $line in
+      "go: downloading "*) fetched=$((fetched + 1)) ;;
+      *" "* | "#"* | "") printf '%s\n' "$line" >&2 ;;
+      *) built=$((built + 1)) ;;
+    esac
+    if (( SECONDS - last >= 15 )); then
+      last=$SECONDS
+      printf '  %s: %d of about %d packages compiled, %d modules downloaded, %dm%02ds elapsed\n' \
+        "$step" "$built" "$total" "$fetched" $(( ($(date +%s) - start) / 60 )) $(( ($(date +%s) - start) % 60 )) >&2
+    fi
+  done
+  printf '  %s: done, %d packages compiled, %dm%02ds elapsed\n' \
+    "$step" "$built" $(( ($(date +%s) - start) / 60 )) $(( ($(date +%s) - start) % 60 )) >&2
+}
+
+# build STEP DIR OUTPUT PACKAGE...: one `go build` with progress on stderr.
+build() {
+  local step=$1 dir=$2 output=$3
+  shift 3
+  local total
+  echo "[$step] resolving $* (downloads modules the first time)" >&2
+  total=$(cd "$dir" && go list -deps "$@" 2>/dev/null | wc -l) || total=0
+  echo "[$step] compiling" >&2
+  (cd "$dir" && go build -v -trimpath -ldflags "$ldflags" -o "$output" "$@") 2>&1 | progress "$step" "$total"
+}
+
+k8s=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+build "1/2 kubernetes" "$here" "$out.partial/" "${k8s[@]/#/k8s.io/kubernetes/cmd/}"
+ldflags="-s -w"
+build "2/2 etcd" "$here/etcd" "$out.partial/etcd" go.etcd.io/etcd/server/v3
 rm -rf "$out"
 mv "$out.partial" "$out"
 echo "built in $(( $(date +%s) - start )) s" >&2
