@@ -3,14 +3,17 @@
 The pod controller only knows backends that call back when a pod may have changed
 (`PushesStatus`). For one that cannot, `StatusPoller` asks it every `interval`
 seconds for the pods it holds and their state, and calls back for every pod whose
-state differs from the last look, appeared, or vanished. Virtual Kubelet's
+state differs from the last look, appeared, or vanished (including pods the
+controller believes created that the backend does not list). Virtual Kubelet's
 `syncProviderWrapper` does the same for its providers. A failing look is logged and
 tried again at the next interval.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable, Iterable
 
 from vkpy.clock import SYSTEM_CLOCK, Clock
 from vkpy.providers.base import PodRef, PodState, Provider, PushesStatus, StatusCallback
@@ -19,11 +22,23 @@ from vkpy.providers.errors import NotFoundError, ProviderError
 log = logging.getLogger(__name__)
 
 
+Known = Callable[[], Iterable[PodRef]]
+"""The pods the caller believes the backend holds: one created and lost between
+two looks is then still noticed."""
+
+
 class StatusPoller:
     """Pushes for a backend that cannot: `on_status_change`, then `run`."""
 
-    def __init__(self, provider: Provider, interval: float, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        interval: float,
+        clock: Clock = SYSTEM_CLOCK,
+        known: Known = lambda: (),
+    ) -> None:
         self._provider = provider
+        self._known = known
         self._interval = interval
         self._clock = clock
         self._callback: StatusCallback | None = None
@@ -42,13 +57,13 @@ class StatusPoller:
 
     async def poll(self) -> None:
         """One look at every pod the backend holds."""
-        refs = list(await self._provider.list_pods())
+        listed = set(await self._provider.list_pods())
         seen: dict[PodRef, PodState | None] = {}
-        for ref in refs:
-            try:
-                state: PodState | None = await self._provider.get_pod_status(ref)
-            except NotFoundError:
-                state = None
+        for ref in sorted(listed | set(self._known())):
+            state: PodState | None = None
+            if ref in listed:
+                with contextlib.suppress(NotFoundError):
+                    state = await self._provider.get_pod_status(ref)
             seen[ref] = state
             if ref not in self._seen or self._seen[ref] != state:
                 self._changed(ref)
@@ -62,10 +77,10 @@ class StatusPoller:
 
 
 def pushing(
-    provider: Provider, interval: float, clock: Clock
+    provider: Provider, interval: float, clock: Clock, known: Known
 ) -> tuple[PushesStatus, StatusPoller | None]:
     """The backend's own push, or a poller standing in for it (to be `run`)."""
     if isinstance(provider, PushesStatus):
         return provider, None
-    poller = StatusPoller(provider, interval, clock)
+    poller = StatusPoller(provider, interval, clock, known)
     return poller, poller
