@@ -373,3 +373,49 @@ async def test_polled_backend_changes_reach_the_api() -> None:
         h.backend.lose(other["metadata"]["uid"])
         await h.clock.advance(5)
         assert h.current(other)["status"]["phase"] == "Failed"
+
+
+async def test_backend_trouble_reading_status_is_retried() -> None:
+    async with Harness() as h:
+        h.backend.fail("status", RetryableError("throttled"), times=2)
+        await h.start()
+        pod = await h.add("web")
+        await h.clock.advance(2)
+        assert h.current(pod)["status"]["phase"] == "Running"
+        assert h.backend.count("create") == 1
+
+
+async def test_pod_deleted_while_the_watch_was_down_is_stopped_after_the_relist() -> None:
+    async with Harness() as h:
+        controller = await h.start()
+        pod = await h.add("web")
+        h.kube.cut_watches(ApiError(410, "Gone", "too old"))
+        path = h.kube.pod_path(pod)
+        h.kube.objects.pop(path)  # gone without an event the watch could see
+        await h.clock.advance(60)
+        assert h.backend.count("delete", pod["metadata"]["uid"]) == 1
+        assert controller.pods() == []
+
+
+async def test_adoption_waits_for_the_backend_to_answer() -> None:
+    async with Harness() as h:
+        h.backend.fail("list", RetryableError("starting"), times=3)
+        controller = await h.start()
+        assert not controller.ready.is_set()
+        await h.clock.advance(4)
+        assert controller.ready.is_set()
+        pod = await h.add("web")
+        assert h.current(pod)["status"]["phase"] == "Running"
+
+
+async def test_the_kubelet_api_reads_pods_by_name_and_uid() -> None:
+    async with Harness() as h:
+        controller = await h.start()
+        pod = await h.add("web")
+        uid = pod["metadata"]["uid"]
+        assert controller.find("ns", "web")["metadata"]["uid"] == uid
+        assert controller.find("ns", "web", uid) is not None
+        assert controller.find("ns", "web", "other-uid") is None
+        assert controller.find("other", "web") is None
+        assert [p["metadata"]["uid"] for p in controller.pods()] == [uid]
+        assert controller.idle()
