@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from datetime import UTC, datetime
 
+from vkpy.clock import SYSTEM_CLOCK, Clock, utcnow
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.node.node_status import (
@@ -41,7 +41,9 @@ class NodeController:
         provider: Provider,
         events: EventRecorder,
         settings: NodeSettings,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         self._client = client
         self._provider = provider
         self._events = events
@@ -56,7 +58,7 @@ class NodeController:
     async def run(self) -> None:
         await self._register()
         while True:
-            await asyncio.sleep(self._settings.check_interval)
+            await self._clock.sleep(self._settings.check_interval)
             try:
                 await self.sync()
             except ApiError as error:
@@ -125,11 +127,11 @@ class NodeController:
             self._provider.node_info(),
             self._provider.node_resources(),
             health,
-            datetime.now(UTC),
+            utcnow(self._clock),
             self._conditions,
         )
         changed = self._last_sent is None or comparable(desired) != comparable(self._last_sent)
-        due = time.monotonic() - self._last_sent_at >= self._settings.status_interval
+        due = self._clock.monotonic() - self._last_sent_at >= self._settings.status_interval
         if not (force or changed or due):
             return
         if changed and self._last_sent is not None:
@@ -143,7 +145,7 @@ class NodeController:
         node = await self._client.patch(self._path + "/status", {"status": desired})
         self._conditions = list(status(node).get("conditions") or [])
         self._last_sent = desired
-        self._last_sent_at = time.monotonic()
+        self._last_sent_at = self._clock.monotonic()
 
     def _involved(self) -> InvolvedObject:
         return InvolvedObject(kind="Node", name=self._settings.name, uid=self._settings.name)
