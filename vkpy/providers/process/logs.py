@@ -21,6 +21,7 @@ from pathlib import Path
 from vkpy.providers.base import LogQuery, LogRecord
 from vkpy.providers.errors import NotFoundError
 from vkpy.providers.process.container import ContainerRunner
+from vkpy.providers.process.layout import InstanceDir
 from vkpy.providers.process.logfile import Record, log_files, parse_record
 
 FOLLOW_POLL = 0.2
@@ -34,6 +35,8 @@ class LogCursor:
         self.path = path
         self._fd: int | None = None
         self._pending = b""
+        self._mid_record = False
+        """Positioned inside a record (`skip_to_end`): its rest is not a record."""
 
     def close(self) -> None:
         if self._fd is not None:
@@ -44,6 +47,9 @@ class LogCursor:
         data = self._pending + data
         lines = data.split(b"\n")
         self._pending = lines.pop()
+        if self._mid_record and lines:
+            lines.pop(0)
+            self._mid_record = False
         return [r for line in lines if (r := parse_record(line)) is not None]
 
     def _drain(self) -> list[Record]:
@@ -68,6 +74,19 @@ class LogCursor:
             return records
         return records + self._drain()
 
+    def skip_to_end(self) -> None:
+        """Start after everything written so far, reading nothing of it: `read_more`
+        then returns only what is written from now on (attach). Cheap enough for the
+        event loop: an open and a seek, so the position is fixed before the caller
+        does anything that could make the container write."""
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # nothing written yet: read_more opens it and reads from its start
+        end = os.lseek(self._fd, 0, os.SEEK_END)
+        if end > 0:
+            self._mid_record = os.pread(self._fd, 1, end - 1) != b"\n"
+
     def read_more(self) -> list[Record]:
         """Records written since the last read, following a rotation."""
         if self._fd is None:
@@ -84,6 +103,7 @@ class LogCursor:
             records += self._drain()
             self.close()
             self._pending = b""
+            self._mid_record = False
         return records
 
 
@@ -122,15 +142,24 @@ async def read_logs(runner: ContainerRunner, pod: str, query: LogQuery) -> Async
             yield _record(record)
         if not query.follow or query.previous:
             return
-        since_query = LogQuery(container=query.container, since=query.since, streams=query.streams)
-        while True:
-            ended = instance.exit.exists() or not instance.path.exists()
-            more = await asyncio.to_thread(cursor.read_more)
-            for record in _select(more, since_query):
-                yield _record(record)
-            if ended and not more:
-                return
-            if not more:
-                await asyncio.sleep(FOLLOW_POLL)
+        async for record in follow(instance, cursor, query):
+            yield record
     finally:
         cursor.close()
+
+
+async def follow(
+    instance: InstanceDir, cursor: LogCursor, query: LogQuery
+) -> AsyncIterator[LogRecord]:
+    """What the run of `instance` writes after the cursor's position, as it comes,
+    until the run has ended and all it wrote was read (`since` and `streams` apply)."""
+    since_query = LogQuery(container=query.container, since=query.since, streams=query.streams)
+    while True:
+        ended = instance.exit.exists() or not instance.path.exists()
+        more = await asyncio.to_thread(cursor.read_more)
+        for record in _select(more, since_query):
+            yield _record(record)
+        if ended and not more:
+            return
+        if not more:
+            await asyncio.sleep(FOLLOW_POLL)

@@ -258,7 +258,7 @@ class ProcessProvider:
         runner = self._pod(ref).container(container)
         running_instance(runner, container)
         assert runner is not None
-        return await attach(runner, ref.name, io)
+        return await attach(runner, io)
 
     async def port_forward(
         self, ref: PodRef, port: int, inbound: ByteSource, outbound: ByteSink
