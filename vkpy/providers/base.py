@@ -12,6 +12,8 @@ for what it cannot:
   lifecycle: `create_pod`, `update_pod`, `delete_pod`, `get_pod_status`, `list_pods`.
 - `PushesStatus`: the backend calls back when a pod's state changes. A backend that
   cannot push is polled by the kubelet side (see vkpy.node.polling).
+- `ReportsEvents`: the backend tells of things that happened to a pod (a failed
+  probe, a container killed for it), which become Events on the pod.
 - `ReadsVolumeFiles`: the backend wants volume contents (ConfigMaps, Secrets,
   tokens); others are spared the API calls.
 - `RefreshesVolumes`: the backend takes renewed volume contents (service account
@@ -189,6 +191,23 @@ StatusCallback = Callable[[PodRef], None]
 """Called by a backend, from the event loop, when a pod's state may have changed."""
 
 
+@dataclass(frozen=True)
+class PodEvent:
+    """Something a backend saw happen to a pod that its user should read in `kubectl
+    describe`, in the kubelet's words (`Unhealthy`: "Liveness probe failed: ...",
+    `Killing`: "Container x failed liveness probe, will be restarted")."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+    container: str | None = None
+    """The container it is about (the Event's fieldPath), if any."""
+
+
+EventCallback = Callable[[PodRef, PodEvent], None]
+"""Called by a backend, from the event loop, for each `PodEvent` (see `ReportsEvents`)."""
+
+
 @runtime_checkable
 class Provider(Protocol):
     """The capabilities every backend has."""
@@ -232,6 +251,18 @@ class PushesStatus(Protocol):
     """A backend that tells when pods change (otherwise it is polled)."""
 
     def on_status_change(self, callback: StatusCallback) -> None:
+        """Register the callback; called before `start`."""
+
+
+@runtime_checkable
+class ReportsEvents(Protocol):
+    """A backend that tells of things happening to its pods (probe failures, kills).
+
+    The kubelet side turns each `PodEvent` into an Event on the pod, with repeats
+    counted on one Event and a rate limit per pod, container and reason, so a backend
+    reports every occurrence (each failed probe attempt, as the kubelet does)."""
+
+    def on_event(self, callback: EventCallback) -> None:
         """Register the callback; called before `start`."""
 
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig
+from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig, PodEvent
 from vkpy.providers.process.actions import Outcome
 from vkpy.providers.process.backoff import CrashBackoff, go_duration
 from vkpy.providers.process.layout import InstanceDir, PodDir, read_json
@@ -367,9 +367,16 @@ class ContainerRunner:
                     )
 
     async def _attempt(self, spec: ProbeSpec) -> Outcome:
-        return await self.runtime.actions.run(
+        outcome = await self.runtime.actions.run(
             spec.handler, self.config.spec, self.dir.instance(self.instance), spec.timeout
         )
+        if not outcome.ok:
+            message = f"{spec.kind.capitalize()} probe failed: {outcome.message}"
+            self._event("Warning", "Unhealthy", message)
+        return outcome
+
+    def _event(self, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.runtime.report_event(self.pod.ref, PodEvent(kind, reason, message, self.config.name))
 
     def _probe_changed(self, tracker: ProbeTracker) -> None:
         kind = tracker.spec.kind
@@ -383,6 +390,10 @@ class ContainerRunner:
             },
         )
         if tracker.result is False and kind in ("liveness", "startup"):
+            name = self.config.name
+            self._event(
+                "Normal", "Killing", f"Container {name} failed {kind} probe, will be restarted"
+            )
             grace = tracker.spec.termination_grace
             self.track(
                 asyncio.create_task(

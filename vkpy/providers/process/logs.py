@@ -142,8 +142,8 @@ async def read_logs(runner: ContainerRunner, pod: str, query: LogQuery) -> Async
             yield _record(record)
         if not query.follow or query.previous:
             return
-        async for record in follow(instance, cursor, query):
-            yield record
+        async for followed in follow(instance, cursor, query):
+            yield followed
     finally:
         cursor.close()
 

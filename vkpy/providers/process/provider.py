@@ -26,11 +26,13 @@ from vkpy import __version__
 from vkpy.providers.base import (
     ByteSink,
     ByteSource,
+    EventCallback,
     LogQuery,
     LogRecord,
     NodeInfo,
     NodeResources,
     PodConfig,
+    PodEvent,
     PodRef,
     PodState,
     PodStats,
@@ -81,6 +83,7 @@ class ProcessProvider:
         self._config = config
         self._pods: dict[str, PodRuntime] = {}
         self._callback: StatusCallback | None = None
+        self._event_callback: EventCallback | None = None
         self._runtime: Runtime | None = None
         self._sampler = Sampler()
         self._capacity = config.node_capacity()
@@ -93,6 +96,13 @@ class ProcessProvider:
     def _notify(self, ref: PodRef) -> None:
         if self._callback is not None:
             self._callback(ref)
+
+    def on_event(self, callback: EventCallback) -> None:
+        self._event_callback = callback
+
+    def _report_event(self, ref: PodRef, event: PodEvent) -> None:
+        if self._event_callback is not None:
+            self._event_callback(ref, event)
 
     def _memory_mode(self) -> tuple[MemoryMode, cgroups.CgroupParent | None]:
         wanted = self._config.memory_enforcement
@@ -118,6 +128,7 @@ class ProcessProvider:
             actions=Actions(config.python, config.internal_ip),
             cgroup=parent,
             memory_mode=mode,
+            report_event=self._report_event,
         )
         pods = config.pods_path
         pods.mkdir(parents=True, exist_ok=True)
