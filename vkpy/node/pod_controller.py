@@ -26,6 +26,7 @@ from vkpy.kube.events import NORMAL, WARNING, EventRecorder
 from vkpy.kube.watch import Watcher, WatchOptions
 from vkpy.node.deadline import DEADLINE_MESSAGE, deadline_at, deadline_exceeded, deadline_state
 from vkpy.node.env import ConfigError
+from vkpy.node.ephemeral import EphemeralContainers
 from vkpy.node.keyed_queue import KeyedQueue, Retry
 from vkpy.node.pod_config import build_pod_config, pod_ref
 from vkpy.node.pod_reporting import PodReporter, pod_path
@@ -102,6 +103,7 @@ class PodController:
         self._warned: dict[str, set[str]] = {}
         self._token_refresh: dict[str, float] = {}
         """When each pod's projected service account tokens are due for renewal."""
+        self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
         self._queue = KeyedQueue(self._sync, settings.workers)
         self._watcher = Watcher(
             client,
@@ -218,11 +220,14 @@ class PodController:
             await self._apply_spec_changes(pod, ref)
             if not terminal:
                 await self._refresh_volumes(pod, ref)
+        if not terminal:
+            await self._ephemeral.sync(pod, ref)
         if terminal and uid not in self._final:
             return
         state = await self._current_state(pod, ref)
         if state is None:
             return
+        state = self._ephemeral.status(pod, ref, state)
         await self._write_status(pod, state, sandbox_ready=True)
 
     async def _backend(self, operation: str, ref: PodRef, coro: Awaitable[None]) -> None:
@@ -458,6 +463,7 @@ class PodController:
             table.pop(uid, None)
         self._queue.forget(uid)
         self._report.forget(uid)
+        self._ephemeral.forget(uid)
         if uid not in self._cache:
             self._refs.pop(uid, None)
 

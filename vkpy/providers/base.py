@@ -12,6 +12,7 @@ for what it cannot:
   lifecycle: `create_pod`, `update_pod`, `delete_pod`, `get_pod_status`, `list_pods`.
 - `PushesStatus`: the backend calls back when a pod's state changes. A backend that
   cannot push is polled by the kubelet side (see vkpy.node.polling).
+- `RunsEphemeralContainers`: the backend runs `kubectl debug` containers.
 - `ReportsEvents`: the backend tells of things that happened to a pod (a failed
   probe, a container killed for it), which become Events on the pod.
 - `ReadsVolumeFiles`: the backend wants volume contents (ConfigMaps, Secrets,
@@ -120,6 +121,8 @@ class PodConfig:
     init_containers: tuple[ContainerConfig, ...]
     containers: tuple[ContainerConfig, ...]
     volumes: tuple[VolumeConfig, ...] = ()
+    ephemeral_containers: tuple[ContainerConfig, ...] = ()
+    """`kubectl debug` containers the backend runs (see `RunsEphemeralContainers`)."""
 
     @property
     def restart_policy(self) -> str:
@@ -161,6 +164,7 @@ class PodState:
     message: str | None = None
     started_at: datetime | None = None
     pod_ip: str | None = None
+    ephemeral_containers: tuple[ContainerState, ...] = ()
     warnings: tuple[str, ...] = ()
     """Adjustments the backend made that the user should know of (a memory size
     clamped to what the platform allows, ...). Each becomes one Warning Event on the
@@ -264,6 +268,26 @@ class ReportsEvents(Protocol):
 
     def on_event(self, callback: EventCallback) -> None:
         """Register the callback; called before `start`."""
+
+
+@runtime_checkable
+class RunsEphemeralContainers(Protocol):
+    """A backend that runs ephemeral containers (`kubectl debug`) in a running pod.
+
+    They are added to a pod's spec after it started, never removed, never restarted.
+    Each runs once, in the context of its `targetContainerName` where it names one
+    (the target's filesystem view and environment, as far as the backend has them),
+    and is reported in `PodState.ephemeral_containers`; logs and attach reach it by
+    name like any container. On a backend without this capability the kubelet side
+    reports each one as terminated with a reason, and an Event, so kubectl stops
+    waiting for it."""
+
+    async def run_ephemeral_containers(
+        self, ref: PodRef, containers: Sequence[ContainerConfig]
+    ) -> None:
+        """Start those of `containers` not started yet (it is called again with all of
+        them, after a restart of vkpy too). NotFoundError for an unknown pod;
+        InvalidInputError for a container that cannot run (reported on it)."""
 
 
 @runtime_checkable

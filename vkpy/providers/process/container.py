@@ -38,7 +38,7 @@ from vkpy.providers.process.validation import memory_limit
 
 log = logging.getLogger(__name__)
 
-Role = Literal["init", "app", "sidecar"]
+Role = Literal["init", "app", "sidecar", "ephemeral"]
 MIN_GRACE = 2.0
 """The kubelet never gives a container less than this between SIGTERM and SIGKILL."""
 KILL_WAIT = 10.0
@@ -87,6 +87,8 @@ class ContainerRunner:
     def restart_policy(self) -> str:
         if self.role == "sidecar":
             return "Always"
+        if self.role == "ephemeral":
+            return "Never"
         policy = self.pod.restart_policy
         if self.role == "init":
             return "Never" if policy == "Never" else "OnFailure"

@@ -26,6 +26,7 @@ from vkpy import __version__
 from vkpy.providers.base import (
     ByteSink,
     ByteSource,
+    ContainerConfig,
     EventCallback,
     LogQuery,
     LogRecord,
@@ -240,6 +241,11 @@ class ProcessProvider:
 
     async def list_pods(self) -> Sequence[PodRef]:
         return [pod.ref for pod in self._pods.values()]
+
+    async def run_ephemeral_containers(
+        self, ref: PodRef, containers: Sequence[ContainerConfig]
+    ) -> None:
+        await self._pod(ref).add_ephemeral(containers)
 
     async def refresh_volumes(self, pod: PodConfig) -> None:
         await self._pod(pod.ref).refresh_volumes(pod)
