@@ -5,8 +5,9 @@ each to a successful exit (restartable "sidecar" init containers are started and
 kept running), then every app container under its restart policy. A failed init
 container fails a pod that never restarts; otherwise it is restarted with backoff
 while the pod stays Pending. When the app containers are done for good, sidecars
-are stopped. `load` rebuilds a runtime from its directory after a restart of vkpy,
-adopting running supervisors and reading what ended meanwhile.
+are stopped. Ephemeral containers (`kubectl debug`, see ephemeral.py) are added
+while the pod runs and run once each. `load` rebuilds a runtime from its directory
+after a restart of vkpy, adopting running supervisors and reading what ended meanwhile.
 """
 
 from __future__ import annotations
