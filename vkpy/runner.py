@@ -19,6 +19,7 @@ from vkpy.api import ApiDependencies, KubeletServer
 from vkpy.api.client_ca import cluster_ca
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
+from vkpy.node.backend_events import forward_backend_events
 from vkpy.node.lease import LeaseKeeper
 from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
@@ -85,6 +86,7 @@ class Node:
         self.pods = PodController(
             client, provider, self.events, ApiObjectSource(client), settings.pods
         )
+        forward_backend_events(provider, self.events, self.pods.find)
         self.api = KubeletServer(
             settings.api,
             ApiDependencies(

@@ -193,3 +193,34 @@ def test_busy_process_stats_and_resource_metrics_from_the_kubelet_port(
 
     assert cpu(second) - cpu(first) > 0.5  # about a core for 1.5 s
     assert re.fullmatch(r"\d+(\.\d+)?", str(second["node_cpu_usage_seconds"].samples[0].value))
+
+
+def test_an_idle_process_reports_the_little_cpu_it_used(
+    kube: Kube, start_process_agent: StartAgent, tmp_path: Path
+) -> None:
+    """metrics-server drops a pod whose CPU counter is 0: an idle container (it used a
+    few ms to start, less than one 10 ms clock tick) must still report what it used."""
+    agent = start_process_agent()
+    kube.create(pod("idle", agent.node_name, {"nap": "exec sleep 3600"}))
+    wait_for("Running", lambda: kube.phase("idle") == "Running")
+    cert = admin_cert(kube.cluster, tmp_path)
+
+    def get(path: str) -> str:
+        reply = kubelet(agent.port, path, cert=cert)
+        assert reply.status == 200, (path, reply.status, reply.text)
+        return reply.text
+
+    def nap() -> dict[str, Any] | None:
+        for entry in json.loads(get("/stats/summary"))["pods"]:
+            if entry["podRef"]["name"] == "idle" and entry["containers"]:
+                return dict(entry["containers"][0])
+        return None
+
+    container = wait_for("stats of the idle pod", nap, timeout=30)
+    assert container["name"] == "nap"
+    assert container["cpu"]["usageCoreNanoSeconds"] > 0
+    families = {f.name: f for f in text_string_to_metric_families(get("/metrics/resource"))}
+    labels = {"container": "nap", "pod": "idle", "namespace": kube.namespace}
+    (sample,) = [s for s in families["container_cpu_usage_seconds"].samples if s.labels == labels]
+    assert sample.value > 0
+    assert sample.value < 1  # an idle sleep: milliseconds, not seconds

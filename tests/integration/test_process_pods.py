@@ -293,6 +293,44 @@ def test_probes_drive_ready_and_restarts(
     assert status_of(restarted)["lastState"]["terminated"]["reason"] == "Error"
 
 
+def test_probe_failures_and_liveness_kills_are_events(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
+    fast = {"periodSeconds": 1, "failureThreshold": 2, "timeoutSeconds": 5}
+    container = {
+        "livenessProbe": {"exec": {"command": ["sh", "-c", "echo sick; exit 1"]}, **fast},
+        "readinessProbe": {"exec": {"command": ["sh", "-c", "echo busy >&2; exit 1"]}, **fast},
+    }
+    kube.create(process_pod("unwell", agent.node_name, "sleep 3600", "Always", container=container))
+
+    def found(reason: str, message: str) -> dict[str, Any] | None:
+        for event in kube.events("unwell"):
+            if event["reason"] == reason and event["message"] == message:
+                return event
+        return None
+
+    killing = wait_for(
+        "a Killing Event",
+        lambda: found("Killing", "Container app failed liveness probe, will be restarted"),
+        timeout=60,
+    )
+    assert killing["type"] == "Normal"
+    assert killing["involvedObject"]["fieldPath"] == "spec.containers{app}"
+    liveness = found("Unhealthy", "Liveness probe failed: sick\n")
+    assert liveness is not None and liveness["type"] == "Warning"
+    assert liveness["count"] >= 2  # one per failed attempt, the same message counted
+    assert liveness["involvedObject"]["fieldPath"] == "spec.containers{app}"
+    readiness = found("Unhealthy", "Readiness probe failed: busy\n")
+    assert readiness is not None and readiness["type"] == "Warning"
+    restarted = wait_for(
+        "restarted",
+        lambda: (p := kube.get("pod", "unwell")) and status_of(p).get("restartCount", 0) >= 1,
+        timeout=60,
+    )
+    assert restarted
+
+
 def test_delete_sends_sigterm_and_the_pod_goes_within_grace(
     kube: Kube, start_process_agent: StartProcessAgent, shared_dir: Path
 ) -> None:

@@ -214,6 +214,18 @@ async def test_stats_of_a_busy_container(provider: ProcessProvider) -> None:
     assert spin.memory_working_set_bytes > 0
 
 
+async def test_stats_of_an_idle_container_are_not_zero(provider: ProcessProvider) -> None:
+    # Starting `sleep` costs a few ms, less than a 10 ms clock tick of /proc/<pid>/stat.
+    await provider.create_pod(pod(container("nap", "exec sleep 60")))
+    await until(provider, lambda s: s.phase == "Running")
+    await asyncio.sleep(0.2)
+    (first,) = await provider.pod_stats()
+    (nap,) = first.containers
+    assert 0 < nap.cpu_usage_core_seconds < 0.5
+    (second,) = await provider.pod_stats()
+    assert second.containers[0].cpu_usage_core_seconds >= nap.cpu_usage_core_seconds
+
+
 async def test_an_image_change_restarts_the_container(provider: ProcessProvider) -> None:
     config = pod(container("app", "sleep 60"), policy="Never")
     await provider.create_pod(config)

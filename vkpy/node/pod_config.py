@@ -88,6 +88,19 @@ async def _container(
     )
 
 
+async def ephemeral_container_configs(
+    pod: KubeObject, source: ObjectSource, host_ip: str, allocatable: Mapping[str, str]
+) -> tuple[ContainerConfig, ...]:
+    """The pod's ephemeral containers (`kubectl debug`), resolved like any container;
+    raises ConfigError for missing references."""
+    return tuple(
+        [
+            await _container(pod, c, source, host_ip, allocatable)
+            for c in spec(pod).get("ephemeralContainers") or []
+        ]
+    )
+
+
 async def build_pod_config(
     pod: KubeObject,
     source: VolumeSource,

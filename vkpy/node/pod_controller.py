@@ -19,6 +19,7 @@ from vkpy.clock import SYSTEM_CLOCK, Clock
 from vkpy.kube.client import KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.watch import Watcher, WatchOptions
+from vkpy.node.ephemeral import EphemeralContainers
 from vkpy.node.keyed_queue import KeyedQueue
 from vkpy.node.pod_config import pod_ref
 from vkpy.node.pod_life import PodLife
@@ -54,7 +55,10 @@ class PodController:
         self._records: dict[str, PodRecord] = {}
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
-        self._life = PodLife(client, provider, report, objects, self._queue, settings, clock)
+        self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
+        self._life = PodLife(
+            client, provider, report, objects, self._queue, settings, clock, self._ephemeral
+        )
         self._watcher = Watcher(
             client,
             WatchOptions(path="/api/v1/pods", field_selector=f"spec.nodeName={settings.node_name}"),
@@ -161,6 +165,7 @@ class PodController:
             if record.pod is None and not record.in_backend:
                 del self._records[uid]  # forgetting a pod is removing its record
                 self._queue.drop(uid)
+                self._ephemeral.forget(uid)
 
     # --- what the kubelet API reads ------------------------------------------------
 

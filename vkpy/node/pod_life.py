@@ -22,6 +22,7 @@ from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING
 from vkpy.node.deadline import DEADLINE_MESSAGE, deadline_at, deadline_exceeded, deadline_state
 from vkpy.node.env import ConfigError
+from vkpy.node.ephemeral import EphemeralContainers
 from vkpy.node.keyed_queue import KeyedQueue, Retry
 from vkpy.node.lost import lost_state
 from vkpy.node.pod_config import build_pod_config
@@ -72,8 +73,10 @@ class PodLife:
         queue: KeyedQueue,
         settings: PodControllerSettings,
         clock: Clock,
+        ephemeral: EphemeralContainers,
     ) -> None:
         self._client = client
+        self._ephemeral = ephemeral
         self._provider = provider
         self._report = report
         self._objects = objects
@@ -104,9 +107,12 @@ class PodLife:
             if terminal:
                 return  # the API has its final word; the backend's state no longer counts
             await self._refresh_volumes(r, pod)
+        if not terminal:
+            await self._ephemeral.sync(pod, r.ref)
         state = await self._current_state(r, pod)
         if state is None:
             return
+        state = self._ephemeral.status(pod, r.ref, state)
         await self._write(r, pod, state, sandbox_ready=True)
         self._schedule_deadline(r)
 

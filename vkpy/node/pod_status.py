@@ -36,6 +36,7 @@ _OWNED_FIELDS = (
     "startTime",
     "initContainerStatuses",
     "containerStatuses",
+    "ephemeralContainerStatuses",
 )
 
 
@@ -79,6 +80,15 @@ def desired_status(pod: KubeObject, state: PodState, ctx: StatusContext) -> Kube
     }
     if init_specs:
         out["initContainerStatuses"] = init_statuses
+    ephemeral_specs = spec(pod).get("ephemeralContainers") or []
+    if ephemeral_specs:
+        out["ephemeralContainerStatuses"] = _container_statuses(
+            ephemeral_specs,
+            state.ephemeral_containers,
+            current,
+            "ContainerCreating",
+            ephemeral=True,
+        )
     out["conditions"] = _conditions(pod, state, ctx, init_statuses, container_statuses)
     return out
 
@@ -90,12 +100,13 @@ def _container_statuses(
     waiting_reason: str,
     *,
     init: bool = False,
+    ephemeral: bool = False,
 ) -> list[KubeObject]:
     by_name = {s.name: s for s in states}
-    previous = {
-        c.get("name"): c
-        for c in current.get("initContainerStatuses" if init else "containerStatuses") or []
-    }
+    field = "initContainerStatuses" if init else "containerStatuses"
+    if ephemeral:
+        field = "ephemeralContainerStatuses"
+    previous = {c.get("name"): c for c in current.get(field) or []}
     out = []
     for container in specs:
         name = container.get("name", "")

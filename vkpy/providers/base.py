@@ -12,6 +12,9 @@ for what it cannot:
   lifecycle: `create_pod`, `update_pod`, `delete_pod`, `get_pod_status`, `list_pods`.
 - `PushesStatus`: the backend calls back when a pod's state changes. A backend that
   cannot push is polled by the kubelet side (`vkpy.node.polling.StatusPoller`).
+- `RunsEphemeralContainers`: the backend runs `kubectl debug` containers.
+- `ReportsEvents`: the backend tells of things that happened to a pod (a failed
+  probe, a container killed for it), which become Events on the pod.
 - `ReadsVolumeFiles`: the backend wants volume contents (ConfigMaps, Secrets,
   tokens); others are spared the API calls.
 - `RefreshesVolumes`: the backend takes renewed volume contents (service account
@@ -118,6 +121,8 @@ class PodConfig:
     init_containers: tuple[ContainerConfig, ...]
     containers: tuple[ContainerConfig, ...]
     volumes: tuple[VolumeConfig, ...] = ()
+    ephemeral_containers: tuple[ContainerConfig, ...] = ()
+    """`kubectl debug` containers the backend runs (see `RunsEphemeralContainers`)."""
 
     @property
     def restart_policy(self) -> str:
@@ -159,6 +164,7 @@ class PodState:
     message: str | None = None
     started_at: datetime | None = None
     pod_ip: str | None = None
+    ephemeral_containers: tuple[ContainerState, ...] = ()
     warnings: tuple[str, ...] = ()
     """Adjustments the backend made that the user should know of (a memory size
     clamped to what the platform allows, ...). Each becomes one Warning Event on the
@@ -187,6 +193,23 @@ class NodeResources:
 
 StatusCallback = Callable[[PodRef], None]
 """Called by a backend, from the event loop, when a pod's state may have changed."""
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    """Something a backend saw happen to a pod that its user should read in `kubectl
+    describe`, in the kubelet's words (`Unhealthy`: "Liveness probe failed: ...",
+    `Killing`: "Container x failed liveness probe, will be restarted")."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+    container: str | None = None
+    """The container it is about (the Event's fieldPath), if any."""
+
+
+EventCallback = Callable[[PodRef, PodEvent], None]
+"""Called by a backend, from the event loop, for each `PodEvent` (see `ReportsEvents`)."""
 
 
 @runtime_checkable
@@ -233,6 +256,38 @@ class PushesStatus(Protocol):
 
     def on_status_change(self, callback: StatusCallback) -> None:
         """Register the callback; called before `start`."""
+
+
+@runtime_checkable
+class ReportsEvents(Protocol):
+    """A backend that tells of things happening to its pods (probe failures, kills).
+
+    The kubelet side turns each `PodEvent` into an Event on the pod, with repeats
+    counted on one Event and a rate limit per pod, container and reason, so a backend
+    reports every occurrence (each failed probe attempt, as the kubelet does)."""
+
+    def on_event(self, callback: EventCallback) -> None:
+        """Register the callback; called before `start`."""
+
+
+@runtime_checkable
+class RunsEphemeralContainers(Protocol):
+    """A backend that runs ephemeral containers (`kubectl debug`) in a running pod.
+
+    They are added to a pod's spec after it started, never removed, never restarted.
+    Each runs once, in the context of its `targetContainerName` where it names one
+    (the target's filesystem view and environment, as far as the backend has them),
+    and is reported in `PodState.ephemeral_containers`; logs and attach reach it by
+    name like any container. On a backend without this capability the kubelet side
+    reports each one as terminated with a reason, and an Event, so kubectl stops
+    waiting for it."""
+
+    async def run_ephemeral_containers(
+        self, ref: PodRef, containers: Sequence[ContainerConfig]
+    ) -> None:
+        """Start those of `containers` not started yet (it is called again with all of
+        them, after a restart of vkpy too). NotFoundError for an unknown pod;
+        InvalidInputError for a container that cannot run (reported on it)."""
 
 
 @runtime_checkable

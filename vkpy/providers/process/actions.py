@@ -25,7 +25,9 @@ from vkpy.providers.process.layout import InstanceDir
 from vkpy.providers.process.supervision import helper_argv, helper_env
 
 OUTPUT_LIMIT = 10 * 1024
-"""Bytes of an exec handler's output kept for the message (the kubelet keeps 10 KiB)."""
+"""Bytes of an exec handler's output kept for the message (the kubelet keeps 10 KiB);
+the rest is read and dropped as it arrives (see `read_capped`)."""
+READ_CHUNK = 64 * 1024
 USER_AGENT = "kube-probe/1.36"
 
 
@@ -51,6 +53,24 @@ def resolve_port(value: object, container: KubeObject) -> int | None:
 def _kill_session(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+async def read_capped(stream: asyncio.StreamReader, limit: int = OUTPUT_LIMIT) -> bytes:
+    """The first `limit` bytes of `stream`, read to its end: the rest is read and
+    dropped as it comes, so a command printing without end costs no memory."""
+    kept = bytearray()
+    while chunk := await stream.read(READ_CHUNK):
+        if len(kept) < limit:
+            kept += chunk[: limit - len(kept)]
+    return bytes(kept)
+
+
+async def _capped_output(process: asyncio.subprocess.Process) -> bytes:
+    """The command's (capped) output once it ended and its output is closed."""
+    assert process.stdout is not None
+    out = await read_capped(process.stdout)
+    await process.wait()
+    return out
 
 
 def _url_host(host: str) -> str:
@@ -108,7 +128,7 @@ class Actions:
             start_new_session=True,
         )
         try:
-            out, _ = await asyncio.wait_for(process.communicate(), timeout)
+            out = await asyncio.wait_for(_capped_output(process), timeout)
         except TimeoutError:
             _kill_session(process.pid)
             await process.wait()
@@ -116,7 +136,7 @@ class Actions:
         except asyncio.CancelledError:
             _kill_session(process.pid)
             raise
-        text = out[:OUTPUT_LIMIT].decode(errors="replace")
+        text = out.decode(errors="replace")
         if process.returncode == 0:
             return Outcome(True, text)
         return Outcome(False, text or f"command exited with {process.returncode}")

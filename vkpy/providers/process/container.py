@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig
+from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig, PodEvent
 from vkpy.providers.process.actions import Outcome
 from vkpy.providers.process.backoff import CrashBackoff, go_duration
 from vkpy.providers.process.layout import InstanceDir, PodDir, read_json
@@ -38,7 +38,7 @@ from vkpy.providers.process.validation import memory_limit
 
 log = logging.getLogger(__name__)
 
-Role = Literal["init", "app", "sidecar"]
+Role = Literal["init", "app", "sidecar", "ephemeral"]
 MIN_GRACE = 2.0
 """The kubelet never gives a container less than this between SIGTERM and SIGKILL."""
 KILL_WAIT = 10.0
@@ -87,6 +87,8 @@ class ContainerRunner:
     def restart_policy(self) -> str:
         if self.role == "sidecar":
             return "Always"
+        if self.role == "ephemeral":
+            return "Never"
         policy = self.pod.restart_policy
         if self.role == "init":
             return "Never" if policy == "Never" else "OnFailure"
@@ -367,9 +369,16 @@ class ContainerRunner:
                     )
 
     async def _attempt(self, spec: ProbeSpec) -> Outcome:
-        return await self.runtime.actions.run(
+        outcome = await self.runtime.actions.run(
             spec.handler, self.config.spec, self.dir.instance(self.instance), spec.timeout
         )
+        if not outcome.ok:
+            message = f"{spec.kind.capitalize()} probe failed: {outcome.message}"
+            self._event("Warning", "Unhealthy", message)
+        return outcome
+
+    def _event(self, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.runtime.report_event(self.pod.ref, PodEvent(kind, reason, message, self.config.name))
 
     def _probe_changed(self, tracker: ProbeTracker) -> None:
         kind = tracker.spec.kind
@@ -383,6 +392,10 @@ class ContainerRunner:
             },
         )
         if tracker.result is False and kind in ("liveness", "startup"):
+            name = self.config.name
+            self._event(
+                "Normal", "Killing", f"Container {name} failed {kind} probe, will be restarted"
+            )
             grace = tracker.spec.termination_grace
             self.track(
                 asyncio.create_task(

@@ -45,6 +45,7 @@ def pod_to_dict(pod: PodConfig) -> dict[str, Any]:
         "init_containers": [_container_dict(c) for c in pod.init_containers],
         "containers": [_container_dict(c) for c in pod.containers],
         "volumes": [{"name": v.name, "kind": v.kind, "source": v.source} for v in pod.volumes],
+        "ephemeral_containers": [_container_dict(c) for c in pod.ephemeral_containers],
     }
 
 
@@ -59,4 +60,5 @@ def pod_from_dict(raw: dict[str, Any]) -> PodConfig:
             VolumeConfig(name=str(v["name"]), kind=str(v["kind"]), source=v.get("source") or {})
             for v in raw.get("volumes") or []
         ),
+        ephemeral_containers=tuple(_container(c) for c in raw.get("ephemeral_containers") or []),
     )

@@ -5,20 +5,23 @@ each to a successful exit (restartable "sidecar" init containers are started and
 kept running), then every app container under its restart policy. A failed init
 container fails a pod that never restarts; otherwise it is restarted with backoff
 while the pod stays Pending. When the app containers are done for good, sidecars
-are stopped. `load` rebuilds a runtime from its directory after a restart of vkpy,
-adopting running supervisors and reading what ended meanwhile.
+are stopped. Ephemeral containers (`kubectl debug`, see ephemeral.py) are added
+while the pod runs and run once each. `load` rebuilds a runtime from its directory
+after a restart of vkpy, adopting running supervisors and reading what ended meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from vkpy.providers.base import PodConfig, PodRef, PodState
+from vkpy.providers.base import ContainerConfig, PodConfig, PodRef, PodState
 from vkpy.providers.process.container import ContainerRunner
+from vkpy.providers.process.ephemeral import ephemeral_config, prepare_ephemeral_root
 from vkpy.providers.process.filesystem import prepare_pod, refresh_files
 from vkpy.providers.process.layout import PodDir, read_json, write_json
 from vkpy.providers.process.persist import pod_from_dict, pod_to_dict
@@ -57,12 +60,17 @@ class PodRuntime:
             ContainerRunner(runtime, config, pod_dir, c, "app", self._changed)
             for c in config.containers
         ]
+        self.ephemerals = [
+            ContainerRunner(runtime, config, pod_dir, c, "ephemeral", self._changed)
+            for c in config.ephemeral_containers
+        ]
         if self.inits:
             for app in self.apps:
                 app.waiting = ("PodInitializing", None)
         self.init_failed = False
         self._task: asyncio.Task[None] | None = None
         self._sidecars: list[asyncio.Task[None]] = []
+        self._ephemeral_tasks: list[asyncio.Task[None]] = []
 
     @property
     def ref(self) -> PodRef:
@@ -70,7 +78,7 @@ class PodRuntime:
 
     @property
     def containers(self) -> list[ContainerRunner]:
-        return [*self.inits, *self.apps]
+        return [*self.inits, *self.apps, *self.ephemerals]
 
     def container(self, name: str) -> ContainerRunner | None:
         return next((c for c in self.containers if c.config.name == name), None)
@@ -124,6 +132,34 @@ class PodRuntime:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._lifecycle(), name=f"pod-{self.ref.uid}")
+        for runner in self.ephemerals:
+            self._start_ephemeral(runner)
+
+    def _start_ephemeral(self, runner: ContainerRunner) -> None:
+        task = asyncio.create_task(runner.run(), name=f"ephemeral-{runner.config.name}")
+        self._ephemeral_tasks.append(task)
+
+    async def add_ephemeral(self, containers: Sequence[ContainerConfig]) -> None:
+        """Start the ephemeral containers not started yet (see ephemeral.py)."""
+        known = {r.config.name for r in self.ephemerals}
+        fresh = [
+            ephemeral_config(self.config, c) for c in containers if c.name not in known
+        ]  # all checked before any starts
+        for config in fresh:
+            await asyncio.to_thread(
+                prepare_ephemeral_root, self.dir, self.config, config, self.runtime.run_as
+            )
+            self.config = dataclasses.replace(
+                self.config, ephemeral_containers=(*self.config.ephemeral_containers, config)
+            )
+            write_json(self.dir.config, pod_to_dict(self.config))
+            runner = ContainerRunner(
+                self.runtime, self.config, self.dir, config, "ephemeral", self._changed
+            )
+            self.ephemerals.append(runner)
+            self._start_ephemeral(runner)
+        if fresh:
+            self._changed()
 
     async def _lifecycle(self) -> None:
         try:
@@ -169,7 +205,7 @@ class PodRuntime:
         self._changed()
 
     async def _cancel(self) -> None:
-        tasks = [t for t in (self._task, *self._sidecars) if t is not None]
+        tasks = [t for t in (self._task, *self._sidecars, *self._ephemeral_tasks) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -177,11 +213,12 @@ class PodRuntime:
                 await task
         self._task = None
         self._sidecars.clear()
+        self._ephemeral_tasks.clear()
 
     async def stop(self, grace: float) -> None:
         """Stop every container (app containers first, then init and sidecars)."""
         await self._cancel()
-        await asyncio.gather(*(c.stop(grace) for c in self.apps))
+        await asyncio.gather(*(c.stop(grace) for c in (*self.ephemerals, *self.apps)))
         await asyncio.gather(*(c.stop(grace) for c in reversed(self.inits)))
 
     async def close(self) -> None:
@@ -215,6 +252,7 @@ class PodRuntime:
             init_containers=self.config.init_containers,
             containers=tuple(r.config for r in self.apps),
             volumes=self.config.volumes,
+            ephemeral_containers=self.config.ephemeral_containers,
         )
         write_json(self.dir.config, pod_to_dict(self.config))
         self._changed()
@@ -237,4 +275,5 @@ class PodRuntime:
             init_containers=tuple(inits),
             started_at=at(int(self.created * 1e9)) if self.created else None,
             pod_ip=self.runtime.config.internal_ip,
+            ephemeral_containers=tuple(c.state() for c in self.ephemerals),
         )

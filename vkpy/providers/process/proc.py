@@ -4,7 +4,8 @@ A pid alone does not name a process across a restart of vkpy (pids are recycled)
 every pid the backend remembers comes with the process's start time in clock ticks
 since boot (field 22 of /proc/<pid>/stat); a process is "the same" only when both
 match. The same files give the fallback resource figures when no cgroup accounts for
-a container: the processes of its session, their resident memory and CPU time.
+a container: the processes of its session, their resident memory and CPU time (in
+nanoseconds from the threads' schedstat, since clock ticks round an idle process to 0).
 
 Standard library only: the supervisor imports it.
 """
@@ -88,10 +89,38 @@ def rss_bytes(members: list[ProcStat]) -> int:
     return sum(m.rss_pages for m in members) * PAGE_SIZE
 
 
+def threads_cpu_ns(pid: int) -> int | None:
+    """CPU time of the process's live threads in nanoseconds (the first field of each
+    /proc/<pid>/task/<tid>/schedstat); None where the kernel does not keep it."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    total: int | None = None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as handle:
+                value = int(handle.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile (or no schedstat at all)
+        total = (total or 0) + value
+    return total
+
+
 def cpu_seconds(members: list[ProcStat]) -> float:
-    """CPU time of the processes, including the children they have waited for."""
-    ticks = sum(m.utime + m.stime + m.cutime + m.cstime for m in members)
-    return ticks / TICKS
+    """CPU time of the processes, including the children they have waited for.
+
+    /proc/<pid>/stat counts in clock ticks (10 ms): a process that used 3 ms shows 0,
+    and metrics-server drops a pod whose CPU is 0. So each process counts the
+    nanoseconds of its threads' schedstat, or its ticks where those are more (they
+    also hold threads that have ended); children it waited for only exist in ticks."""
+    total = 0.0
+    for m in members:
+        ticks = (m.utime + m.stime) / TICKS
+        precise = threads_cpu_ns(m.pid)
+        total += max(ticks, precise / 1e9) if precise is not None else ticks
+        total += (m.cutime + m.cstime) / TICKS
+    return total
 
 
 def boot_time() -> float:

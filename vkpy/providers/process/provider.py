@@ -26,11 +26,14 @@ from vkpy import __version__
 from vkpy.providers.base import (
     ByteSink,
     ByteSource,
+    ContainerConfig,
+    EventCallback,
     LogQuery,
     LogRecord,
     NodeInfo,
     NodeResources,
     PodConfig,
+    PodEvent,
     PodRef,
     PodState,
     PodStats,
@@ -81,6 +84,7 @@ class ProcessProvider:
         self._config = config
         self._pods: dict[str, PodRuntime] = {}
         self._callback: StatusCallback | None = None
+        self._event_callback: EventCallback | None = None
         self._runtime: Runtime | None = None
         self._sampler = Sampler()
         self._capacity = config.node_capacity()
@@ -93,6 +97,13 @@ class ProcessProvider:
     def _notify(self, ref: PodRef) -> None:
         if self._callback is not None:
             self._callback(ref)
+
+    def on_event(self, callback: EventCallback) -> None:
+        self._event_callback = callback
+
+    def _report_event(self, ref: PodRef, event: PodEvent) -> None:
+        if self._event_callback is not None:
+            self._event_callback(ref, event)
 
     def _memory_mode(self) -> tuple[MemoryMode, cgroups.CgroupParent | None]:
         wanted = self._config.memory_enforcement
@@ -118,6 +129,7 @@ class ProcessProvider:
             actions=Actions(config.python, config.internal_ip),
             cgroup=parent,
             memory_mode=mode,
+            report_event=self._report_event,
         )
         pods = config.pods_path
         pods.mkdir(parents=True, exist_ok=True)
@@ -230,6 +242,11 @@ class ProcessProvider:
     async def list_pods(self) -> Sequence[PodRef]:
         return [pod.ref for pod in self._pods.values()]
 
+    async def run_ephemeral_containers(
+        self, ref: PodRef, containers: Sequence[ContainerConfig]
+    ) -> None:
+        await self._pod(ref).add_ephemeral(containers)
+
     async def refresh_volumes(self, pod: PodConfig) -> None:
         await self._pod(pod.ref).refresh_volumes(pod)
 
@@ -258,7 +275,7 @@ class ProcessProvider:
         runner = self._pod(ref).container(container)
         running_instance(runner, container)
         assert runner is not None
-        return await attach(runner, ref.name, io)
+        return await attach(runner, io)
 
     async def port_forward(
         self, ref: PodRef, port: int, inbound: ByteSource, outbound: ByteSink

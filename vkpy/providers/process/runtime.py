@@ -12,13 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vkpy.providers.base import ContainerConfig, PodConfig
+from vkpy.providers.base import ContainerConfig, EventCallback, PodConfig, PodEvent, PodRef
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.cgroups import CgroupParent
 from vkpy.providers.process.config import DEFAULT_PATH, ProcessConfig, RunAs
 from vkpy.providers.process.filesystem import working_dir
 from vkpy.providers.process.layout import PodDir
 from vkpy.providers.process.records import MemoryMode, ProcessContext
+
+
+def _no_events(ref: PodRef, event: PodEvent) -> None:
+    pass
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class Runtime:
     actions: Actions
     cgroup: CgroupParent | None
     memory_mode: MemoryMode
+    report_event: EventCallback = _no_events
+    """Where a pod's Events go (failed probes, kills): the kubelet side's callback."""
 
 
 def service_env(host: str, port: int) -> list[tuple[str, str]]:

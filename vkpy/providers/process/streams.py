@@ -37,9 +37,9 @@ from vkpy.providers.base import ByteSink, ByteSource, LogQuery, StreamIO, Termin
 from vkpy.providers.errors import InvalidInputError, NotFoundError, ProviderError
 from vkpy.providers.process import proc
 from vkpy.providers.process.container import ContainerRunner
-from vkpy.providers.process.layout import InstanceDir
-from vkpy.providers.process.logs import read_logs
-from vkpy.providers.process.records import STDIN_FIFO
+from vkpy.providers.process.layout import InstanceDir, read_json
+from vkpy.providers.process.logs import LogCursor, follow
+from vkpy.providers.process.records import STDIN_FIFO, ExitRecord
 from vkpy.providers.process.supervision import helper_argv, helper_env
 
 log = logging.getLogger(__name__)
@@ -305,15 +305,21 @@ async def _feed_stdin(instance: InstanceDir, source: ByteSource) -> None:
         target.close()
 
 
-async def attach(runner: ContainerRunner, pod: str, io: StreamIO) -> int | None:
-    """Connect the client to the running main process until it ends (or the client leaves)."""
+async def attach(runner: ContainerRunner, io: StreamIO) -> int | None:
+    """Connect the client to the running main process until it ends (or the client leaves).
+
+    The output is followed from the end of the log as it is before the first byte of
+    input goes in: whatever the process answers to the client's input is after that
+    point, however late the log reader gets going."""
     instance = running_instance(runner, runner.config.name)
     number = runner.instance
+    cursor = LogCursor(instance.log)
+    cursor.skip_to_end()
     feeder: asyncio.Task[None] | None = None
     if io.stdin is not None:
         feeder = asyncio.create_task(_feed_stdin(instance, io.stdin), name="attach-stdin")
-    query = LogQuery(container=runner.config.name, follow=True, tail_lines=0)
-    records = aiter(read_logs(runner, pod, query))
+    query = LogQuery(container=runner.config.name, follow=True)
+    records = aiter(follow(instance, cursor, query))
     try:
         async for record in records:
             sink = io.stderr if record.stream == "stderr" and io.stderr is not None else io.stdout
@@ -323,11 +329,14 @@ async def attach(runner: ContainerRunner, pod: str, io: StreamIO) -> int | None:
         aclose = getattr(records, "aclose", None)
         if aclose is not None:
             await aclose()
+        cursor.close()
         if feeder is not None:
             feeder.cancel()
             await asyncio.wait({feeder})
-    if runner.instance == number and runner.exit is not None:
-        return runner.exit.exit_code
+    if runner.instance == number:
+        ended = read_json(instance.exit)
+        if ended is not None:
+            return ExitRecord.from_dict(ended).exit_code
     return None
 
 

@@ -108,7 +108,9 @@ def _check_handler(handler: KubeObject | None, allowed: frozenset[str], what: st
         )
 
 
-def _check_container(container: ContainerConfig, volumes: set[str]) -> None:
+def check_container(container: ContainerConfig, volumes: set[str]) -> None:
+    """Raise InvalidInputError/UnsupportedError when this backend cannot run `container`
+    of a pod with these volumes."""
     what = f"container {container.name!r}"
     if not container.command:
         raise InvalidInputError(
@@ -147,4 +149,4 @@ def check_pod(pod: PodConfig, host_path_prefixes: tuple[str, ...]) -> None:
         _check_volume(volume, host_path_prefixes)
     names = {v.name for v in pod.volumes}
     for container in (*pod.init_containers, *pod.containers):
-        _check_container(container, names)
+        check_container(container, names)
