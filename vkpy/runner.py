@@ -2,9 +2,12 @@
 
 This is the only place long-lived tasks are started. Each is named, and when one
 ends the runner logs which and why; a crashed task stops the node (and the process
-exits non-zero) rather than leaving a half-working kubelet. SIGTERM and SIGINT stop
-everything gracefully: tasks are cancelled, queued Events flushed, the backend and
-the API client closed. Pods keep running in the backend, to be adopted next time.
+exits non-zero) rather than leaving a half-working kubelet. A backend's own
+long-lived tasks (`RunsTasks`) run here too, under the TaskSupervisor, which
+restarts them with back-off and turns the node NotReady while they keep failing.
+SIGTERM and SIGINT stop everything gracefully: tasks are cancelled, queued Events
+flushed, the backend and the API client closed. Pods keep running in the backend,
+to be adopted next time.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from vkpy.api import ApiDependencies, KubeletServer
 from vkpy.api.client_ca import cluster_ca
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
+from vkpy.node.background import TaskSupervisor
 from vkpy.node.lease import LeaseKeeper
 from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
@@ -74,7 +78,10 @@ class Node:
         self.client = client
         self.provider = provider
         self.events = EventRecorder(client, host=settings.node.name)
-        self.node = NodeController(client, provider, self.events, settings.node)
+        self.tasks = TaskSupervisor()
+        self.node = NodeController(
+            client, provider, self.events, settings.node, task_problem=self.tasks.problem
+        )
         self.lease = LeaseKeeper(
             client,
             settings.node.name,
@@ -113,6 +120,7 @@ class Node:
             await self.node.registered.wait()
             start("lease", self.lease.run())
             start("pods", self.pods.run())
+            start("backend-tasks", self.tasks.run())
 
 
 async def run(settings: Settings) -> int:
@@ -157,6 +165,7 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
         loop.add_signal_handler(sig, stop.set)
     node = Node(settings, client, provider)
     await provider.start()
+    node.tasks.add_from(provider)
     task = asyncio.create_task(node.run(), name="node")
     stopper = asyncio.create_task(stop.wait(), name="signals")
     try:

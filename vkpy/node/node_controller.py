@@ -2,11 +2,11 @@
 
 Creates the Node (or adopts an existing one, merging our labels and taints into
 what is there without removing anything others added; API errors and conflicts with
-the node lifecycle controller are retried with back-off, not fatal), then pings the backend every
-`check_interval` and patches `nodes/<name>/status` when something changed and at
-least every `status_interval` as a heartbeat. A failing ping turns the node NotReady
-with the backend's reason. Patches are strategic merges that touch only the fields
-the kubelet owns.
+the node lifecycle controller are retried with back-off, not fatal), then pings the
+backend every `check_interval` and patches `nodes/<name>/status` when something
+changed and at least every `status_interval` as a heartbeat. A failing ping, or a
+backend task that keeps failing, turns the node NotReady with the reason. Patches
+are strategic merges that touch only the fields the kubelet owns.
 """
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ class NodeController:
         events: EventRecorder,
         settings: NodeSettings,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        task_problem: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._client = client
         self._sleep = sleep
+        self._task_problem = task_problem
         self._provider = provider
         self._events = events
         self._settings = settings
@@ -71,6 +73,9 @@ class NodeController:
             await self._provider.ping()
         except (ProviderError, OSError, TimeoutError) as error:
             return Health(False, "ProviderUnhealthy", f"{self._provider.name}: {error}")
+        problem = self._task_problem()
+        if problem is not None:
+            return Health(False, "BackendTaskFailed", f"{self._provider.name}: {problem}")
         return Health(True, "KubeletReady", "vkpy is posting ready status")
 
     async def register(self) -> None:
