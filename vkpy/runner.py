@@ -17,11 +17,12 @@ import logging
 import signal
 import time
 from collections.abc import Coroutine
+from dataclasses import replace
 
 from vkpy.api import ApiDependencies, KubeletServer
-from vkpy.api.client_ca import cluster_ca
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
+from vkpy.kube.node_address import node_address_towards
 from vkpy.node.background import TaskSupervisor
 from vkpy.node.lease import LeaseKeeper
 from vkpy.node.node_controller import NodeController
@@ -102,9 +103,9 @@ class Node:
                 provider=provider,
                 client=client,
                 events=self.events,
-                default_client_ca=None
-                if settings.api.client_ca_file
-                else cluster_ca(settings.kube.kubeconfig, settings.kube.context),
+                # The API server's kubelet client certificate is signed by the
+                # cluster CA in kubeadm-style clusters: trust what the client trusts.
+                default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
             ),
         )
 
@@ -123,27 +124,41 @@ class Node:
             start("backend-tasks", self.tasks.run())
 
 
+def with_node_address(settings: Settings, server: str) -> Settings:
+    """`settings` with the node's address, when --node-ip left it open, set to this
+    host's address towards `server` (the API server the client loaded)."""
+    if settings.node.internal_ip:
+        return settings
+    address = node_address_towards(server)
+    return replace(
+        settings,
+        node=replace(settings.node, internal_ip=address),
+        pods=replace(settings.pods, host_ip=address),
+    )
+
+
 async def run(settings: Settings) -> int:
     """Run the node until a signal; the process exit status."""
-    try:
-        provider = registry.create(
-            settings.provider,
-            settings.provider_config,
-            registry.ProviderContext(
-                node_name=settings.node.name,
-                state_dir=settings.state_dir,
-                internal_ip=settings.node.internal_ip,
-            ),
-        )
-    except registry.ProviderConfigError as error:
-        log.error("invalid provider configuration", extra={"error": str(error)})
-        return 2
     try:
         client = await KubeClient.connect(settings.kube)
     except Exception as error:  # the config loaders raise many types
         log.error("cannot load the Kubernetes client configuration", extra={"error": str(error)})
         return 2
     try:
+        settings = with_node_address(settings, client.host)
+        try:
+            provider = registry.create(
+                settings.provider,
+                settings.provider_config,
+                registry.ProviderContext(
+                    node_name=settings.node.name,
+                    state_dir=settings.state_dir,
+                    internal_ip=settings.node.internal_ip,
+                ),
+            )
+        except registry.ProviderConfigError as error:
+            log.error("invalid provider configuration", extra={"error": str(error)})
+            return 2
         try:
             version = await wait_for_api(client, settings.startup_timeout)
         except ApiError as error:

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -69,7 +70,8 @@ class ClientOptions:
     """How to reach the API server."""
 
     kubeconfig: str | None = None
-    """Path of a kubeconfig; None means in-cluster configuration."""
+    """Path of a kubeconfig, or a list of them joined by ":" as in KUBECONFIG (merged by
+    kubernetes-asyncio's loader, the one reader of kubeconfigs); None means in-cluster."""
     context: str | None = None
     max_connections: int = 64
     request_timeout: float = 30.0
@@ -101,6 +103,18 @@ class KubeClient:
     @property
     def host(self) -> str:
         return self._host
+
+    def cluster_ca(self) -> bytes | None:
+        """The CA (PEM) this client trusts for the API server, as its loader found it
+        (the chosen context's cluster, or the service account's ca.crt); None if none."""
+        path = self._api.configuration.ssl_ca_cert
+        if not path:
+            return None
+        try:
+            return Path(str(path)).read_bytes()
+        except OSError as error:
+            log.warning("cannot read the cluster CA", extra={"error": str(error)})
+            return None
 
     @property
     def session(self) -> aiohttp.ClientSession:
