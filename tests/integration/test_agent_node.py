@@ -9,7 +9,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from tests.integration.agent import Kube, wait_for
+from tests.integration.agent import Kube, sim_pod, wait_for
 from tests.integration.conftest import StartAgent
 from vkpy.devcluster import ClusterAccess
 
@@ -153,11 +153,12 @@ def test_bad_flags_and_unreachable_api_server_fail_clearly(
 
 
 def test_kubeconfig_path_list_and_current_context_on_a_second_cluster(
-    cluster: ClusterAccess, start_agent: StartAgent, tmp_path: Path
+    cluster: ClusterAccess, start_agent: StartAgent, tmp_path: Path, namespace: str
 ) -> None:
     """KUBECONFIG=a:b, and the current context on the second of two clusters: vkpy reads
     them as its API client does, so the node's InternalIP is the address towards the
-    real server and the API server can reach the kubelet API with its client cert."""
+    real server and the API server reaches the kubelet API (with its client certificate,
+    trusted because vkpy took the right cluster's CA): kubectl logs works."""
     real = json.loads(cluster.run_kubectl("config", "view", "--raw", "-o", "json").stdout)
     user = real["users"][0]["name"]
     decoy_cluster = {"name": "aaa-decoy", "cluster": {"server": "https://[::1]:1"}}
@@ -182,7 +183,10 @@ def test_kubeconfig_path_list_and_current_context_on_a_second_cluster(
     node = kube.get("node", agent.node_name, namespaced=False)
     assert node is not None
     assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
-    pods = json.loads(
-        cluster.run_kubectl("get", "--raw", f"/api/v1/nodes/{agent.node_name}/proxy/pods").stdout
+    pods = Kube(cluster, namespace)
+    pods.create(sim_pod("talker", agent.node_name))
+    wait_for("Running", lambda: pods.phase("talker") == "Running", timeout=60)
+    wait_for(
+        "kubectl logs through the API server",
+        lambda: pods.kubectl("logs", "-n", namespace, "talker").strip(),
     )
-    assert pods["kind"] == "PodList"
