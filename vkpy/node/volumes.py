@@ -27,6 +27,7 @@ from typing import Protocol
 from vkpy.node.env import ConfigError, ObjectSource, field_value, resource_value
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import VolumeConfig, VolumeFile
+from vkpy.rfc3339 import parse_or_none
 
 DEFAULT_MODE = 0o644
 DEFAULT_TOKEN_SECONDS = 3600
@@ -391,8 +392,5 @@ def token_grant(answer: KubeObject, requested_seconds: int) -> TokenGrant:
         raise ConfigError("the TokenRequest answer holds no token")
     seconds = int((answer.get("spec") or {}).get("expirationSeconds") or requested_seconds)
     expiry = status.get("expirationTimestamp")
-    try:
-        expires_at = datetime.strptime(str(expiry), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        expires_at = datetime.now(UTC) + timedelta(seconds=seconds)
+    expires_at = parse_or_none(expiry) or datetime.now(UTC) + timedelta(seconds=seconds)
     return TokenGrant(str(token), expires_at, seconds)
