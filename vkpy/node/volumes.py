@@ -17,14 +17,14 @@ are never logged and never put into an error message.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from vkpy.node.env import ConfigError, ObjectSource, field_value, resource_value
+from vkpy.node.config_objects import ConfigError, Kind, ObjectSource, key_value, lookup
+from vkpy.node.env import field_value, resource_value
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import VolumeConfig, VolumeFile
 from vkpy.rfc3339 import parse_or_none
@@ -140,26 +140,10 @@ def _mode(value: object, default: int, what: str) -> int:
     return value
 
 
-def _object_data(obj: KubeObject, kind: str) -> dict[str, bytes]:
-    """A ConfigMap's data and binaryData, or a Secret's decoded data, as bytes."""
-    out: dict[str, bytes] = {}
-    if kind == "Secret":
-        for key, value in (obj.get("data") or {}).items():
-            out[key] = base64.b64decode(value)
-        for key, value in (obj.get("stringData") or {}).items():
-            out[key] = str(value).encode()
-        return out
-    for key, value in (obj.get("data") or {}).items():
-        out[key] = str(value).encode()
-    for key, value in (obj.get("binaryData") or {}).items():
-        out[key] = base64.b64decode(value)
-    return out
-
-
 async def _object_files(
     source: VolumeSource,
     namespace: str,
-    kind: str,
+    kind: Kind,
     name: str,
     volume: KubeObject,
     default_mode: int,
@@ -167,16 +151,9 @@ async def _object_files(
 ) -> list[VolumeFile]:
     """Files of a configMap or secret volume (or projection source)."""
     optional = bool(volume.get("optional", False))
-    obj = await (
-        source.get_secret(namespace, name)
-        if kind == "Secret"
-        else source.get_config_map(namespace, name)
-    )
-    if obj is None:
-        if optional:
-            return []
-        raise ConfigError(f'{kind.lower()} "{name}" not found')
-    data = _object_data(obj, kind)
+    data = await lookup(source, namespace, kind, name, optional)
+    if data is None:
+        return []
     items = volume.get("items")
     if not items:
         return [
@@ -185,13 +162,19 @@ async def _object_files(
         ]
     files = []
     for item in items:
-        key = str(item.get("key", ""))
-        if key not in data:
-            if optional:
-                continue
-            raise ConfigError(f"{kind.lower()} {namespace}/{name} has no key {key!r} ({what})")
+        value = key_value(
+            data,
+            str(item.get("key", "")),
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            optional=optional,
+            what=what,
+        )
+        if value is None:
+            continue
         path = check_path(str(item.get("path", "")), what)
-        files.append(VolumeFile(path, data[key], _mode(item.get("mode"), default_mode, what)))
+        files.append(VolumeFile(path, value, _mode(item.get("mode"), default_mode, what)))
     return files
 
 
