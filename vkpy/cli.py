@@ -23,7 +23,7 @@ from vkpy import log as vklog
 from vkpy.api.config import AUTHORIZATION_MODES
 from vkpy.kube.client import ClientOptions
 from vkpy.node.node_status import NodeSettings, Taint
-from vkpy.node.pod_controller import PodControllerSettings
+from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.providers import registry
 from vkpy.settings import ApiSettings, Settings
 

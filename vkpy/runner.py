@@ -100,6 +100,7 @@ class Node:
                 addresses=_addresses(settings),
                 pods=self.pods.pods,
                 find_pod=self.pods.find,
+                running_pods=self.pods.running_pods,
                 provider=provider,
                 client=client,
                 events=self.events,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from vkpy.api.config import ApiSettings
 from vkpy.kube.client import ClientOptions
 from vkpy.node.node_status import NodeSettings
-from vkpy.node.pod_controller import PodControllerSettings
+from vkpy.node.pod_settings import PodControllerSettings
 
 __all__ = ["ApiSettings", "Settings"]
 

@@ -93,7 +93,9 @@ async def start_api(tmp_path: Path) -> AsyncIterator[StartApi]:
     tasks: list[asyncio.Task[None]] = []
     sessions: list[aiohttp.ClientSession] = []
 
-    async def start(provider: Any, client: Any = None, **settings: Any) -> Api:
+    async def start(
+        provider: Any, client: Any = None, running_pods: Any = None, **settings: Any
+    ) -> Api:
         base = ApiSettings(
             listen_address="127.0.0.1",
             port=0,
@@ -109,6 +111,7 @@ async def start_api(tmp_path: Path) -> AsyncIterator[StartApi]:
             provider=provider,
             client=client,
             events=None,  # type: ignore[arg-type]
+            running_pods=running_pods,
         )
         server = KubeletServer(replace(base, **settings), deps)
         tasks.append(asyncio.create_task(server.run()))
@@ -232,6 +235,17 @@ async def test_pods_stats_metrics_and_reserved_stream_routes(start_api: StartApi
     async with api.session.post(api.url + "/run/ns/web/app", ssl=False) as response:
         assert response.status == 501
     assert (await api.get("/nothing/here"))[0] == 404
+
+
+async def test_running_pods_come_from_the_view_the_node_gives(start_api: StartApi) -> None:
+    backend_pod = {"metadata": {"name": "b", "namespace": "ns", "uid": "uid-b"}, "spec": {}}
+
+    async def running() -> list[dict[str, Any]]:
+        return [backend_pod]
+
+    api = await start_api(ScriptedProvider(), running_pods=running)
+    async with api.session.get(api.url + "/runningpods/", ssl=False) as response:
+        assert (await response.json())["items"] == [backend_pod]
 
 
 class ReviewingApi:

@@ -1,10 +1,10 @@
 """The sim backend's clock-driven pods, persistence and fault injection."""
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
+from tests.unit.fake_clock import FakeClock
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 from vkpy.providers.errors import InvalidInputError, NotFoundError, RetryableError
 from vkpy.providers.sim import SimConfig, SimProvider
@@ -31,13 +31,14 @@ def config(uid: str = "u1", restart: str = "Never", **annotations: str) -> PodCo
 
 
 async def test_pod_runs_then_exits_with_its_code() -> None:
-    sim = SimProvider(SimConfig())
+    clock = FakeClock()
+    sim = SimProvider(SimConfig(), clock)
     await sim.start()
     await sim.create_pod(config(run_seconds="0.2", exit_code="3"))
     state = await sim.get_pod_status(PodRef("ns", "p", "u1"))
     assert state.phase == "Running"
     assert state.containers[0].state == "running"
-    await asyncio.sleep(0.3)
+    await clock.advance(0.3)
     state = await sim.get_pod_status(PodRef("ns", "p", "u1"))
     assert state.phase == "Failed"
     assert state.containers[0].exit_code == 3
@@ -55,10 +56,11 @@ async def test_start_latency_keeps_pod_pending() -> None:
 
 
 async def test_restart_policy_always_counts_restarts() -> None:
-    sim = SimProvider(SimConfig(restart_delay=0.05))
+    clock = FakeClock()
+    sim = SimProvider(SimConfig(restart_delay=5), clock)
     await sim.start()
-    await sim.create_pod(config(restart="Always", run_seconds="0.05", exit_code="1"))
-    await asyncio.sleep(0.35)
+    await sim.create_pod(config(restart="Always", run_seconds="5", exit_code="1"))
+    await clock.advance(35)
     state = await sim.get_pod_status(PodRef("ns", "p", "u1"))
     assert state.phase == "Running"
     assert state.containers[0].restart_count >= 2
@@ -67,13 +69,15 @@ async def test_restart_policy_always_counts_restarts() -> None:
 
 
 async def test_pushes_status_changes() -> None:
-    sim = SimProvider(SimConfig())
-    seen: list[PodRef] = []
-    sim.on_status_change(seen.append)
+    clock = FakeClock()
+    sim = SimProvider(SimConfig(), clock)
+    seen: list[float] = []
+    sim.on_status_change(lambda ref: seen.append(clock.time() - start))
+    start = clock.time()
     await sim.start()
-    await sim.create_pod(config(run_seconds="0.1"))
-    await asyncio.sleep(0.25)
-    assert len(seen) >= 2  # created, then exited
+    await sim.create_pod(config(run_seconds="10"))
+    await clock.advance(60)
+    assert [round(t) for t in seen] == [0, 10]  # created, then exited (and no more)
     await sim.close()
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from tests.unit.fake_clock import FakeClock
 from vkpy.providers.base import (
     ContainerConfig,
     LogQuery,
@@ -19,7 +19,15 @@ from vkpy.providers.base import (
 )
 from vkpy.providers.errors import NotFoundError
 from vkpy.providers.sim import SimConfig, SimProvider
-from vkpy.providers.sim.telemetry import LogShape, Run, line, records, usage, written
+from vkpy.providers.sim.telemetry import (
+    STARTUP_CPU_SECONDS,
+    LogShape,
+    Run,
+    line,
+    records,
+    usage,
+    written,
+)
 
 
 def test_lines_and_streams_are_a_function_of_the_index() -> None:
@@ -88,7 +96,8 @@ async def collect(provider: SimProvider, query: LogQuery) -> list[bytes]:
 
 
 async def test_sim_provider_serves_logs_and_stats() -> None:
-    provider = SimProvider(SimConfig())
+    clock = FakeClock()
+    provider = SimProvider(SimConfig(), clock)
     assert isinstance(provider, LogsProvider)
     assert isinstance(provider, StatsProvider)
     await provider.create_pod(
@@ -97,14 +106,14 @@ async def test_sim_provider_serves_logs_and_stats() -> None:
             {"requests": {"cpu": "250m", "memory": "64Mi"}},
         )
     )
-    await asyncio.sleep(0.2)
+    await clock.advance(0.2)
     lines = await collect(provider, LogQuery("app"))
     assert lines[0] == b"line 0 of app (run 0) on stdout\n"
-    assert 3 <= len(lines) <= 6
+    assert len(lines) == 5  # at 0, 0.05, ... 0.2 s
     (stats,) = await provider.pod_stats()
     (app,) = stats.containers
     assert app.memory_working_set_bytes == 64 * 2**20
-    assert 0.01 < app.cpu_usage_core_seconds < 0.01 + 0.25 * 1
+    assert app.cpu_usage_core_seconds == pytest.approx(STARTUP_CPU_SECONDS + 0.2 * 0.25)
     with pytest.raises(NotFoundError, match="previous terminated container"):
         await collect(provider, LogQuery("app", previous=True))
     with pytest.raises(NotFoundError, match="not available"):
@@ -113,15 +122,20 @@ async def test_sim_provider_serves_logs_and_stats() -> None:
 
 
 async def test_follow_prints_on_the_clock_until_the_run_ends() -> None:
-    provider = SimProvider(SimConfig(restart_delay=5))
+    clock = FakeClock()
+    provider = SimProvider(SimConfig(restart_delay=5), clock)
     await provider.create_pod(
         pod_config({"sim.vkpy.io/log-lines-per-second": "10", "sim.vkpy.io/run-seconds": "0.55"})
     )
-    started = time.monotonic()
-    lines = await collect(provider, LogQuery("app", follow=True))
-    took = time.monotonic() - started
+    started = clock.time()
+    follow = asyncio.create_task(collect(provider, LogQuery("app", follow=True)))
+    await clock.advance(0.5)
+    assert not follow.done()
+    await clock.advance(0.1)
+    lines = await follow
+    took = clock.time() - started
     assert [int(raw.split()[1]) for raw in lines] == list(range(6))
-    assert 0.4 < took < 1.5
+    assert took == pytest.approx(0.6)
     # waiting to restart: the run that ended is both the current and the previous logs
     assert await collect(provider, LogQuery("app", previous=True)) == lines
     assert await collect(provider, LogQuery("app")) == lines

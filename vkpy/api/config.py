@@ -9,7 +9,7 @@ requests refused, TLS 1.2 or newer only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -92,3 +92,5 @@ class ApiDependencies:
     events: EventSink
     default_client_ca: bytes | None = None
     """The cluster CA (PEM) used when no client CA file is configured."""
+    running_pods: Callable[[], Awaitable[list[KubeObject]]] | None = None
+    """The pods the backend runs, shaped for /runningpods/ (None: derived from `pods`)."""

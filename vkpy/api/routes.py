@@ -56,7 +56,11 @@ async def pods(request: web.Request) -> web.Response:
 
 
 async def running_pods(request: web.Request) -> web.Response:
-    """Pods whose containers run, in the minimal shape the kubelet reports them."""
+    """Pods whose containers run, in the minimal shape the kubelet reports them: from
+    the backend when the node gives its list, as the kubelet asks its runtime."""
+    backend_view = request.app[DEPS].running_pods
+    if backend_view is not None:
+        return web.json_response(dumps=_compact, data=_pod_list(await backend_view()))
     items: list[KubeObject] = []
     for pod in request.app[DEPS].pods():
         running = {

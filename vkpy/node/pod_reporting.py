@@ -1,17 +1,17 @@
 """Telling the API server what became of a pod: status patches and Events.
 
 Status is written as the smallest strategic-merge patch of the `status` subresource,
-and only when it changed since the API server's copy and since what vkpy itself last
-wrote (so a watch event that lags behind our own write costs nothing). Events follow
-from what changed in container statuses (Started, BackOff) or are emitted directly
-by the pod controller. Keeping this apart leaves the controller with the decisions.
+and only when it differs from the API server's copy as last seen (the watch, or the
+answer to our own write): never from what vkpy last wrote, so a status someone else
+changed (Ready=False during an outage) is written back. Events follow from what a
+successful write changed in container statuses (Started, BackOff) or are emitted
+directly by the pod controller. Keeping this apart leaves the controller with the decisions.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from vkpy import metrics
+from vkpy.clock import Clock, utcnow
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.node.keyed_queue import Retry
@@ -26,30 +26,30 @@ def pod_path(ref: PodRef) -> str:
 
 
 class PodReporter:
-    def __init__(self, client: KubeClient, events: EventRecorder, host_ip: str) -> None:
+    def __init__(
+        self, client: KubeClient, events: EventRecorder, host_ip: str, clock: Clock
+    ) -> None:
+        self._clock = clock
         self._client = client
         self._events = events
         self._host_ip = host_ip
-        self._written: dict[str, KubeObject] = {}
 
-    def forget(self, uid: str) -> None:
-        self._written.pop(uid, None)
-
-    async def write_status(
-        self, pod: KubeObject, state: PodState, sandbox_ready: bool
-    ) -> KubeObject | None:
-        """Patch the pod's status to match `state`; the updated pod, or None if nothing
-        was written. Raises Retry for failures worth retrying."""
+    def desired(self, pod: KubeObject, state: PodState, sandbox_ready: bool) -> KubeObject:
+        """The status the kubelet would write for `pod` in `state`."""
         ctx = StatusContext(
-            host_ip=self._host_ip, now=datetime.now(UTC), sandbox_ready=sandbox_ready
+            host_ip=self._host_ip, now=utcnow(self._clock), sandbox_ready=sandbox_ready
         )
-        desired = desired_status(pod, state, ctx)
-        uid = str(meta(pod).get("uid"))
+        return desired_status(pod, state, ctx)
+
+    async def write_status(self, pod: KubeObject, desired: KubeObject) -> KubeObject | None:
+        """Patch the pod's status to `desired`, compared with `pod` as the API server
+        last showed it; the updated pod, or None when nothing needed writing (or the
+        pod is gone). Events for what changed follow a successful write only. Raises
+        Retry for failures worth retrying."""
         patch = status_patch(pod, desired)
-        if patch is None or _same(self._written.get(uid), desired):
+        if patch is None:
             metrics.STATUS_UPDATES.labels("unchanged").inc()
             return None
-        self._container_events(pod, desired)
         ref = pod_ref(pod)
         try:
             updated = await self._client.patch(pod_path(ref) + "/status", patch)
@@ -59,7 +59,7 @@ class PodReporter:
                 return None
             raise Retry(f"status patch {ref}: {error}") from error
         metrics.STATUS_UPDATES.labels("written").inc()
-        self._written[uid] = desired
+        self._container_events(pod, desired)
         return updated
 
     def _container_events(self, pod: KubeObject, desired: KubeObject) -> None:
@@ -102,18 +102,3 @@ class PodReporter:
             reason,
             message,
         )
-
-
-def _same(written: KubeObject | None, desired: KubeObject) -> bool:
-    """Whether `desired` equals what was last written, ignoring transition times."""
-    if written is None:
-        return False
-
-    def strip(value: KubeObject) -> KubeObject:
-        conditions = [
-            {k: v for k, v in c.items() if k != "lastTransitionTime"}
-            for c in value.get("conditions") or []
-        ]
-        return {**value, "conditions": conditions}
-
-    return strip(written) == strip(desired)

@@ -11,7 +11,7 @@ for what it cannot:
 - `Provider` (required): start/close, node info and resources, `ping`, and the pod
   lifecycle: `create_pod`, `update_pod`, `delete_pod`, `get_pod_status`, `list_pods`.
 - `PushesStatus`: the backend calls back when a pod's state changes. A backend that
-  cannot push is polled by the kubelet side (see vkpy.node.polling).
+  cannot push is polled by the kubelet side (`vkpy.node.polling.StatusPoller`).
 - `RunsTasks`: the backend has long-lived tasks of its own (a status monitor);
   it declares them and the kubelet side runs them, supervised (vkpy.node.background).
 - `ReadsVolumeFiles`: the backend wants volume contents (ConfigMaps, Secrets,

@@ -28,12 +28,12 @@ import logging
 import os
 import platform
 import random
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vkpy import __version__
+from vkpy.clock import SYSTEM_CLOCK, Clock, Timer
 from vkpy.providers.base import (
     ByteSink,
     ByteSource,
@@ -124,11 +124,12 @@ class SimProvider:
 
     name = "sim"
 
-    def __init__(self, config: SimConfig) -> None:
+    def __init__(self, config: SimConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self._config = config
+        self._clock = clock
         self._random = random.Random(config.seed)
         self._records: dict[str, timeline.Record] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timers: dict[str, Timer] = {}
         self._callback: StatusCallback | None = None
         self._dir = Path(config.state_dir) / "sim" if config.state_dir else None
         self._env: dict[str, dict[str, dict[str, str]]] = {}
@@ -207,7 +208,7 @@ class SimProvider:
             namespace=pod.ref.namespace,
             name=pod.ref.name,
             uid=pod.ref.uid,
-            created=time.time(),
+            created=self._clock.time(),
             start_seconds=start,
             run_seconds=run,
             exit_code=int(exit_code or 0),
@@ -257,7 +258,7 @@ class SimProvider:
         record = self._records.get(ref.uid)
         if record is None:
             raise NotFoundError(f"sim has no pod {ref}")
-        return timeline.state_at(record, time.time(), self._config.restart_delay)
+        return timeline.state_at(record, self._clock.time(), self._config.restart_delay)
 
     async def list_pods(self) -> Sequence[PodRef]:
         return [r.ref for r in self._records.values()]
@@ -269,7 +270,7 @@ class SimProvider:
         record = self._records.get(ref.uid)
         if record is None:
             raise NotFoundError(f'pod "{ref.name}" is not running in the sim backend')
-        now = time.time()
+        now = self._clock.time()
         run = timeline.log_run(record, query, now, self._config.restart_delay)
         shape = LogShape(record.log_rate, record.log_width)
         lines, index = telemetry.records(query.container, run, shape, query, now)
@@ -279,20 +280,20 @@ class SimProvider:
             return
         while (upcoming := telemetry.next_record(query.container, run, shape, index)) is not None:
             at, line = upcoming
-            delay = at - time.time()
+            delay = at - self._clock.time()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await self._clock.sleep(delay)
             if ref.uid not in self._records:
                 return
             if line.stream in query.streams:
                 yield line
             index += 1
-        if run.end is not None and (rest := run.end - time.time()) > 0:
-            await asyncio.sleep(rest)  # the container is quiet until it exits
+        if run.end is not None and (rest := run.end - self._clock.time()) > 0:
+            await self._clock.sleep(rest)  # the container is quiet until it exits
 
     async def pod_stats(self) -> Sequence[PodStats]:
         """Usage of every running pod's containers (CPU grows, memory is constant)."""
-        now = time.time()
+        now = self._clock.time()
         out: list[PodStats] = []
         for record in self._records.values():
             current, _, _ = timeline.runs(record, now, self._config.restart_delay)
@@ -319,7 +320,7 @@ class SimProvider:
         record = self._records.get(ref.uid)
         if record is None:
             raise NotFoundError(f'pod "{ref.name}" is not running in the sim backend')
-        state = timeline.state_at(record, time.time(), self._config.restart_delay)
+        state = timeline.state_at(record, self._clock.time(), self._config.restart_delay)
         if container is None:
             if state.phase != "Running":
                 raise InvalidInputError(f"pod {ref} is not running ({state.phase})")
@@ -345,11 +346,11 @@ class SimProvider:
         ended = asyncio.Event()
         attached = self._attached.setdefault(ref.uid, set())
         attached.add(ended)
-        current, _, _ = timeline.runs(record, time.time(), self._config.restart_delay)
+        current, _, _ = timeline.runs(record, self._clock.time(), self._config.restart_delay)
         timer = None
         if current is not None and current.end is not None:
-            delay = max(0.0, current.end - time.time())
-            timer = asyncio.get_running_loop().call_later(delay, ended.set)
+            delay = max(0.0, current.end - self._clock.time())
+            timer = self._clock.call_later(delay, ended.set)
         try:
             await attach_echo(io, ended)
         finally:
@@ -381,10 +382,9 @@ class SimProvider:
     def _arm(self, record: timeline.Record) -> None:
         """Notify now, and again at the record's next state change."""
         self._notify(record.ref)
-        upcoming = timeline.next_change(record, time.time(), self._config.restart_delay)
+        upcoming = timeline.next_change(record, self._clock.time(), self._config.restart_delay)
         if upcoming is None:
             return
-        loop = asyncio.get_running_loop()
 
         def fire() -> None:
             self._timers.pop(record.uid, None)
@@ -395,7 +395,9 @@ class SimProvider:
         old = self._timers.pop(record.uid, None)
         if old:
             old.cancel()
-        self._timers[record.uid] = loop.call_later(max(0.0, upcoming - time.time()) + 0.01, fire)
+        self._timers[record.uid] = self._clock.call_later(
+            max(0.0, upcoming - self._clock.time()) + 0.01, fire
+        )
 
 
 def _resource(container: ContainerConfig, name: str) -> float | None:

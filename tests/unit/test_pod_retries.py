@@ -1,0 +1,67 @@
+"""How the pod controller waits: back-off for what fails, a capped back-off for a
+missing ConfigMap or Secret, and timers of their own for deadlines and token
+renewal, none of which cancels another."""
+
+from __future__ import annotations
+
+from tests.unit.pod_harness import Harness
+
+ENV_FROM_MISSING = [
+    {
+        "name": "c0",
+        "image": "img:1",
+        "env": [
+            {
+                "name": "LEVEL",
+                "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "level"}},
+            }
+        ],
+    }
+]
+
+TOKEN_VOLUME = {
+    "name": "token",
+    "projected": {
+        "sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]
+    },
+}
+
+
+async def test_missing_config_map_is_retried_with_capped_backoff() -> None:
+    """Defect 2: not every 0.2 s forever; back off up to config_retry_max, one
+    aggregated Event, and start as soon as the ConfigMap exists (within the cap)."""
+    async with Harness(config_retry_max=10.0) as h:
+        await h.start()
+        pod = await h.add("cfg", containers=ENV_FROM_MISSING)
+        for _ in range(120):
+            await h.clock.advance(1)
+        lookups = h.kube.requests_to("GET", r"/configmaps/settings$")
+        # 0.2, 0.4, ... 6.4 s, then every 10 s: about 18 in two minutes (not 600)
+        assert 10 <= len(lookups) <= 25
+        status = h.current(pod)["status"]
+        assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == (
+            "CreateContainerConfigError"
+        )
+        failed = h.kube.events("Failed")
+        assert len({e["involvedObject"]["uid"] for e in failed}) == 1
+        assert len(failed) == 1 and failed[0]["count"] >= 10
+        h.kube.objects["/api/v1/namespaces/ns/configmaps/settings"] = {
+            "metadata": {"name": "settings", "namespace": "ns"},
+            "data": {"level": "debug"},
+        }
+        await h.clock.advance(11)
+        assert h.current(pod)["status"]["phase"] == "Running"
+
+
+async def test_quiet_pod_on_a_push_backend_gets_its_token_renewed() -> None:
+    """Defect 3: renewal is due at 80% of the token's hour; a pod nobody touches must
+    still get a fresh token before the old one expires, and again after that."""
+    async with Harness() as h:
+        await h.start()
+        pod = await h.add("web", volumes=[TOKEN_VOLUME], serviceAccountName="default")
+        uid = pod["metadata"]["uid"]
+        assert h.current(pod)["status"]["phase"] == "Running"
+        await h.clock.advance(3000)
+        assert h.backend.count("refresh", uid) == 1
+        await h.clock.advance(3000)
+        assert h.backend.count("refresh", uid) == 2

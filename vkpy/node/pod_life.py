@@ -1,0 +1,356 @@
+"""One pod's life on this node: each step of `sync`, from its record.
+
+`PodLife.sync` looks at a pod's record (the object on the API server, the stage of
+its life here) and does the one thing due: create it in the backend, apply a changed
+spec, renew its tokens, read its state and write it, kill it at its active deadline,
+report it lost, stop it and delete it when it is being deleted, or stop what the
+API server no longer has. Each step moves the record to its next stage; a
+retryable failure raises `Retry` and leaves the record where it was, so the step is
+done again and never skipped. Timers go to the queue by reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Mapping
+
+from vkpy import metrics
+from vkpy.clock import Clock, utcnow
+from vkpy.kube.client import ApiError, KubeClient
+from vkpy.kube.events import NORMAL, WARNING
+from vkpy.node.deadline import DEADLINE_MESSAGE, deadline_at, deadline_exceeded, deadline_state
+from vkpy.node.env import ConfigError
+from vkpy.node.keyed_queue import KeyedQueue, Retry
+from vkpy.node.lost import lost_state
+from vkpy.node.pod_config import build_pod_config
+from vkpy.node.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping, newer
+from vkpy.node.pod_reporting import PodReporter, pod_path
+from vkpy.node.pod_settings import PodControllerSettings
+from vkpy.node.pod_status import TERMINAL_PHASES
+from vkpy.node.volumes import TokenTracker, VolumeSource, has_token_volumes
+from vkpy.objects import KubeObject, meta, spec, status
+from vkpy.providers.base import (
+    ContainerState,
+    PodConfig,
+    PodRef,
+    PodState,
+    Provider,
+    ReadsVolumeFiles,
+    RefreshesVolumes,
+)
+from vkpy.providers.errors import (
+    InvalidInputError,
+    NotFoundError,
+    ProviderError,
+    RetryableError,
+    UnsupportedError,
+)
+
+log = logging.getLogger(__name__)
+
+DEADLINE = "deadline"
+RENEWAL = "token-renewal"
+TOKEN_RETRY = 10.0
+"""Seconds before a failed token renewal is tried again."""
+
+
+def images(pod: KubeObject) -> tuple[str, ...]:
+    return tuple(str(c.get("image", "")) for c in spec(pod).get("containers") or [])
+
+
+class PodLife:
+    """The steps of a pod's life; `sync` runs the ones due for one record."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        provider: Provider,
+        report: PodReporter,
+        objects: VolumeSource,
+        queue: KeyedQueue,
+        settings: PodControllerSettings,
+        clock: Clock,
+    ) -> None:
+        self._client = client
+        self._provider = provider
+        self._report = report
+        self._objects = objects
+        self._queue = queue
+        self._settings = settings
+        self._clock = clock
+
+    async def sync(self, r: PodRecord) -> None:
+        pod = r.pod
+        if pod is None:
+            if r.in_backend:
+                log.info("removing pod the API no longer has", extra={"pod": str(r.ref)})
+                await self._stop(r, 0)
+            return
+        if isinstance(r.stage, Deleted):
+            return
+        if meta(pod).get("deletionTimestamp"):
+            await self._terminate(r, pod)
+            return
+        terminal = status(pod).get("phase") in TERMINAL_PHASES
+        if isinstance(r.stage, Stopping):
+            await self._stop(r, self._grace_period(pod))  # a kill that did not finish
+        if isinstance(r.stage, Absent):
+            if terminal or not await self._create(r, pod):
+                return
+        elif isinstance(r.stage, Created):
+            await self._apply_spec_changes(r, pod)
+            if terminal:
+                return  # the API has its final word; the backend's state no longer counts
+            await self._refresh_volumes(r, pod)
+        state = await self._current_state(r, pod)
+        if state is None:
+            return
+        await self._write(r, pod, state, sandbox_ready=True)
+        self._schedule_deadline(r)
+
+    # --- backend calls ------------------------------------------------------------
+
+    async def _backend(self, operation: str, ref: PodRef, coro: Awaitable[None]) -> None:
+        """Run a backend call with metrics, turning retryable errors into `Retry`."""
+        started = self._clock.monotonic()
+        try:
+            await coro
+            metrics.POD_OPERATIONS.labels(operation, "ok").inc()
+        except RetryableError as error:
+            metrics.POD_OPERATIONS.labels(operation, "retry").inc()
+            raise Retry(f"{operation} {ref}: {error}") from error
+        except ProviderError:
+            metrics.POD_OPERATIONS.labels(operation, "error").inc()
+            raise
+        finally:
+            metrics.POD_OPERATION_DURATION.labels(operation).observe(
+                self._clock.monotonic() - started
+            )
+
+    async def _config(self, pod: KubeObject) -> tuple[PodConfig, float | None]:
+        """The backend's view of the pod, and when its tokens are due for renewal."""
+        allocatable: Mapping[str, str] = self._provider.node_resources().allocatable
+        tokens = TokenTracker(self._objects)
+        config = await build_pod_config(
+            pod,
+            tokens,
+            self._settings.host_ip,
+            allocatable,
+            with_volume_files=isinstance(self._provider, ReadsVolumeFiles),
+        )
+        due = None
+        if tokens.refresh_at is not None and isinstance(self._provider, RefreshesVolumes):
+            due = tokens.refresh_at.timestamp()
+        return config, due
+
+    # --- creating -----------------------------------------------------------------
+
+    async def _create(self, r: PodRecord, pod: KubeObject) -> bool:
+        """Start the pod in the backend; False when it cannot be (status written)."""
+        try:
+            config, token_due = await self._config(pod)
+        except ConfigError as error:
+            await self._config_error(r, pod, str(error))
+            return False
+        try:
+            await self._backend("create", r.ref, self._provider.create_pod(config))
+        except (InvalidInputError, UnsupportedError) as error:
+            await self._fail_permanently(r, pod, error)
+            return False
+        r.stage = Created(images=images(pod), token_due=token_due)
+        self._schedule_token(r)
+        log.info("pod created in backend", extra={"pod": str(r.ref), "uid": r.ref.uid})
+        return True
+
+    async def _config_error(self, r: PodRecord, pod: KubeObject, message: str) -> None:
+        """Pending with CreateContainerConfigError and an Event; retried with a back-off
+        capped at `config_retry_max` (the recorder folds repeats into one Event)."""
+        waiting = tuple(
+            ContainerState(
+                name=str(c.get("name")),
+                state="waiting",
+                reason="CreateContainerConfigError",
+                message=message,
+            )
+            for c in spec(pod).get("containers") or []
+        )
+        await self._write(r, pod, PodState(phase="Pending", containers=waiting), False)
+        self._report.event(pod, WARNING, "Failed", f"Error: {message}")
+        raise Retry(
+            f"pod {r.ref} waits for its configuration: {message}",
+            max_delay=self._settings.config_retry_max,
+            quiet=True,
+        )
+
+    async def _fail_permanently(self, r: PodRecord, pod: KubeObject, error: ProviderError) -> None:
+        message = str(error)
+        log.warning(
+            "backend cannot run pod",
+            extra={"pod": str(r.ref), "reason": error.reason, "error": message},
+        )
+        self._report.event(pod, WARNING, error.reason, message)
+        reason = "ContainerCannotRun" if isinstance(error, InvalidInputError) else error.reason
+        state = PodState(
+            phase="Failed",
+            reason=error.reason,
+            message=message,
+            containers=tuple(
+                ContainerState(
+                    name=str(c.get("name")), state="waiting", reason=reason, message=message
+                )
+                for c in spec(pod).get("containers") or []
+            ),
+        )
+        r.stage = Final(state)
+        await self._write(r, pod, state, sandbox_ready=False)
+
+    # --- while it runs --------------------------------------------------------------
+
+    async def _apply_spec_changes(self, r: PodRecord, pod: KubeObject) -> None:
+        assert isinstance(r.stage, Created)
+        wanted = images(pod)
+        applied = r.stage.images
+        if applied is not None and applied != wanted:
+            try:
+                config, _ = await self._config(pod)
+                await self._backend("update", r.ref, self._provider.update_pod(config))
+                self._report.event(pod, NORMAL, "Updated", "Applied the changed container images")
+            except (UnsupportedError, InvalidInputError, ConfigError) as error:
+                self._report.event(pod, WARNING, "FailedUpdate", str(error))
+        r.stage = Created(images=wanted, token_due=r.stage.token_due)
+
+    async def _refresh_volumes(self, r: PodRecord, pod: KubeObject) -> None:
+        """Renew projected service account tokens (and so the volumes) before they expire.
+
+        Pods adopted after a restart have no known renewal time: they are renewed once
+        at their first sync, which also learns the next time."""
+        assert isinstance(r.stage, Created)
+        if not isinstance(self._provider, RefreshesVolumes):
+            return
+        due = r.stage.token_due
+        if due is None:
+            if not has_token_volumes(pod):
+                return
+            due = 0.0
+        if self._clock.time() < due:
+            return
+        try:
+            config, next_due = await self._config(pod)
+            await self._backend("refresh", r.ref, self._provider.refresh_volumes(config))
+        except (ConfigError, ApiError, ProviderError, Retry) as error:
+            log.warning(
+                "volume refresh failed, will retry",
+                extra={"pod": str(r.ref), "uid": r.ref.uid, "error": str(error)},
+            )
+            next_due = self._clock.time() + TOKEN_RETRY
+        else:
+            log.info("pod volumes refreshed", extra={"pod": str(r.ref), "uid": r.ref.uid})
+        if isinstance(r.stage, Created):
+            r.stage = Created(images=r.stage.images, token_due=next_due)
+            self._schedule_token(r)
+
+    def _schedule_token(self, r: PodRecord) -> None:
+        if isinstance(r.stage, Created) and r.stage.token_due is not None:
+            delay = r.stage.token_due - self._clock.time()
+            self._queue.add_after(r.ref.uid, delay + 0.05, RENEWAL)
+
+    def _schedule_deadline(self, r: PodRecord) -> None:
+        at = deadline_at(r.pod) if r.pod is not None else None
+        if at is not None and isinstance(r.stage, Created):
+            self._queue.add_after(r.ref.uid, at - self._clock.time() + 0.05, DEADLINE)
+
+    async def _current_state(self, r: PodRecord, pod: KubeObject) -> PodState | None:
+        if isinstance(r.stage, Final):
+            return r.stage.state
+        try:
+            state = await self._get_status(r.ref)
+        except NotFoundError:
+            return self._lost(r, pod)
+        self._report_warnings(r, pod, state.warnings)
+        if deadline_exceeded(pod, state, self._clock.time()):
+            self._report.event(pod, NORMAL, "DeadlineExceeded", DEADLINE_MESSAGE)
+            r.stage = Stopping(final=deadline_state(state, utcnow(self._clock)))
+            await self._stop(r, self._grace_period(pod))
+            assert isinstance(r.stage, Final)
+            return r.stage.state
+        return state
+
+    async def _get_status(self, ref: PodRef) -> PodState:
+        try:
+            state = await self._provider.get_pod_status(ref)
+        except RetryableError as error:
+            metrics.POD_OPERATIONS.labels("status", "retry").inc()
+            raise Retry(f"status {ref}: {error}") from error
+        metrics.POD_OPERATIONS.labels("status", "ok").inc()
+        return state
+
+    def _lost(self, r: PodRecord, pod: KubeObject) -> PodState | None:
+        """The backend no longer has the pod: Failed for restartPolicy Never, else
+        started again (as the kubelet restarts containers it lost)."""
+        policy = spec(pod).get("restartPolicy") or "Always"
+        self._report.event(pod, WARNING, "BackendLost", "The backend no longer has the pod")
+        if policy == "Never":
+            log.warning("backend lost the pod, failing it", extra={"pod": str(r.ref)})
+            r.stage = Final(lost_state(pod))
+            return r.stage.state
+        log.warning("backend lost the pod, creating it again", extra={"pod": str(r.ref)})
+        r.stage = Absent()
+        self._queue.add(r.ref.uid)
+        return None
+
+    def _report_warnings(self, r: PodRecord, pod: KubeObject, warnings: tuple[str, ...]) -> None:
+        """Each backend warning becomes one Warning Event on the pod, once."""
+        for warning in warnings:
+            if warning not in r.warned:
+                r.warned = r.warned | {warning}
+                self._report.event(pod, WARNING, "BackendAdjusted", warning)
+
+    async def _write(
+        self, r: PodRecord, pod: KubeObject, state: PodState, sandbox_ready: bool
+    ) -> None:
+        desired = self._report.desired(pod, state, sandbox_ready)
+        r.desired = desired  # before the write: its echo must find it
+        updated = await self._report.write_status(pod, desired)
+        if updated is not None and r.pod is not None and newer(updated, r.pod):
+            r.pod = updated
+
+    # --- ending -------------------------------------------------------------------
+
+    def _grace_period(self, pod: KubeObject) -> float:
+        value = meta(pod).get("deletionGracePeriodSeconds")
+        if value is None:
+            value = spec(pod).get("terminationGracePeriodSeconds")
+        return float(self._settings.default_grace_period if value is None else value)
+
+    async def _terminate(self, r: PodRecord, pod: KubeObject) -> None:
+        """Graceful deletion: stop in the backend, then remove the object, once."""
+        if r.in_backend:
+            if isinstance(r.stage, Created):
+                for container in spec(pod).get("containers") or []:
+                    name = container.get("name")
+                    self._report.event(pod, NORMAL, "Killing", f"Stopping container {name}", name)
+            r.stage = Stopping()
+            await self._stop(r, self._grace_period(pod))
+        try:
+            await self._client.delete(
+                pod_path(r.ref), {"gracePeriodSeconds": 0, "preconditions": {"uid": r.ref.uid}}
+            )
+            log.info("pod deleted", extra={"pod": str(r.ref), "uid": r.ref.uid})
+        except ApiError as error:
+            if not (error.not_found or error.conflict):
+                raise Retry(f"delete {r.ref}: {error}") from error
+        r.stage = Deleted()
+        self._queue.drop(r.ref.uid)
+
+    async def _stop(self, r: PodRecord, grace: float) -> None:
+        """Stop the pod in the backend (gone already is fine); then it is final when
+        a final state was decided, else absent."""
+        final = r.stage.final if isinstance(r.stage, Stopping) else None
+        if not isinstance(r.stage, Stopping):
+            r.stage = Stopping()
+        with contextlib.suppress(NotFoundError):
+            await self._backend("delete", r.ref, self._provider.delete_pod(r.ref, grace))
+        r.stage = Final(final) if final is not None else Absent()
+        self._queue.cancel(r.ref.uid, DEADLINE)
+        self._queue.cancel(r.ref.uid, RENEWAL)

@@ -1,0 +1,22 @@
+"""The pod controller's settings, apart from the controller so flags parse cheaply.
+
+The CLI builds these from flags; importing them must not pull in the controller,
+the watch and the backend contract's machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PodControllerSettings:
+    node_name: str
+    host_ip: str
+    workers: int = 50
+    """Pods reconciled at once."""
+    poll_interval: float = 5.0
+    """How often a backend that cannot push is asked for every pod's state."""
+    config_retry_max: float = 10.0
+    """Longest wait before a pod missing a ConfigMap or Secret is tried again."""
+    default_grace_period: float = 30.0
