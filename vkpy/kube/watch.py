@@ -108,18 +108,20 @@ class Watcher:
                 cause = "error" if isinstance(error, ApiError) else "malformed"
                 if isinstance(error, ApiError) and error.gone:
                     self._resource_version = ""
-                log.warning(
-                    "watch failed, retrying",
-                    extra={"resource": self._options.resource, "error": str(error)},
-                )
-            except Exception:  # a bug here or in the handler: start over from a list
-                cause = "bug"
+                message = str(error)
+            except Exception as error:  # a bug here or in the handler: start over from a list
+                cause, message = "bug", repr(error)
                 log.exception("watch handler failed, relisting")
                 self._resource_version = ""
             failures += 1
             metrics.WATCH_RESTARTS.labels(self._options.resource, cause).inc()
             delay = min(self._options.max_backoff, 0.5 * 2 ** min(failures, 8))
-            await self._sleep(delay * random.uniform(0.8, 1.2))
+            delay *= random.uniform(0.8, 1.2)
+            log.warning(
+                "watch failed, retrying",
+                extra={"resource": self._options.resource, "error": message, "delay": delay},
+            )
+            await self._sleep(delay)
 
     async def _list(self) -> None:
         body = await self._client.get(self._options.path, self._selectors())
