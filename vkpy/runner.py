@@ -1,10 +1,13 @@
 """Wiring: build every part from `Settings` and run them in one asyncio TaskGroup.
 
-This is the only place long-lived tasks are started. Each is named, and when one
-ends the runner logs which and why; a crashed task stops the node (and the process
-exits non-zero) rather than leaving a half-working kubelet. A backend's own
-long-lived tasks (`RunsTasks`) run here too, under the TaskSupervisor, which
-restarts them with back-off and turns the node NotReady while they keep failing.
+This is the only place long-lived tasks are started: the root tasks here and, below
+them, tasks in their own TaskGroups (the pod watch and workers, the kubelet API's
+certificate rotation), which fail with their root; what else starts a task owns it
+for one pod or one stream only. Each root task is named, and when one ends the
+runner logs which and why; a crashed task stops the node (and the process exits
+non-zero) rather than leaving a half-working kubelet. A backend's own long-lived
+tasks (`RunsTasks`) run here too, under the TaskSupervisor, which restarts them with
+back-off and turns the node NotReady while they keep failing.
 SIGTERM and SIGINT stop everything gracefully: tasks are cancelled, queued Events
 flushed, the backend and the API client closed. Pods keep running in the backend,
 to be adopted next time.
