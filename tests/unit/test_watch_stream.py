@@ -135,12 +135,16 @@ async def watch_until(
     return task
 
 
+@pytest.mark.parametrize("text", ["x", "<"], ids=["plain", "html-escaped"])
 async def test_a_pod_near_the_etcd_size_limit_is_delivered_whole(
-    api: tuple[FakeApiServer, KubeClient],
+    api: tuple[FakeApiServer, KubeClient], text: str
 ) -> None:
+    """1.4 MB of annotation fits etcd's 1.5 MB; the API server's JSON escapes <, > and &
+    as \\u003c (six bytes each), so the same pod can be an 8.4 MB watch line."""
     server, client = api
-    big = "x" * 1_500_000
-    server.watches = [[line("ADDED", pod("big", "11", blob=big)), line("ADDED", pod("b", "12"))]]
+    big = text * 1_400_000
+    encoded = line("ADDED", pod("big", "11", blob=big)).replace(b"<", b"\\u003c")
+    server.watches = [[encoded, line("ADDED", pod("b", "12"))]]
     recorder = Recorder()
     await watch_until(server, client, recorder, ("ADDED", "b"))
     assert recorder.seen == [("LIST", ""), ("ADDED", "big"), ("ADDED", "b")]
