@@ -257,7 +257,7 @@ def _labels(values: list[str] | None) -> dict[str, str]:
 
 def _kubeconfig_exists(value: str) -> bool:
     """Whether a --kubeconfig (or KUBECONFIG, a ":"-separated list) names a file that
-    exists; the API client's loader merges the ones that do, as kubectl does."""
+    exists; the API client's loader (the one reader) merges the ones that do."""
     return any(Path(part).expanduser().is_file() for part in value.split(os.pathsep) if part)
 
 
