@@ -56,8 +56,9 @@ def _merge_status(current: Obj, patch: Obj) -> Obj:
             out.pop(key, None)
         elif key == "conditions":
             merged = {c["type"]: dict(c) for c in out.get("conditions") or []}
-            for condition in value:
-                merged[condition["type"]] = {**merged.get(condition["type"], {}), **condition}
+            for condition in value:  # merged by type; null removes a field
+                item = {**merged.get(condition["type"], {}), **condition}
+                merged[condition["type"]] = {k: v for k, v in item.items() if v is not None}
             out["conditions"] = list(merged.values())
         elif isinstance(value, list):
             out[key] = [v for v in value if not (isinstance(v, dict) and "$patch" in v)]
@@ -241,7 +242,7 @@ class FakeKube:
     async def patch(self, path: str, body: Any, content_type: str = "") -> Obj:
         self._check("PATCH", path, body)
         match = POD_PATH.match(path)
-        current = self.objects.get(path.removesuffix("/status") if match else path)
+        current = self.objects.get(path.removesuffix("/status"))
         if current is None:
             raise self._missing(path)
         if match and match.group(3):

@@ -8,6 +8,7 @@ next call of `op` raise. Every call is recorded in `calls` as (operation, uid).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -59,6 +60,8 @@ class PolledBackend:
         self.errors: dict[str, list[Exception]] = {}
         self.refreshed: list[PodConfig] = []
         self.healthy: Exception | None = None
+        self.create_gate: asyncio.Event | None = None
+        """When set by a test, `create_pod` waits for it (a slow backend)."""
 
     # --- test controls ------------------------------------------------------------
 
@@ -106,6 +109,8 @@ class PolledBackend:
 
     async def create_pod(self, pod: PodConfig) -> None:
         self._call("create", pod.ref.uid)
+        if self.create_gate is not None:
+            await self.create_gate.wait()
         self.configs[pod.ref.uid] = pod
         self.refs[pod.ref.uid] = pod.ref
         self.states[pod.ref.uid] = running(pod, self.clock.time())

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from vkpy.clock import SystemClock
 from vkpy.kube.client import ApiError
 from vkpy.kube.events import EventRecorder
 from vkpy.node.node_controller import NodeController
@@ -88,22 +89,29 @@ def adopted(uid: str = "uid-old") -> dict[str, Any]:
     return {**EXISTING, "metadata": {**EXISTING["metadata"], "uid": uid}}
 
 
+class RecordingClock(SystemClock):
+    """The system clock, but sleeps are recorded and return at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(0)
+
+
 async def register(api: FakeApi) -> tuple[NodeController, list[float]]:
-    delays: list[float] = []
-
-    async def sleep(delay: float) -> None:
-        delays.append(delay)
-
+    clock = RecordingClock()
     settings = NodeSettings(
         name="vk",
         internal_ip="127.0.0.1",
         taints=(Taint("virtual-kubelet.io/provider", "fake", "NoSchedule"),),
     )
     events = EventRecorder(api, host="vk")  # type: ignore[arg-type]
-    controller = NodeController(api, Backend(), events, settings, sleep=sleep)  # type: ignore[arg-type]
+    controller = NodeController(api, Backend(), events, settings, clock=clock)  # type: ignore[arg-type]
     async with asyncio.timeout(5):
         await controller.register()
-    return controller, delays
+    return controller, clock.delays
 
 
 STATUS = ("PATCH", "/api/v1/nodes/vk/status")

@@ -5,6 +5,16 @@ renewal, none of which cancels another."""
 from __future__ import annotations
 
 from tests.unit.pod_harness import Harness
+from tests.unit.pod_harness import pod as pod_object
+from vkpy.providers.base import ContainerState, PodState
+from vkpy.providers.errors import RetryableError
+
+
+def running_state(uid: str) -> PodState:
+    return PodState(
+        phase="Running", containers=(ContainerState(name="c0", state="running", ready=True),)
+    )
+
 
 ENV_FROM_MISSING = [
     {
@@ -33,8 +43,7 @@ async def test_missing_config_map_is_retried_with_capped_backoff() -> None:
     async with Harness(config_retry_max=10.0) as h:
         await h.start()
         pod = await h.add("cfg", containers=ENV_FROM_MISSING)
-        for _ in range(120):
-            await h.clock.advance(1)
+        await h.clock.advance(120)
         lookups = h.kube.requests_to("GET", r"/configmaps/settings$")
         # 0.2, 0.4, ... 6.4 s, then every 10 s: about 18 in two minutes (not 600)
         assert 10 <= len(lookups) <= 25
@@ -65,3 +74,29 @@ async def test_quiet_pod_on_a_push_backend_gets_its_token_renewed() -> None:
         assert h.backend.count("refresh", uid) == 1
         await h.clock.advance(3000)
         assert h.backend.count("refresh", uid) == 2
+
+
+async def test_adopted_pod_with_tokens_is_renewed_at_once_then_on_time() -> None:
+    async with Harness() as h:
+        pod = h.kube.add_pod(pod_object("web", volumes=[TOKEN_VOLUME], serviceAccountName="sa"))
+        ref = h.ref(pod)
+        h.backend.refs[ref.uid] = ref
+        h.backend.states[ref.uid] = running_state(ref.uid)
+        await h.start()
+        assert h.backend.count("refresh", ref.uid) == 1  # renewal time unknown: now
+        assert h.backend.count("create") == 0
+        await h.clock.advance(2881)
+        assert h.backend.count("refresh", ref.uid) == 2
+
+
+async def test_failed_token_renewal_is_tried_again_soon() -> None:
+    async with Harness() as h:
+        await h.start()
+        pod = await h.add("web", volumes=[TOKEN_VOLUME], serviceAccountName="sa")
+        uid = pod["metadata"]["uid"]
+        h.backend.fail("refresh", RetryableError("busy"))
+        await h.clock.advance(2881)
+        assert h.backend.count("refresh", uid) == 1
+        await h.clock.advance(11)
+        assert h.backend.count("refresh", uid) == 2
+        assert len(h.backend.refreshed) == 1

@@ -82,3 +82,25 @@ async def test_started_event_is_sent_once_when_the_status_patch_is_retried() -> 
         assert h.current(pod)["status"]["phase"] == "Running"
         (started,) = h.kube.events("Started")
         assert started["count"] == 1
+
+
+async def test_condition_reason_that_no_longer_applies_is_cleared_in_one_write() -> None:
+    """Conditions merge by type on the API server: a reason that should go is sent as
+    null. Otherwise Ready=True keeps reason ContainersNotReady and, since status is
+    compared with the API's copy, the same patch would be sent forever."""
+    async with Harness() as h:
+        await h.start()
+        pod = await h.add("slow")
+        uid = pod["metadata"]["uid"]
+        ready_state = h.backend.states[uid]
+        h.backend.set_state(uid, PodState(phase="Pending"))
+        await settle()
+        assert h.condition(pod, "Ready") == "False"
+        writes = len(h.status_patches(pod))
+        h.backend.set_state(uid, ready_state)
+        await h.clock.advance(60)
+        assert len(h.status_patches(pod)) == writes + 1
+        conditions = {c["type"]: c for c in h.current(pod)["status"]["conditions"]}
+        assert conditions["Ready"]["status"] == "True"
+        assert "reason" not in conditions["Ready"]
+        assert "reason" not in conditions["ContainersReady"]

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 
+from vkpy.clock import SYSTEM_CLOCK, Clock, utcnow
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.node.node_status import (
@@ -43,11 +43,11 @@ class NodeController:
         provider: Provider,
         events: EventRecorder,
         settings: NodeSettings,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Clock = SYSTEM_CLOCK,
         task_problem: Callable[[], str | None] = lambda: None,
     ) -> None:
+        self._clock = clock
         self._client = client
-        self._sleep = sleep
         self._task_problem = task_problem
         self._provider = provider
         self._events = events
@@ -62,7 +62,7 @@ class NodeController:
     async def run(self) -> None:
         await self.register()
         while True:
-            await self._sleep(self._settings.check_interval)
+            await self._clock.sleep(self._settings.check_interval)
             try:
                 await self.sync()
             except ApiError as error:
@@ -107,7 +107,7 @@ class NodeController:
                     raise
                 # a 409 while adopting: the node lifecycle controller wrote it first
                 log.warning("node registration failed, retrying", extra={"error": str(error)})
-                await self._sleep(delay)
+                await self._clock.sleep(delay)
                 delay = min(delay * 2, 30)
         self.uid = str(meta(node).get("uid"))
         self._conditions = list(status(node).get("conditions") or [])
@@ -142,11 +142,11 @@ class NodeController:
             self._provider.node_info(),
             self._provider.node_resources(),
             health,
-            datetime.now(UTC),
+            utcnow(self._clock),
             self._conditions,
         )
         changed = self._last_sent is None or comparable(desired) != comparable(self._last_sent)
-        due = time.monotonic() - self._last_sent_at >= self._settings.status_interval
+        due = self._clock.monotonic() - self._last_sent_at >= self._settings.status_interval
         if not (force or changed or due):
             return
         if changed and self._last_sent is not None:
@@ -160,7 +160,7 @@ class NodeController:
         node = await self._client.patch(self._path + "/status", {"status": desired})
         self._conditions = list(status(node).get("conditions") or [])
         self._last_sent = desired
-        self._last_sent_at = time.monotonic()
+        self._last_sent_at = self._clock.monotonic()
 
     def _involved(self) -> InvolvedObject:
         return InvolvedObject(kind="Node", name=self._settings.name, uid=self._settings.name)

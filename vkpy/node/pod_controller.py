@@ -61,10 +61,15 @@ class PodController:
             self,
             sleep=clock.sleep,
         )
-        self._status, self._poller = pushing(provider, settings.poll_interval, clock)
+        self._status, self._poller = pushing(
+            provider, settings.poll_interval, clock, self._in_backend
+        )
         self._status.on_status_change(self.notify)
         self.ready = asyncio.Event()
         """Set once the first list is in and backend pods are adopted."""
+
+    def _in_backend(self) -> list[PodRef]:
+        return [r.ref for r in self._records.values() if r.in_backend]
 
     # --- inputs -------------------------------------------------------------------
 

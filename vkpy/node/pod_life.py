@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Mapping
+from typing import NoReturn
 
 from vkpy import metrics
 from vkpy.clock import Clock, utcnow
@@ -152,7 +153,6 @@ class PodLife:
             config, token_due = await self._config(pod)
         except ConfigError as error:
             await self._config_error(r, pod, str(error))
-            return False
         try:
             await self._backend("create", r.ref, self._provider.create_pod(config))
         except (InvalidInputError, UnsupportedError) as error:
@@ -163,7 +163,7 @@ class PodLife:
         log.info("pod created in backend", extra={"pod": str(r.ref), "uid": r.ref.uid})
         return True
 
-    async def _config_error(self, r: PodRecord, pod: KubeObject, message: str) -> None:
+    async def _config_error(self, r: PodRecord, pod: KubeObject, message: str) -> NoReturn:
         """Pending with CreateContainerConfigError and an Event; retried with a back-off
         capped at `config_retry_max` (the recorder folds repeats into one Event)."""
         waiting = tuple(

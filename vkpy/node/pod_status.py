@@ -233,6 +233,17 @@ def _condition_core(condition: KubeObject) -> tuple[object, ...]:
     return (condition.get("status"), condition.get("reason"), condition.get("message"))
 
 
+def _clearing(condition: KubeObject, have: KubeObject | None) -> KubeObject:
+    """The condition as a patch item: conditions merge by type, so a reason or message
+    that should go must be sent as null, or the old one stays (Ready=True with reason
+    ContainersNotReady, and a patch that never takes)."""
+    out = dict(condition)
+    for key in ("reason", "message"):
+        if key not in out and (have or {}).get(key):
+            out[key] = None
+    return out
+
+
 def status_patch(pod: KubeObject, desired: KubeObject) -> KubeObject | None:
     """The strategic-merge patch that makes `pod`'s status match `desired`, or None.
 
@@ -251,7 +262,7 @@ def status_patch(pod: KubeObject, desired: KubeObject) -> KubeObject | None:
             changes[field] = want
     have_conditions = {c.get("type"): c for c in current.get("conditions") or []}
     changed_conditions = [
-        c
+        _clearing(c, have_conditions.get(c["type"]))
         for c in desired.get("conditions") or []
         if c["type"] not in have_conditions
         or _condition_core(c) != _condition_core(have_conditions[c["type"]])

@@ -1,0 +1,105 @@
+"""Events: sent from a background task, repeats folded into a count, floods dropped."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.unit.fake_clock import FakeClock, settle
+from tests.unit.fake_kube import FakeKube
+from vkpy.kube.client import ApiError
+from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject, TokenBucket
+
+POD = InvolvedObject(kind="Pod", name="web", namespace="ns", uid="uid-web")
+
+
+class Recorder:
+    def __init__(self, **options: float) -> None:
+        self.kube = FakeKube(FakeClock())
+        self.recorder = EventRecorder(self.kube, host="vk-1", **options)  # type: ignore[arg-type]
+        self.task = asyncio.create_task(self.recorder.run())
+
+
+@pytest.fixture
+async def recorders() -> AsyncIterator[list[Recorder]]:
+    made: list[Recorder] = []
+    yield made
+    for r in made:
+        r.task.cancel()
+        await asyncio.gather(r.task, return_exceptions=True)
+
+
+async def test_repeats_are_folded_into_one_event_with_a_count(
+    recorders: list[Recorder],
+) -> None:
+    r = Recorder()
+    recorders.append(r)
+    for _ in range(5):
+        r.recorder.emit(POD, WARNING, "Failed", 'Error: configmap "settings" not found')
+    r.recorder.emit(POD, NORMAL, "Started", "Started container app")
+    await settle()
+    failed, started = r.kube.events("Failed"), r.kube.events("Started")
+    assert [e["count"] for e in failed] == [5]
+    assert [e["count"] for e in started] == [1]
+    assert failed[0]["involvedObject"] == {
+        "kind": "Pod",
+        "name": "web",
+        "namespace": "ns",
+        "uid": "uid-web",
+        "apiVersion": "v1",
+    }
+    assert failed[0]["source"] == {"component": "kubelet", "host": "vk-1"}
+    assert len(r.kube.requests_to("POST", "/events$")) == 2
+
+
+async def test_event_deleted_meanwhile_is_created_again(recorders: list[Recorder]) -> None:
+    r = Recorder()
+    recorders.append(r)
+    r.recorder.emit(POD, WARNING, "Failed", "x")
+    await settle()
+    (path,) = [p for p in r.kube.objects if "/events/" in p]
+    del r.kube.objects[path]
+    r.recorder.emit(POD, WARNING, "Failed", "x")
+    await settle()
+    assert [e["count"] for e in r.kube.events("Failed")] == [1]
+
+
+async def test_a_flood_is_cut_by_the_token_bucket(recorders: list[Recorder]) -> None:
+    r = Recorder(qps=0.001, burst=3)
+    recorders.append(r)
+    for n in range(10):
+        r.recorder.emit(POD, NORMAL, "Pulled", f"image {n}")
+    await settle()
+    assert len(r.kube.events()) == 3
+
+
+async def test_api_errors_lose_one_event_not_the_recorder(recorders: list[Recorder]) -> None:
+    r = Recorder()
+    recorders.append(r)
+    r.kube.fail("POST", "/events$", ApiError(500, "InternalError", "etcd"))
+    r.kube.fail("POST", "/events$", ApiError(0, "Unreachable", "reset"))
+    r.kube.fail("POST", "/events$", ApiError(403, "Forbidden", "no"))
+    for n in range(4):
+        r.recorder.emit(POD, NORMAL, "Pulled", f"image {n}")
+    await settle()
+    assert [e["message"] for e in r.kube.events()] == ["image 3"]
+    assert not r.task.done()
+
+
+async def test_a_full_queue_drops_instead_of_blocking(recorders: list[Recorder]) -> None:
+    kube = FakeKube(FakeClock())
+    recorder = EventRecorder(kube, host="vk-1", queue_size=2)  # type: ignore[arg-type]
+    for n in range(5):
+        recorder.emit(POD, NORMAL, "Pulled", f"image {n}")  # nothing sends yet
+    await recorder.flush()
+    assert sorted(e["message"] for e in kube.events()) == ["image 0", "image 1"]
+
+
+def test_token_bucket_refills_with_time() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=2, burst=2, clock=lambda: now[0])
+    assert [bucket.take() for _ in range(3)] == [True, True, False]
+    now[0] += 0.5
+    assert [bucket.take() for _ in range(2)] == [True, False]

@@ -1,0 +1,99 @@
+"""The node Lease: created when missing, renewed every interval, owned by the Node,
+re-read after a conflict, and kept renewing through API errors of every kind."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.unit.fake_clock import FakeClock, settle
+from tests.unit.fake_kube import FakeKube
+from vkpy.kube.client import ApiError
+from vkpy.node.lease import LeaseKeeper
+
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vk-1"
+
+
+class Lease:
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.kube = FakeKube(self.clock)
+        self.keeper = LeaseKeeper(
+            self.kube,  # type: ignore[arg-type]
+            "vk-1",
+            lambda: "node-uid",
+            duration=40,
+            renew_interval=10,
+            sleep=self.clock.sleep,
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.keeper.run())
+
+    def writes(self) -> int:
+        return len(self.kube.requests_to("PUT", LEASE + "$")) + len(
+            self.kube.requests_to("POST", "/leases$")
+        )
+
+
+@pytest.fixture
+async def lease() -> AsyncIterator[Lease]:
+    keeper = Lease()
+    yield keeper
+    if keeper.task is not None:
+        keeper.task.cancel()
+        await asyncio.gather(keeper.task, return_exceptions=True)
+
+
+async def test_creates_the_lease_owned_by_the_node_and_renews_it(lease: Lease) -> None:
+    lease.start()
+    await settle()
+    created = lease.kube.objects[LEASE]
+    assert created["spec"]["holderIdentity"] == "vk-1"
+    assert created["spec"]["leaseDurationSeconds"] == 40
+    owner = created["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("Node", "node-uid")
+    await lease.clock.advance(30)
+    assert lease.keeper.renewals == 4
+    assert lease.writes() == 4
+
+
+async def test_conflict_reads_the_lease_again(lease: Lease) -> None:
+    lease.start()
+    await settle()
+    lease.kube.objects[LEASE]["metadata"]["resourceVersion"] = "999"  # someone else wrote
+    await lease.clock.advance(10)
+    assert lease.keeper.renewals == 2
+    assert lease.kube.requests_to("GET", LEASE + "$")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ApiError(500, "InternalError", "etcd"),
+        ApiError(0, "Unreachable", "connection refused"),
+        ApiError(403, "Forbidden", "no"),
+        ApiError(429, "TooManyRequests", "slow down"),
+    ],
+)
+async def test_api_errors_are_survived(lease: Lease, error: ApiError) -> None:
+    lease.start()
+    await settle()
+    lease.kube.fail("PUT", LEASE + "$", error)
+    await lease.clock.advance(10)
+    assert lease.keeper.renewals == 1
+    await lease.clock.advance(10)
+    assert lease.keeper.renewals == 2
+    assert lease.task is not None and not lease.task.done()
+
+
+async def test_lease_deleted_by_someone_is_created_again(lease: Lease) -> None:
+    lease.start()
+    await settle()
+    del lease.kube.objects[LEASE]
+    await lease.clock.advance(10)
+    assert LEASE in lease.kube.objects
+    assert lease.keeper.renewals == 2
