@@ -271,3 +271,42 @@ async def test_a_handler_that_fails_once_is_given_a_fresh_list(
     await watch_until(server, client, recorder, ("ADDED", "b"))
     assert recorder.seen == [("LIST", ""), ("LIST", ""), ("ADDED", "b")]
     assert server.lists == 2
+
+
+async def test_the_back_off_starts_over_once_a_watch_has_worked(
+    api: tuple[FakeApiServer, KubeClient],
+) -> None:
+    """After an outage the watch reconnects and runs for minutes; the next outage must
+    not begin where the last one's back-off ended (seen: 34 s before the first retry
+    of a 5 s outage, because only a watch the server closed reset the count)."""
+    server, client = api
+    server.watches = [
+        [CUT],
+        [CUT],
+        [CUT],
+        [line("ADDED", pod("a", "11")), CUT],
+        [CUT],
+        [line("ADDED", pod("b", "12"))],
+    ]
+    delays: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        delays.append(delay)
+        await asyncio.sleep(0)
+
+    recorder = Recorder()
+    options = WatchOptions(path="/api/v1/pods", max_backoff=3.0)
+    watcher = Watcher(client, options, recorder, sleep=sleep)
+    task = asyncio.create_task(watcher.run())
+    try:
+        async with asyncio.timeout(10):
+            while ("ADDED", "b") not in recorder.seen:
+                await asyncio.sleep(0.005)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert len(delays) == 5
+    assert delays[0] < delays[1] < delays[2]
+    assert delays[3] <= 1.2, f"the back-off did not start over: {delays}"
+    assert all(d <= 3.0 for d in delays), f"the cap is a cap, jitter included: {delays}"

@@ -4,7 +4,9 @@ The pod controller and the node must never miss a change and never act twice on 
 stale view. This loop lists once, then watches from the list's resourceVersion with
 bookmarks, resumes from the newest resourceVersion it has seen after a dropped
 connection, relists when the server says the version is too old (410 Gone), and
-reconnects with capped exponential backoff on errors. Nothing a stream can carry
+reconnects with capped exponential backoff on errors (which starts over once a
+list or an event has come through, so one outage's back-off does not delay the
+next). Nothing a stream can carry
 stops it: an ERROR event of any code, a line that is not JSON or not an event, a
 connection cut mid-line or an object of any size end only the current watch, which
 resumes from the last resourceVersion fully seen. What it sees goes to a handler as
@@ -77,6 +79,8 @@ class Watcher:
         self._handler = handler
         self._sleep = sleep
         self._resource_version = ""
+        self._progress = False
+        """Whether a list or a watch event came through since the last failure."""
         self.synced = asyncio.Event()
 
     def _selectors(self) -> dict[str, str]:
@@ -113,10 +117,12 @@ class Watcher:
                 cause, message = "bug", repr(error)
                 log.exception("watch handler failed, relisting")
                 self._resource_version = ""
+            if self._progress:  # it worked in between: a new trouble starts a new back-off
+                failures, self._progress = 0, False
             failures += 1
             metrics.WATCH_RESTARTS.labels(self._options.resource, cause).inc()
-            delay = min(self._options.max_backoff, 0.5 * 2 ** min(failures, 8))
-            delay *= random.uniform(0.8, 1.2)
+            delay = 0.5 * 2 ** min(failures, 8) * random.uniform(0.8, 1.2)
+            delay = min(self._options.max_backoff, delay)
             log.warning(
                 "watch failed, retrying",
                 extra={"resource": self._options.resource, "error": message, "delay": delay},
@@ -133,6 +139,7 @@ class Watcher:
             item.setdefault("apiVersion", api_version)
         self._resource_version = str(meta(body).get("resourceVersion", ""))
         self._handler.replace(items)
+        self._progress = True
         self.synced.set()
 
     async def _watch(self) -> None:
@@ -151,6 +158,7 @@ class Watcher:
             event_type, obj = _decode(line)
             if event_type == "ERROR":
                 raise _error(obj)
+            self._progress = True
             if event_type not in EVENT_TYPES:
                 log.debug("unknown watch event skipped", extra={"type": event_type[:40]})
                 continue
