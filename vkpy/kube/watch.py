@@ -4,13 +4,12 @@ The pod controller and the node must never miss a change and never act twice on 
 stale view. This loop lists once, then watches from the list's resourceVersion with
 bookmarks, resumes from the newest resourceVersion it has seen after a dropped
 connection, relists when the server says the version is too old (410 Gone), and
-reconnects with capped exponential backoff on errors (which starts over once a
-list or an event has come through, so one outage's back-off does not delay the
-next). Nothing a stream can carry
-stops it: an ERROR event of any code, a line that is not JSON or not an event, a
-connection cut mid-line or an object of any size end only the current watch, which
-resumes from the last resourceVersion fully seen. What it sees goes to a handler as
-plain dicts.
+reconnects with capped exponential backoff on errors (which starts over once a list
+or an event has come through, so one outage's back-off does not delay the next).
+Nothing a stream can carry stops it: an ERROR event of any code, a line that is not
+JSON or not an event, a connection cut mid-line or an object of any size end only
+the current watch, which resumes from the last resourceVersion fully seen. What it
+sees goes to a handler as plain dicts.
 """
 
 from __future__ import annotations
