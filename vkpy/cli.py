@@ -11,12 +11,10 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import yaml
 
@@ -257,32 +255,14 @@ def _labels(values: list[str] | None) -> dict[str, str]:
     return out
 
 
-def _server_host(kubeconfig: str | None) -> str | None:
-    if not kubeconfig:
-        return os.environ.get("KUBERNETES_SERVICE_HOST")
-    try:
-        config = yaml.safe_load(Path(kubeconfig).read_text())
-        server = config["clusters"][0]["cluster"]["server"]
-    except (OSError, KeyError, IndexError, TypeError, yaml.YAMLError):
-        return None
-    return urlparse(str(server)).hostname
-
-
-def detect_node_ip(server_host: str | None) -> str:
-    """The local address this host uses to reach the API server (no packet is sent)."""
-    if not server_host or server_host in ("localhost", "127.0.0.1", "::1"):
-        return "127.0.0.1" if server_host != "::1" else "::1"
-    try:
-        family = socket.AF_INET6 if ":" in server_host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_DGRAM) as probe:
-            probe.connect((server_host, 443))
-            return str(probe.getsockname()[0])
-    except OSError:
-        return "127.0.0.1"
+def _kubeconfig_exists(value: str) -> bool:
+    """Whether a --kubeconfig (or KUBECONFIG, a ":"-separated list) names a file that
+    exists; the API client's loader (the one reader) merges the ones that do."""
+    return any(Path(part).expanduser().is_file() for part in value.split(os.pathsep) if part)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+    if args.kubeconfig and not _kubeconfig_exists(args.kubeconfig):
         raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
     if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         raise UsageError("no --kubeconfig (or KUBECONFIG) and not running in a cluster")
@@ -296,7 +276,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise UsageError("--node-lease-duration must be at least 4 seconds")
     if args.pod_sync_workers < 1:
         raise UsageError("--pod-sync-workers must be at least 1")
-    node_ip = args.node_ip or detect_node_ip(_server_host(args.kubeconfig))
+    node_ip = args.node_ip or ""  # "": found once the API client is loaded (runner)
     node = NodeSettings(
         name=args.node_name,
         internal_ip=node_ip,

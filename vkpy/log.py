@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import UTC, datetime
+
+from vkpy.rfc3339 import format_micro
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -20,7 +21,7 @@ def _fields(record: logging.LogRecord) -> dict[str, object]:
 
 
 def _time(record: logging.LogRecord) -> str:
-    return datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_micro(record.created)
 
 
 class TextFormatter(logging.Formatter):

@@ -35,7 +35,7 @@ PODS = Gauge(
 )
 WATCH_RESTARTS = Counter(
     "vkpy_watch_restarts_total",
-    "Times a watch was restarted, by resource and cause (expired, error, closed).",
+    "Times a watch was restarted, by resource and cause (expired, error, malformed, bug, closed).",
     ["resource", "cause"],
 )
 EVENTS = Counter(

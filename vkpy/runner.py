@@ -1,10 +1,16 @@
 """Wiring: build every part from `Settings` and run them in one asyncio TaskGroup.
 
-This is the only place long-lived tasks are started. Each is named, and when one
-ends the runner logs which and why; a crashed task stops the node (and the process
-exits non-zero) rather than leaving a half-working kubelet. SIGTERM and SIGINT stop
-everything gracefully: tasks are cancelled, queued Events flushed, the backend and
-the API client closed. Pods keep running in the backend, to be adopted next time.
+This is the only place long-lived tasks are started: the root tasks here and, below
+them, tasks in their own TaskGroups (the pod watch and workers, the kubelet API's
+certificate rotation), which fail with their root; what else starts a task owns it
+for one pod or one stream only. Each root task is named, and when one ends the
+runner logs which and why; a crashed task stops the node (and the process exits
+non-zero) rather than leaving a half-working kubelet. A backend's own long-lived
+tasks (`RunsTasks`) run here too, under the TaskSupervisor, which restarts them with
+back-off and turns the node NotReady while they keep failing.
+SIGTERM and SIGINT stop everything gracefully: tasks are cancelled, queued Events
+flushed, the backend and the API client closed. Pods keep running in the backend,
+to be adopted next time.
 """
 
 from __future__ import annotations
@@ -14,12 +20,14 @@ import logging
 import signal
 import time
 from collections.abc import Coroutine
+from dataclasses import replace
 
 from vkpy.api import ApiDependencies, KubeletServer
-from vkpy.api.client_ca import cluster_ca
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
+from vkpy.kube.node_address import node_address_towards
 from vkpy.node.backend_events import forward_backend_events
+from vkpy.node.background import TaskSupervisor
 from vkpy.node.lease import LeaseKeeper
 from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
@@ -75,7 +83,10 @@ class Node:
         self.client = client
         self.provider = provider
         self.events = EventRecorder(client, host=settings.node.name)
-        self.node = NodeController(client, provider, self.events, settings.node)
+        self.tasks = TaskSupervisor()
+        self.node = NodeController(
+            client, provider, self.events, settings.node, task_problem=self.tasks.problem
+        )
         self.lease = LeaseKeeper(
             client,
             settings.node.name,
@@ -98,9 +109,9 @@ class Node:
                 provider=provider,
                 client=client,
                 events=self.events,
-                default_client_ca=None
-                if settings.api.client_ca_file
-                else cluster_ca(settings.kube.kubeconfig, settings.kube.context),
+                # The API server's kubelet client certificate is signed by the
+                # cluster CA in kubeadm-style clusters: trust what the client trusts.
+                default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
             ),
         )
 
@@ -116,29 +127,44 @@ class Node:
             await self.node.registered.wait()
             start("lease", self.lease.run())
             start("pods", self.pods.run())
+            start("backend-tasks", self.tasks.run())
+
+
+def with_node_address(settings: Settings, server: str) -> Settings:
+    """`settings` with the node's address, when --node-ip left it open, set to this
+    host's address towards `server` (the API server the client loaded)."""
+    if settings.node.internal_ip:
+        return settings
+    address = node_address_towards(server)
+    return replace(
+        settings,
+        node=replace(settings.node, internal_ip=address),
+        pods=replace(settings.pods, host_ip=address),
+    )
 
 
 async def run(settings: Settings) -> int:
     """Run the node until a signal; the process exit status."""
-    try:
-        provider = registry.create(
-            settings.provider,
-            settings.provider_config,
-            registry.ProviderContext(
-                node_name=settings.node.name,
-                state_dir=settings.state_dir,
-                internal_ip=settings.node.internal_ip,
-            ),
-        )
-    except registry.ProviderConfigError as error:
-        log.error("invalid provider configuration", extra={"error": str(error)})
-        return 2
     try:
         client = await KubeClient.connect(settings.kube)
     except Exception as error:  # the config loaders raise many types
         log.error("cannot load the Kubernetes client configuration", extra={"error": str(error)})
         return 2
     try:
+        settings = with_node_address(settings, client.host)
+        try:
+            provider = registry.create(
+                settings.provider,
+                settings.provider_config,
+                registry.ProviderContext(
+                    node_name=settings.node.name,
+                    state_dir=settings.state_dir,
+                    internal_ip=settings.node.internal_ip,
+                ),
+            )
+        except registry.ProviderConfigError as error:
+            log.error("invalid provider configuration", extra={"error": str(error)})
+            return 2
         try:
             version = await wait_for_api(client, settings.startup_timeout)
         except ApiError as error:
@@ -160,6 +186,7 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
         loop.add_signal_handler(sig, stop.set)
     node = Node(settings, client, provider)
     await provider.start()
+    node.tasks.add_from(provider)
     task = asyncio.create_task(node.run(), name="node")
     stopper = asyncio.create_task(stop.wait(), name="signals")
     try:

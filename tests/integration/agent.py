@@ -42,18 +42,24 @@ class Agent:
     extra_args: list[str] = field(default_factory=list)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    kubeconfig_env: str | None = None
+    """When set: no --kubeconfig and no --node-ip; KUBECONFIG is this (a path list)."""
 
     def argv(self) -> list[str]:
+        where = (
+            []
+            if self.kubeconfig_env is not None
+            else [f"--kubeconfig={self.cluster.kubeconfig}", "--node-ip=127.0.0.1"]
+        )
         argv = [
             sys.executable,
             "-m",
             "vkpy",
-            f"--kubeconfig={self.cluster.kubeconfig}",
+            *where,
             f"--node-name={self.node_name}",
             f"--provider={self.provider}",
             f"--port={self.port}",
             "--listen-address=127.0.0.1",
-            "--node-ip=127.0.0.1",
             f"--state-dir={self.state_dir}",
             "--node-lease-duration=8",
             "--log-level=debug",
@@ -65,7 +71,12 @@ class Agent:
 
     def start(self) -> Agent:
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(self.argv(), stdout=log, stderr=log, start_new_session=True)
+        env = None
+        if self.kubeconfig_env is not None:
+            env = {**environ_without_kube(), "KUBECONFIG": self.kubeconfig_env}
+        self.process = subprocess.Popen(
+            self.argv(), stdout=log, stderr=log, start_new_session=True, env=env
+        )
         return self
 
     def signal(self, sig: int) -> int:

@@ -23,14 +23,18 @@ def kube(cluster: ClusterAccess, namespace: str) -> Kube:
 
 @pytest.fixture
 def start_agent(cluster: ClusterAccess, tmp_path: Path) -> Iterator[StartAgent]:
-    """start_agent(provider="sim", config={...}, args=[...]) -> a running Agent on a new node.
+    """start_agent(provider="sim", config={...}, args=[...], kubeconfig_env=None) -> a
+    running Agent on a new node (with `kubeconfig_env`, KUBECONFIG names its kubeconfig).
 
     Every agent is stopped and its Node deleted at the end of the test; its log is
     printed when the test failed."""
     agents: list[Agent] = []
 
     def start(
-        provider: str = "sim", config: dict[str, Any] | None = None, args: list[str] | None = None
+        provider: str = "sim",
+        config: dict[str, Any] | None = None,
+        args: list[str] | None = None,
+        kubeconfig_env: str | None = None,
     ) -> Agent:
         name = f"vk-{secrets.token_hex(3)}"
         state = tmp_path / name
@@ -47,6 +51,7 @@ def start_agent(cluster: ClusterAccess, tmp_path: Path) -> Iterator[StartAgent]:
             provider=provider,
             provider_config=config_path,
             extra_args=args or [],
+            kubeconfig_env=kubeconfig_env,
         )
         agents.append(agent.start())
         return agent

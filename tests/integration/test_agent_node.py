@@ -7,8 +7,9 @@ import signal
 import subprocess
 import sys
 from datetime import datetime
+from pathlib import Path
 
-from tests.integration.agent import Kube, wait_for
+from tests.integration.agent import Kube, sim_pod, wait_for
 from tests.integration.conftest import StartAgent
 from vkpy.devcluster import ClusterAccess
 
@@ -149,3 +150,43 @@ def test_bad_flags_and_unreachable_api_server_fail_clearly(
     )
     assert unreachable.returncode == 1
     assert "cannot reach the API server" in unreachable.stderr
+
+
+def test_kubeconfig_path_list_and_current_context_on_a_second_cluster(
+    cluster: ClusterAccess, start_agent: StartAgent, tmp_path: Path, namespace: str
+) -> None:
+    """KUBECONFIG=a:b, and the current context on the second of two clusters: vkpy reads
+    them as its API client does, so the node's InternalIP is the address towards the
+    real server and the API server reaches the kubelet API (with its client certificate,
+    trusted because vkpy took the right cluster's CA): kubectl logs works."""
+    real = json.loads(cluster.run_kubectl("config", "view", "--raw", "-o", "json").stdout)
+    user = real["users"][0]["name"]
+    decoy_cluster = {"name": "aaa-decoy", "cluster": {"server": "https://[::1]:1"}}
+    real["clusters"].insert(0, decoy_cluster)
+    real["contexts"].insert(
+        0, {"name": "aaa-decoy", "context": {"cluster": "aaa-decoy", "user": user}}
+    )
+    assert real["current-context"] != "aaa-decoy"
+    decoy = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "other", "cluster": {"server": "https://[::1]:2"}}],
+        "contexts": [{"name": "other", "context": {"cluster": "other", "user": "other"}}],
+        "users": [{"name": "other", "user": {"token": "not-used"}}],
+    }
+    first, second = tmp_path / "decoy.kubeconfig", tmp_path / "real.kubeconfig"
+    first.write_text(json.dumps(decoy))
+    second.write_text(json.dumps(real))
+    agent = start_agent(kubeconfig_env=f"{first}:{second}")
+    kube = Kube(cluster)
+    wait_for("node Ready", lambda: ready_status(kube, agent.node_name) == "True", timeout=60)
+    node = kube.get("node", agent.node_name, namespaced=False)
+    assert node is not None
+    assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
+    pods = Kube(cluster, namespace)
+    pods.create(sim_pod("talker", agent.node_name))
+    wait_for("Running", lambda: pods.phase("talker") == "Running", timeout=60)
+    wait_for(
+        "kubectl logs through the API server",
+        lambda: pods.kubectl("logs", "-n", namespace, "talker").strip(),
+    )

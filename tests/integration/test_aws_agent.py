@@ -527,3 +527,53 @@ def test_fargate_logs_follow_ends_when_the_task_stops(
             follower.kill()
             follower.wait()
     wait_for("Succeeded", phase_is(kube, "talker", "Succeeded"))
+
+
+def test_fargate_monitor_survives_an_answer_it_cannot_read(
+    kube: Kube,
+    start_agent: StartAgent,
+    fargate_setup: FargateSetup,
+    aws_proxy: AwsProxy,
+    aws: Aws,
+) -> None:
+    """An answer the monitor chokes on (an exitCode that is not a number) used to end
+    the monitor for good: the stopped task was never re-run and no status was pushed
+    again while the node stayed Ready (issue 11, defect 8). The monitor is now
+    restarted by its supervisor, so the pod restarts as its policy says."""
+    agent = start_fargate(start_agent, fargate_setup)
+    pod = kube.create(aws_pod("flaky", agent.node_name, restart_policy="OnFailure"))
+    wait_for("Running", phase_is(kube, "flaky", "Running"))
+    task = task_of(aws, fargate_setup, pod)
+    assert task is not None
+    garbled = 0
+
+    def garble(call: Call, document: dict[str, Any]) -> dict[str, Any] | None:
+        nonlocal garbled
+        if not call.operation.endswith(".DescribeTasks") or garbled >= 2:
+            return None
+        for described in document.get("tasks") or []:
+            if described.get("taskArn") == task["taskArn"] and described.get("lastStatus") == (
+                "STOPPED"
+            ):
+                garbled += 1
+                for container in described.get("containers") or []:
+                    container["exitCode"] = "not a number"
+        return document
+
+    aws_proxy.rewrites.append(exit_code_rewrite(task["taskArn"], 1))
+    aws_proxy.rewrites.append(garble)
+    aws("ecs", "stop_task", cluster=fargate_setup.cluster, task=task["taskArn"], reason="exited")
+    wait_for("the garbled answers", lambda: garbled >= 2, timeout=30)
+    restarted = wait_for(
+        "the pod restarted after its task failed",
+        lambda: (
+            (p := kube.get("pod", "flaky"))
+            and container(p).get("restartCount") == 1
+            and "running" in container(p).get("state", {})
+            and p
+        ),
+        timeout=60,
+    )
+    assert container(restarted)["lastState"]["terminated"]["exitCode"] == 1
+    assert "background task failed" in agent.logs()
+    assert 'task="fargate-monitor"' in agent.logs()

@@ -8,6 +8,7 @@ Fast checks of what the agent tests (test_aws_agent.py) then show end to end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 from typing import Any
@@ -24,6 +25,7 @@ from tests.integration.aws_fixtures import (  # noqa: F401 - fixtures
     moto,
 )
 from tests.integration.moto_server import Aws, AwsProxy, MotoServer, exit_code_rewrite
+from vkpy.node.background import TaskSupervisor
 from vkpy.providers.aws.naming import function_name, task_family
 from vkpy.providers.awslambda import LambdaConfig, LambdaProvider
 from vkpy.providers.base import (
@@ -261,6 +263,13 @@ async def test_lambda_converges_under_throttling(
 # --- fargate ----------------------------------------------------------------------
 
 
+def supervised(provider: FargateProvider) -> asyncio.Task[None]:
+    """Run the backend's background tasks as vkpy's runner does."""
+    tasks = TaskSupervisor(first_delay=0.1)
+    tasks.add_from(provider)
+    return asyncio.create_task(tasks.run(), name="backend-tasks")
+
+
 async def wait_phase(provider: FargateProvider, ref: PodRef, phase: str) -> Any:
     for _ in range(100):
         state = await provider.get_pod_status(ref)
@@ -338,6 +347,7 @@ async def test_fargate_exit_codes_and_restarts(
 ) -> None:
     provider = FargateProvider(FargateConfig.from_dict(fargate_setup.config()), "vk-exit")
     await provider.start()
+    monitor = supervised(provider)  # re-runs stopped tasks, as under vkpy's runner
     try:
         ok, bad, again = pod("ok"), pod("bad"), pod("again", restart_policy="OnFailure")
         for config in (ok, bad, again):
@@ -382,6 +392,9 @@ async def test_fargate_exit_codes_and_restarts(
         assert state.containers[0].last_terminated is not None
         assert state.containers[0].last_terminated.exit_code == 1
     finally:
+        monitor.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await monitor
         await provider.close()
 
 

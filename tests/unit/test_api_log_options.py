@@ -13,8 +13,8 @@ from vkpy.api.log_options import (
     LogOptionsError,
     format_timestamp,
     parse_log_options,
-    parse_rfc3339,
 )
+from vkpy.rfc3339 import parse as parse_rfc3339
 
 
 def parse(**query: str) -> LogOptions:

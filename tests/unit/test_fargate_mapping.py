@@ -214,3 +214,23 @@ def test_restart_policies_back_off_and_count_runs() -> None:
     record.next_run_at = None
     record.observe(task("STOPPED", 1), 300.0, 10, 300)
     assert record.backoff == 300  # capped
+
+
+def test_a_description_that_cannot_be_read_leaves_the_record_as_it_was() -> None:
+    """The monitor is restarted after such an error (issue 11, defect 8); the record must
+    still be live then, or the stopped task is never described or re-run again."""
+    record = PodTasks(
+        ref=PodRef("ns", "p", "u"),
+        definition_arn="arn",
+        shape=SHAPE,
+        restart_policy="OnFailure",
+        task_arn="t1",
+        task=task("RUNNING"),
+    )
+    garbled = task("STOPPED", 1)
+    garbled["containers"][0]["exitCode"] = "not a number"
+    with pytest.raises(ValueError):
+        record.observe(garbled, 100.0, 10, 300)
+    assert record.live()
+    assert record.observe(task("STOPPED", 1), 101.0, 10, 300)
+    assert record.next_run_at == 111.0

@@ -127,7 +127,7 @@ async def test_missing_objects_and_keys() -> None:
     assert (await files({"name": "c", "configMap": {"name": "nope", "optional": True}})) == {
         "c": {}
     }
-    with pytest.raises(ConfigError, match="has no key 'missing'"):
+    with pytest.raises(ConfigError, match="couldn't find key missing in ConfigMap shop/cfg"):
         await files(
             {"name": "c", "configMap": {"name": "cfg", "items": [{"key": "missing", "path": "m"}]}}
         )

@@ -46,6 +46,7 @@ from vkpy.api.tls import ServingTLS
 from vkpy.kube.client import ApiError
 from vkpy.kube.events import NORMAL, WARNING, InvolvedObject
 from vkpy.objects import KubeObject, meta, status
+from vkpy.rfc3339 import format_time
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ class CertificateRotator:
                 deadline = rotation_deadline(pair, self._rng)
                 log.info(
                     "serving certificate renewal scheduled",
-                    extra={"at": deadline.isoformat(), "expires": pair.not_after.isoformat()},
+                    extra={"at": format_time(deadline), "expires": format_time(pair.not_after)},
                 )
                 await self._sleep_until(deadline)
             pair = await self._obtain()
@@ -230,14 +231,14 @@ class CertificateRotator:
                 metrics.SERVING_CERT_REQUESTS.labels("issued").inc()
                 log.info(
                     "serving certificate issued",
-                    extra={"csr": name, "expires": pair.not_after.isoformat()},
+                    extra={"csr": name, "expires": format_time(pair.not_after)},
                 )
                 self._events.emit(
                     self._involved,
                     NORMAL,
                     "ServingCertificateIssued",
                     f"CertificateSigningRequest {name} issued; "
-                    f"expires {pair.not_after:%Y-%m-%dT%H:%M:%SZ}",
+                    f"expires {format_time(pair.not_after)}",
                 )
                 return pair
             if self._clock() > deadline:

@@ -16,18 +16,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
 from vkpy.providers.base import LogQuery, LogStream
+from vkpy.rfc3339 import format_nano, parse
 
 StreamName = Literal["All", "Stdout", "Stderr"]
 DECODE_ERROR = '{"message": "Unable to decode query."}'
 INVALID_ERROR = '{"message": "Invalid request."}'
 
-_RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:\d{2})$"
-)
 _INT = re.compile(r"^[+-]?\d+$")
 _STREAMS: dict[str, frozenset[LogStream]] = {
     "All": frozenset({"stdout", "stderr"}),
@@ -100,28 +98,11 @@ def _int(name: str, values: Sequence[str]) -> int | None:
     return value
 
 
-def parse_rfc3339(text: str) -> datetime:
-    """An RFC 3339 time (fractional seconds allowed) as an aware UTC datetime."""
-    match = _RFC3339.match(text)
-    if not match:
-        raise ValueError(f"not an RFC 3339 time: {text!r}")
-    year, month, day, hour, minute, second, fraction, zone = match.groups()
-    micros = int((fraction or "0")[:6].ljust(6, "0"))
-    offset = timedelta(0)
-    if zone != "Z":
-        sign = 1 if zone[0] == "+" else -1
-        offset = sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
-    local = datetime(
-        int(year), int(month), int(day), int(hour), int(minute), int(second), micros, tzinfo=UTC
-    )
-    return local - offset
-
-
 def _time(name: str, values: Sequence[str]) -> datetime | None:
     if not values or values[0] in ("", "null"):
         return None
     try:
-        return parse_rfc3339(values[0])
+        return parse(values[0])
     except ValueError:
         raise _decode_error(name, values[0]) from None
 
@@ -164,5 +145,4 @@ def parse_log_options(query: Mapping[str, Sequence[str]]) -> LogOptions:
 
 def format_timestamp(moment: datetime) -> bytes:
     """RFC 3339 in UTC with exactly nine fractional digits, then a space."""
-    utc = moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond:06d}000Z ".encode()
+    return f"{format_nano(moment)} ".encode()

@@ -20,10 +20,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from vkpy.objects import KubeObject
 from vkpy.providers.base import ContainerStats, PodStats
+from vkpy.rfc3339 import format_time
 
 RATE_WINDOW = 5.0
 _RETIRED_MAX = 20_000
@@ -51,9 +52,7 @@ def own_usage() -> OwnUsage:
 
 def api_time(moment: datetime | float) -> str:
     """metav1.Time as JSON: RFC 3339 in UTC, whole seconds."""
-    if isinstance(moment, int | float):
-        moment = datetime.fromtimestamp(moment, UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(moment)
 
 
 _Key = tuple[str, str, float]

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from vkpy import metrics
 from vkpy.api.certs import CertificateError, ServingPair
+from vkpy.rfc3339 import format_time
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class ServingTLS:
             "serving certificate loaded",
             extra={
                 "subject": pair.common_name,
-                "not_after": pair.not_after.isoformat(),
+                "not_after": format_time(pair.not_after),
                 "dns": ",".join(pair.dns_names),
                 "ips": ",".join(pair.ip_addresses),
             },

@@ -319,6 +319,40 @@ class DevCluster:
         with contextlib.suppress(OSError):
             self.dir.rmdir()  # only if nothing else is in it
 
+    # -- faults ---------------------------------------------------------------------
+
+    def kill_component(self, name: str) -> None:
+        """SIGKILL one component, as a crash would (fault tests: an API server outage).
+
+        Its data and port stay as they are; `restart_component` brings it back."""
+        with self._locked():
+            record = self._record(name)
+            left = processes.kill([record])
+            if left:
+                raise ClusterError(f"could not kill {name} (pid {record.pid})")
+
+    def restart_component(self, name: str) -> None:
+        """Start a component that was killed again, with the same flags (so the same
+        port, PKI and etcd data), and wait until the cluster serves again."""
+        with self._locked():
+            state = self.state
+            old = self._record(name)
+            if processes.is_running(old):
+                raise ClusterError(f"{name} is still running (pid {old.pid})")
+            record = processes.spawn(name, old.argv, old.log, env=_child_env())
+            kept = tuple(record if p.name == name else p for p in state.processes)
+            self._save(replace(state, processes=kept))
+            ports = state.ports
+            self._wait([record], lambda: apiserver_pending(self.pki, ports))
+            self._wait([record], lambda: rest_pending(self.pki, ports))
+
+    def _record(self, name: str) -> ProcessRecord:
+        self._state = None
+        for record in self.state.processes:
+            if record.name == name:
+                return record
+        raise ClusterError(f"no component {name!r} in {self.layout.state}")
+
     # -- state ----------------------------------------------------------------------
 
     def _read_state(self) -> ClusterState | None:

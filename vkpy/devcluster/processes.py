@@ -176,6 +176,15 @@ def stop(records: Iterable[ProcessRecord], grace: float = 5.0) -> list[ProcessRe
     return _wait_gone(alive, 5.0)
 
 
+def kill(records: Iterable[ProcessRecord]) -> list[ProcessRecord]:
+    """SIGKILL every recorded process group at once (a crash, not a stop); return
+    the processes still there after a few seconds (normally none)."""
+    alive = [r for r in records if is_running(r)]
+    for record in alive:
+        _signal_group(record, signal.SIGKILL)
+    return _wait_gone(alive, 5.0)
+
+
 def tail(path: Path, lines: int = TAIL_LINES) -> str:
     """The last `lines` lines of a log file (empty when it does not exist)."""
     try:

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+MAX_LINE = 64 * 1024 * 1024
+"""The longest line a streaming response (a watch event) may have."""
 
 QueryValue = str | int | bool
 Query = Mapping[str, QueryValue]
@@ -66,7 +70,8 @@ class ClientOptions:
     """How to reach the API server."""
 
     kubeconfig: str | None = None
-    """Path of a kubeconfig; None means in-cluster configuration."""
+    """Path of a kubeconfig, or a list of them joined by ":" as in KUBECONFIG (merged by
+    kubernetes-asyncio's loader, the one reader of kubeconfigs); None means in-cluster."""
     context: str | None = None
     max_connections: int = 64
     request_timeout: float = 30.0
@@ -98,6 +103,18 @@ class KubeClient:
     @property
     def host(self) -> str:
         return self._host
+
+    def cluster_ca(self) -> bytes | None:
+        """The CA (PEM) this client trusts for the API server, as its loader found it
+        (the chosen context's cluster, or the service account's ca.crt); None if none."""
+        path = self._api.configuration.ssl_ca_cert
+        if not path:
+            return None
+        try:
+            return Path(str(path)).read_bytes()
+        except OSError as error:
+            log.warning("cannot read the cluster CA", extra={"error": str(error)})
+            return None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -182,10 +199,35 @@ class KubeClient:
             ) as response:
                 if response.status >= 400:
                     raise _api_error(response.status, await response.text())
-                while line := await response.content.readline():
+                async for line in _lines(response.content, path):
                     yield line
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             raise ApiError(0, "Unreachable", f"watch {path}: {error!r}") from error
+
+
+async def _lines(content: aiohttp.StreamReader, path: str) -> AsyncIterator[bytes]:
+    """Complete newline-terminated lines of any size up to MAX_LINE.
+
+    Split here rather than with `readline`, whose bound depends on aiohttp's buffer
+    settings: one watch event carries a whole object, and etcd allows 1.5 MB objects
+    (more once encoded as JSON). A stream that ends inside a line was cut: what was
+    read of that line is not trusted (ApiError, so the watch resumes)."""
+    pending = bytearray()
+    async for chunk in content.iter_any():
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if pending:
+                pending += chunk[start : end + 1]
+                yield bytes(pending)
+                pending.clear()
+            else:
+                yield chunk[start : end + 1]
+            start = end + 1
+        pending += chunk[start:]
+        if len(pending) > MAX_LINE:
+            raise ApiError(0, "LineTooLong", f"watch {path}: a line longer than {MAX_LINE} bytes")
+    if pending.strip():
+        raise ApiError(0, "Truncated", f"watch {path}: the stream ended inside a line")
 
 
 def _params(query: Query | None) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from vkpy import metrics
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
 from vkpy.objects import KubeObject
+from vkpy.rfc3339 import format_time
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class TokenBucket:
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(datetime.now(UTC))
 
 
 class EventRecorder:

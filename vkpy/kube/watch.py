@@ -4,8 +4,12 @@ The pod controller and the node must never miss a change and never act twice on 
 stale view. This loop lists once, then watches from the list's resourceVersion with
 bookmarks, resumes from the newest resourceVersion it has seen after a dropped
 connection, relists when the server says the version is too old (410 Gone), and
-reconnects with capped exponential backoff on errors. What it sees goes to a handler
-as plain dicts.
+reconnects with capped exponential backoff on errors (which starts over once a list
+or an event has come through, so one outage's back-off does not delay the next).
+Nothing a stream can carry stops it: an ERROR event of any code, a line that is not
+JSON or not an event, a connection cut mid-line or an object of any size end only
+the current watch, which resumes from the last resourceVersion fully seen. What it
+sees goes to a handler as plain dicts.
 """
 
 from __future__ import annotations
@@ -48,8 +52,15 @@ class WatchOptions:
     max_backoff: float = 30.0
 
 
+EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+
+
 class _Expired(Exception):
-    pass
+    """The resourceVersion is too old: relist."""
+
+
+class _Malformed(Exception):
+    """A line that is not a watch event: what follows is not trusted; resume."""
 
 
 class Watcher:
@@ -67,6 +78,8 @@ class Watcher:
         self._handler = handler
         self._sleep = sleep
         self._resource_version = ""
+        self._progress = False
+        """Whether a list or a watch event came through since the last failure."""
         self.synced = asyncio.Event()
 
     def _selectors(self) -> dict[str, str]:
@@ -78,7 +91,8 @@ class Watcher:
         return query
 
     async def run(self) -> None:
-        """Run until cancelled."""
+        """Run until cancelled. Nothing the server sends ends it: every failure is
+        logged, counted and followed by a resumed watch (or a relist)."""
         failures = 0
         while True:
             try:
@@ -87,22 +101,32 @@ class Watcher:
                 await self._watch()
                 failures = 0
                 metrics.WATCH_RESTARTS.labels(self._options.resource, "closed").inc()
+                continue
             except _Expired:
                 log.info("watch expired, relisting", extra={"resource": self._options.resource})
                 metrics.WATCH_RESTARTS.labels(self._options.resource, "expired").inc()
                 self._resource_version = ""
-            except ApiError as error:
-                failures += 1
-                delay = min(self._options.max_backoff, 0.5 * 2 ** min(failures, 8))
-                delay *= random.uniform(0.8, 1.2)
-                log.warning(
-                    "watch failed, retrying",
-                    extra={"resource": self._options.resource, "error": str(error), "delay": delay},
-                )
-                metrics.WATCH_RESTARTS.labels(self._options.resource, "error").inc()
-                if error.gone:
+                continue
+            except (ApiError, _Malformed) as error:
+                cause = "error" if isinstance(error, ApiError) else "malformed"
+                if isinstance(error, ApiError) and error.gone:
                     self._resource_version = ""
-                await self._sleep(delay)
+                message = str(error)
+            except Exception as error:  # a bug here or in the handler: start over from a list
+                cause, message = "bug", repr(error)
+                log.exception("watch handler failed, relisting")
+                self._resource_version = ""
+            if self._progress:  # it worked in between: a new trouble starts a new back-off
+                failures, self._progress = 0, False
+            failures += 1
+            metrics.WATCH_RESTARTS.labels(self._options.resource, cause).inc()
+            delay = 0.5 * 2 ** min(failures, 8) * random.uniform(0.8, 1.2)
+            delay = min(self._options.max_backoff, delay)
+            log.warning(
+                "watch failed, retrying",
+                extra={"resource": self._options.resource, "error": message, "delay": delay},
+            )
+            await self._sleep(delay)
 
     async def _list(self) -> None:
         body = await self._client.get(self._options.path, self._selectors())
@@ -114,6 +138,7 @@ class Watcher:
             item.setdefault("apiVersion", api_version)
         self._resource_version = str(meta(body).get("resourceVersion", ""))
         self._handler.replace(items)
+        self._progress = True
         self.synced.set()
 
     async def _watch(self) -> None:
@@ -129,15 +154,42 @@ class Watcher:
         async for line in stream:
             if not line.strip():
                 continue
-            event = json.loads(line)
-            event_type = event.get("type", "")
-            obj: KubeObject = event.get("object") or {}
+            event_type, obj = _decode(line)
             if event_type == "ERROR":
-                if obj.get("code") == 410:
-                    raise _Expired
-                raise ApiError(int(obj.get("code") or 0), str(obj.get("reason")), str(obj))
+                raise _error(obj)
+            self._progress = True
+            if event_type not in EVENT_TYPES:
+                log.debug("unknown watch event skipped", extra={"type": event_type[:40]})
+                continue
             version = meta(obj).get("resourceVersion")
             if version:
                 self._resource_version = str(version)
             if event_type != "BOOKMARK":
                 self._handler.apply(event_type, obj)
+
+
+def _decode(line: bytes) -> tuple[str, KubeObject]:
+    """One watch event's type and object; _Malformed when the line is not one."""
+    try:
+        event = json.loads(line)
+    except ValueError as error:
+        raise _Malformed(f"not JSON ({error}): {line[:200]!r}") from error
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        raise _Malformed(f"not a watch event: {line[:200]!r}")
+    event_type: str = event["type"]
+    obj = event.get("object")
+    if event_type == "ERROR":
+        return event_type, obj if isinstance(obj, dict) else {"message": str(obj)[:200]}
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
+        raise _Malformed(f"{event_type} event without an object: {line[:200]!r}")
+    return event_type, obj
+
+
+def _error(status: KubeObject) -> Exception:
+    """What an ERROR event (a metav1.Status, ideally) means for the watch."""
+    code = status.get("code")
+    code = code if isinstance(code, int) and not isinstance(code, bool) else 0
+    if code == 410 or status.get("reason") in ("Expired", "Gone"):
+        return _Expired()
+    message = str(status.get("message") or status)[:500]
+    return ApiError(code, str(status.get("reason") or "WatchError"), message)

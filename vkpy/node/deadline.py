@@ -8,29 +8,20 @@ does the stopping.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from vkpy.node.pod_status import TERMINAL_PHASES
 from vkpy.objects import KubeObject, spec, status
 from vkpy.providers.base import ContainerState, PodState
+from vkpy.rfc3339 import parse_or_none
 
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
-
-
-def parse_time(value: object) -> datetime | None:
-    """A metav1.Time string as a datetime (None when absent or malformed)."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
 
 
 def deadline_at(pod: KubeObject) -> float | None:
     """When (epoch seconds) the pod's active deadline passes, if it has one."""
     deadline = spec(pod).get("activeDeadlineSeconds")
-    started = parse_time(status(pod).get("startTime"))
+    started = parse_or_none(status(pod).get("startTime"))
     if deadline is None or started is None:
         return None
     return started.timestamp() + float(deadline)

@@ -9,26 +9,18 @@ retried until the object appears. Values are never logged.
 
 from __future__ import annotations
 
-import base64
 import math
 import re
 from collections.abc import Mapping
-from typing import Protocol
 
+from vkpy.node.config_objects import ConfigError, Kind, ObjectSource, key_value, lookup
+
+__all__ = ["ConfigError", "ObjectSource", "expand", "field_value", "resolve_env", "resource_value"]
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.quantity import QuantityError, parse_quantity
 
+REFS: tuple[tuple[Kind, str], ...] = (("ConfigMap", "configMapRef"), ("Secret", "secretRef"))
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-
-
-class ConfigError(Exception):
-    """The pod's configuration refers to something missing (CreateContainerConfigError)."""
-
-
-class ObjectSource(Protocol):
-    async def get_config_map(self, namespace: str, name: str) -> KubeObject | None: ...
-
-    async def get_secret(self, namespace: str, name: str) -> KubeObject | None: ...
 
 
 def expand(text: str, variables: Mapping[str, str]) -> str:
@@ -105,39 +97,16 @@ def resource_value(container: KubeObject, ref: KubeObject, allocatable: Mapping[
 
 
 async def _key_value(
-    source: ObjectSource, namespace: str, ref: KubeObject, kind: str
+    source: ObjectSource, namespace: str, ref: KubeObject, kind: Kind
 ) -> str | None:
     name = str(ref.get("name", ""))
-    key = str(ref.get("key", ""))
     optional = bool(ref.get("optional", False))
-    obj = await (
-        source.get_secret(namespace, name)
-        if kind == "Secret"
-        else source.get_config_map(namespace, name)
-    )
-    if obj is None:
-        if optional:
-            return None
-        raise ConfigError(f'{kind.lower()} "{name}" not found')
-    values = _data(obj, kind)
-    if key not in values:
-        if optional:
-            return None
-        raise ConfigError(f"couldn't find key {key} in {kind} {namespace}/{name}")
-    return values[key]
-
-
-def _data(obj: KubeObject, kind: str) -> dict[str, str]:
-    data: dict[str, str] = {}
-    if kind == "Secret":
-        for key, value in (obj.get("data") or {}).items():
-            data[key] = base64.b64decode(value).decode("utf-8", "replace")
-        data.update(obj.get("stringData") or {})
-        return data
-    data.update(obj.get("data") or {})
-    for key, value in (obj.get("binaryData") or {}).items():
-        data[key] = base64.b64decode(value).decode("utf-8", "replace")
-    return data
+    data = await lookup(source, namespace, kind, name, optional)
+    if data is None:
+        return None
+    key = str(ref.get("key", ""))
+    value = key_value(data, key, kind=kind, namespace=namespace, name=name, optional=optional)
+    return None if value is None else value.decode("utf-8", "replace")
 
 
 async def _env_from(
@@ -146,23 +115,15 @@ async def _env_from(
     out: list[tuple[str, str]] = []
     for entry in container.get("envFrom") or []:
         prefix = str(entry.get("prefix", ""))
-        for kind, field in (("ConfigMap", "configMapRef"), ("Secret", "secretRef")):
+        for kind, field in REFS:
             ref = entry.get(field)
             if not ref:
                 continue
             name = str(ref.get("name", ""))
-            obj = await (
-                source.get_secret(namespace, name)
-                if kind == "Secret"
-                else source.get_config_map(namespace, name)
-            )
-            if obj is None:
-                if ref.get("optional"):
-                    continue
-                raise ConfigError(f'{kind.lower()} "{name}" not found')
-            for key, value in sorted(_data(obj, kind).items()):
+            data = await lookup(source, namespace, kind, name, bool(ref.get("optional")))
+            for key, value in sorted((data or {}).items()):
                 if _ENV_NAME.match(prefix + key):
-                    out.append((prefix + key, value))
+                    out.append((prefix + key, value.decode("utf-8", "replace")))
     return out
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.objects import KubeObject, meta
+from vkpy.rfc3339 import format_micro
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ NAMESPACE = "kube-node-lease"
 
 def micro_time(now: datetime) -> str:
     """metav1.MicroTime: RFC 3339 with microseconds."""
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_micro(now)
 
 
 class LeaseKeeper:

@@ -1,17 +1,19 @@
 """Registering this node and keeping its status true.
 
 Creates the Node (or adopts an existing one, merging our labels and taints into
-what is there without removing anything others added), then pings the backend every
-`check_interval` and patches `nodes/<name>/status` when something changed and at
-least every `status_interval` as a heartbeat. A failing ping turns the node NotReady
-with the backend's reason. Patches are strategic merges that touch only the fields
-the kubelet owns.
+what is there without removing anything others added; API errors and conflicts with
+the node lifecycle controller are retried with back-off, not fatal), then pings the
+backend every `check_interval` and patches `nodes/<name>/status` when something
+changed and at least every `status_interval` as a heartbeat. A failing ping, or a
+backend task that keeps failing, turns the node NotReady with the reason. Patches
+are strategic merges that touch only the fields the kubelet owns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from vkpy.clock import SYSTEM_CLOCK, Clock, utcnow
@@ -42,9 +44,11 @@ class NodeController:
         events: EventRecorder,
         settings: NodeSettings,
         clock: Clock = SYSTEM_CLOCK,
+        task_problem: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._clock = clock
         self._client = client
+        self._task_problem = task_problem
         self._provider = provider
         self._events = events
         self._settings = settings
@@ -56,7 +60,7 @@ class NodeController:
         self.uid = ""
 
     async def run(self) -> None:
-        await self._register()
+        await self.register()
         while True:
             await self._clock.sleep(self._settings.check_interval)
             try:
@@ -69,9 +73,12 @@ class NodeController:
             await self._provider.ping()
         except (ProviderError, OSError, TimeoutError) as error:
             return Health(False, "ProviderUnhealthy", f"{self._provider.name}: {error}")
+        problem = self._task_problem()
+        if problem is not None:
+            return Health(False, "BackendTaskFailed", f"{self._provider.name}: {problem}")
         return Health(True, "KubeletReady", "vkpy is posting ready status")
 
-    async def _register(self) -> None:
+    async def register(self) -> None:
         health = await self._health()
         body = node_object(
             self._settings,
@@ -81,19 +88,26 @@ class NodeController:
             datetime.now(UTC),
         )
         delay = 1.0
+        exists = False
         while True:
             try:
-                node = await self._client.create("/api/v1/nodes", body)
-                log.info("node registered", extra={"node": self._settings.name})
+                if exists:
+                    node = await self._adopt(body)
+                else:
+                    node = await self._client.create("/api/v1/nodes", body)
+                    log.info("node registered", extra={"node": self._settings.name})
                 break
             except ApiError as error:
-                if error.conflict:
-                    node = await self._adopt(body)
-                    break
-                if not error.retryable:
+                if error.conflict and not exists:
+                    exists = True  # adopt it, at once
+                    continue
+                if error.not_found and exists:
+                    exists = False  # deleted while we were adopting it: create it
+                elif not (error.retryable or error.conflict):
                     raise
+                # a 409 while adopting: the node lifecycle controller wrote it first
                 log.warning("node registration failed, retrying", extra={"error": str(error)})
-                await asyncio.sleep(delay)
+                await self._clock.sleep(delay)
                 delay = min(delay * 2, 30)
         self.uid = str(meta(node).get("uid"))
         self._conditions = list(status(node).get("conditions") or [])
@@ -102,7 +116,8 @@ class NodeController:
         await self.sync(force=True)
 
     async def _adopt(self, body: KubeObject) -> KubeObject:
-        """Merge our labels and taints into an existing Node."""
+        """Merge our labels and taints into an existing Node (read just before, so a
+        conflict means someone wrote it in between: the caller reads and tries again)."""
         current = await self._client.get(self._path)
         ours = {t["key"]: t for t in spec(body).get("taints") or []}
         taints = [t for t in spec(current).get("taints") or [] if t.get("key") not in ours] + list(

@@ -10,11 +10,12 @@ from __future__ import annotations
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from vkpy import __version__
 from vkpy.objects import KubeObject
 from vkpy.providers.base import NodeInfo, NodeResources
+from vkpy.rfc3339 import format_time
 
 KUBELET_VERSION_BASE = "v1.36.0"
 
@@ -85,10 +86,6 @@ def labels(settings: NodeSettings, info: NodeInfo) -> dict[str, str]:
     return out
 
 
-def _time(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def conditions(health: Health, now: datetime, previous: list[KubeObject]) -> list[KubeObject]:
     """Ready from the backend's health; the pressure conditions are always False."""
     before = {c.get("type"): c for c in previous}
@@ -109,10 +106,10 @@ def conditions(health: Health, now: datetime, previous: list[KubeObject]) -> lis
                 "status": value,
                 "reason": reason,
                 "message": message,
-                "lastHeartbeatTime": _time(now),
+                "lastHeartbeatTime": format_time(now),
                 "lastTransitionTime": old.get("lastTransitionTime")
                 if old.get("status") == value
-                else _time(now),
+                else format_time(now),
             }
         )
     return out

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import ContainerState, PodState
+from vkpy.rfc3339 import format_time, parse_or_none
 
 KUBELET_CONDITIONS = (
     "PodReadyToStartContainers",
@@ -42,7 +43,7 @@ _OWNED_FIELDS = (
 
 def timestamp(value: datetime) -> str:
     """RFC 3339 in UTC, seconds precision, as metav1.Time serializes."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(value)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def desired_status(pod: KubeObject, state: PodState, ctx: StatusContext) -> Kube
     )
     waiting = "PodInitializing" if not _initialized(init_statuses) else "ContainerCreating"
     container_statuses = _container_statuses(container_specs, state.containers, current, waiting)
-    started = state.started_at or _parse_time(current.get("startTime")) or ctx.now
+    started = state.started_at or parse_or_none(current.get("startTime")) or ctx.now
     out: KubeObject = {
         "phase": state.phase,
         "reason": state.reason,
@@ -237,15 +238,6 @@ def _readiness_gates_ready(pod: KubeObject) -> bool:
         return True
     current = {c.get("type"): c.get("status") for c in status(pod).get("conditions") or []}
     return all(current.get(g) == "True" for g in gates)
-
-
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
 
 
 def _condition_core(condition: KubeObject) -> tuple[object, ...]:

@@ -17,16 +17,17 @@ are never logged and never put into an error message.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from vkpy.node.env import ConfigError, ObjectSource, field_value, resource_value
+from vkpy.node.config_objects import ConfigError, Kind, ObjectSource, key_value, lookup
+from vkpy.node.env import field_value, resource_value
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import VolumeConfig, VolumeFile
+from vkpy.rfc3339 import parse_or_none
 
 DEFAULT_MODE = 0o644
 DEFAULT_TOKEN_SECONDS = 3600
@@ -139,26 +140,10 @@ def _mode(value: object, default: int, what: str) -> int:
     return value
 
 
-def _object_data(obj: KubeObject, kind: str) -> dict[str, bytes]:
-    """A ConfigMap's data and binaryData, or a Secret's decoded data, as bytes."""
-    out: dict[str, bytes] = {}
-    if kind == "Secret":
-        for key, value in (obj.get("data") or {}).items():
-            out[key] = base64.b64decode(value)
-        for key, value in (obj.get("stringData") or {}).items():
-            out[key] = str(value).encode()
-        return out
-    for key, value in (obj.get("data") or {}).items():
-        out[key] = str(value).encode()
-    for key, value in (obj.get("binaryData") or {}).items():
-        out[key] = base64.b64decode(value)
-    return out
-
-
 async def _object_files(
     source: VolumeSource,
     namespace: str,
-    kind: str,
+    kind: Kind,
     name: str,
     volume: KubeObject,
     default_mode: int,
@@ -166,16 +151,9 @@ async def _object_files(
 ) -> list[VolumeFile]:
     """Files of a configMap or secret volume (or projection source)."""
     optional = bool(volume.get("optional", False))
-    obj = await (
-        source.get_secret(namespace, name)
-        if kind == "Secret"
-        else source.get_config_map(namespace, name)
-    )
-    if obj is None:
-        if optional:
-            return []
-        raise ConfigError(f'{kind.lower()} "{name}" not found')
-    data = _object_data(obj, kind)
+    data = await lookup(source, namespace, kind, name, optional)
+    if data is None:
+        return []
     items = volume.get("items")
     if not items:
         return [
@@ -184,13 +162,19 @@ async def _object_files(
         ]
     files = []
     for item in items:
-        key = str(item.get("key", ""))
-        if key not in data:
-            if optional:
-                continue
-            raise ConfigError(f"{kind.lower()} {namespace}/{name} has no key {key!r} ({what})")
+        value = key_value(
+            data,
+            str(item.get("key", "")),
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            optional=optional,
+            what=what,
+        )
+        if value is None:
+            continue
         path = check_path(str(item.get("path", "")), what)
-        files.append(VolumeFile(path, data[key], _mode(item.get("mode"), default_mode, what)))
+        files.append(VolumeFile(path, value, _mode(item.get("mode"), default_mode, what)))
     return files
 
 
@@ -391,8 +375,5 @@ def token_grant(answer: KubeObject, requested_seconds: int) -> TokenGrant:
         raise ConfigError("the TokenRequest answer holds no token")
     seconds = int((answer.get("spec") or {}).get("expirationSeconds") or requested_seconds)
     expiry = status.get("expirationTimestamp")
-    try:
-        expires_at = datetime.strptime(str(expiry), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        expires_at = datetime.now(UTC) + timedelta(seconds=seconds)
+    expires_at = parse_or_none(expiry) or datetime.now(UTC) + timedelta(seconds=seconds)
     return TokenGrant(str(token), expires_at, seconds)

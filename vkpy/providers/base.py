@@ -15,6 +15,8 @@ for what it cannot:
 - `RunsEphemeralContainers`: the backend runs `kubectl debug` containers.
 - `ReportsEvents`: the backend tells of things that happened to a pod (a failed
   probe, a container killed for it), which become Events on the pod.
+- `RunsTasks`: the backend has long-lived tasks of its own (a status monitor);
+  it declares them and the kubelet side runs them, supervised (vkpy.node.background).
 - `ReadsVolumeFiles`: the backend wants volume contents (ConfigMaps, Secrets,
   tokens); others are spared the API calls.
 - `RefreshesVolumes`: the backend takes renewed volume contents (service account
@@ -38,7 +40,7 @@ Rules every backend follows:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
@@ -256,6 +258,29 @@ class PushesStatus(Protocol):
 
     def on_status_change(self, callback: StatusCallback) -> None:
         """Register the callback; called before `start`."""
+
+
+@dataclass(frozen=True)
+class BackgroundTask:
+    """A long-lived task of a backend, run for the node's whole life.
+
+    The kubelet side starts it after `Provider.start` and cancels it before
+    `Provider.close`. When it raises or returns it is logged by `name` and started
+    again with back-off; while it keeps failing (at once, if `critical`) the node is
+    NotReady with its error, so a backend never goes quietly deaf. A backend never
+    starts such tasks itself (no bare `asyncio.create_task`)."""
+
+    name: str
+    run: Callable[[], Coroutine[object, object, None]]
+    critical: bool = False
+
+
+@runtime_checkable
+class RunsTasks(Protocol):
+    """A backend with long-lived tasks of its own (monitors, pollers)."""
+
+    def background_tasks(self) -> Sequence[BackgroundTask]:
+        """Its tasks; asked once, after `start`."""
 
 
 @runtime_checkable

@@ -10,23 +10,21 @@ clamped, ...) become the pod's status message.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 
 from vkpy.providers.aws.clients import AwsObject
 from vkpy.providers.base import ContainerState, PodState
+from vkpy.rfc3339 import parse_or_none
 
 
 def parse_time(value: object) -> datetime | None:
     """Lambda's `LastModified` ("2024-01-02T03:04:05.678+0000")."""
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str):
         return None
-    for layout in ("%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S%z"):
-        try:
-            return datetime.strptime(value, layout)
-        except ValueError:
-            continue
-    return None
+    # RFC 3339 but for the offset's missing colon
+    return parse_or_none(re.sub(r"([+-]\d{2})(\d{2})$", r"\1:\2", value))
 
 
 def pod_state(

@@ -11,7 +11,6 @@ back-off. `kubectl logs` reads the awslogs streams of the current (or previous) 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -24,6 +23,7 @@ from vkpy.providers.aws.cloudwatch_logs import FollowPolicy, LogSource, read_log
 from vkpy.providers.aws.retry import AwsApiError, not_found
 from vkpy.providers.aws.settings import aws_node_info
 from vkpy.providers.base import (
+    BackgroundTask,
     LogQuery,
     LogRecord,
     NodeInfo,
@@ -65,7 +65,6 @@ class FargateProvider:
         self._ecs = Ecs(self._clients, config, node_name)
         self._pods: dict[str, PodTasks] = {}
         self._callback: StatusCallback | None = None
-        self._monitor: asyncio.Task[None] | None = None
 
     # --- the backend --------------------------------------------------------------
 
@@ -74,13 +73,12 @@ class FargateProvider:
 
     async def start(self) -> None:
         await self._clients.start()
-        self._monitor = asyncio.create_task(self._watch(), name="fargate-monitor")
+
+    def background_tasks(self) -> Sequence[BackgroundTask]:
+        """The monitor, run and restarted by the kubelet side."""
+        return (BackgroundTask("fargate-monitor", self._watch),)
 
     async def close(self) -> None:
-        if self._monitor is not None:
-            self._monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._monitor
         await self._clients.close()
 
     def node_info(self) -> NodeInfo:
@@ -266,6 +264,9 @@ class FargateProvider:
     # --- the monitor --------------------------------------------------------------
 
     async def _watch(self) -> None:
+        """Describe the node's tasks every poll_interval; a transient AWS error is
+        logged and the next round tried; anything else ends the monitor, which its
+        supervisor logs and restarts."""
         while True:
             await asyncio.sleep(self._config.poll_interval)
             try:

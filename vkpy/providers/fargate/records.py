@@ -76,9 +76,12 @@ class PodTasks:
     def observe(self, task: AwsObject | None, now: float, base: float, maximum: float) -> bool:
         """Take a fresh description of the current task; True when the status may differ."""
         before = self.fingerprint()
-        if task is not None:
-            self.task = task
-        if self.task is not None and self.next_run_at is None and self.wants_restart(self.task):
+        latest = task if task is not None else self.task
+        # Decided before anything is recorded: a description this raises on leaves the
+        # record as it was (still live), so the next round describes the task again.
+        restart = latest is not None and self.next_run_at is None and self.wants_restart(latest)
+        self.task = latest
+        if restart:
             self.backoff = min(maximum, base * (2**self.restarts))
             self.next_run_at = now + self.backoff
         return self.fingerprint() != before

@@ -12,7 +12,7 @@ One file keeps stdout and stderr apart by tag and in their true order. When the 
 reaches `max_bytes` it is renamed to `.1` (older ones to `.2`, ...; `max_files`
 counts them all) and a new one is started; readers go through them oldest first.
 
-Standard library only: the supervisor imports it.
+Standard library only (and vkpy.rfc3339, which is too): the supervisor imports it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from vkpy.rfc3339 import format_nano, parse_nano
+
 MAX_LINE = 16 * 1024
 """Longer lines are split into partial records, as the CRI runtimes do."""
 STREAMS = ("stdout", "stderr")
@@ -33,19 +35,14 @@ _STREAM_NAMES = {b"stdout": "stdout", b"stderr": "stderr"}
 
 def rfc3339_nano(ns: int) -> str:
     """`ns` since the epoch as RFC 3339 in UTC with exactly nine fractional digits."""
-    seconds, fraction = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:09d}Z"
+    return format_nano(ns)
 
 
 def parse_rfc3339_nano(text: str) -> int:
     """Nanoseconds since the epoch from an RFC 3339 UTC time with any fraction."""
     if not text.endswith("Z"):
         raise ValueError(f"not a UTC time: {text!r}")
-    whole, _, fraction = text[:-1].partition(".")
-    parsed = time.strptime(whole, "%Y-%m-%dT%H:%M:%S")
-    seconds = calendar.timegm(parsed)
-    digits = (fraction + "000000000")[:9] if fraction else "0"
-    return seconds * 1_000_000_000 + int(digits)
+    return parse_nano(text)
 
 
 def format_record(ns: int, stream: str, data: bytes, partial: bool) -> bytes:
