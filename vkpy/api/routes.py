@@ -7,8 +7,9 @@ Paths and methods are the kubelet's (pkg/kubelet/server) and Virtual Kubelet's
 as both routers accept. The stream endpoints sit behind the same authentication
 middleware: /exec and /attach are vkpy.api.remotecommand, /portForward
 vkpy.api.portforward. The kubelet's paths vkpy has nothing behind (/run, cAdvisor
-and probe metrics, z-pages, pprof, node logs, checkpoints) answer 501 saying so. Container logs are in vkpy.api.logs. Backends without stats get a 501
-that names the backend.
+and probe metrics, z-pages, pprof, node logs, checkpoints) answer 501 saying so.
+Container logs are in vkpy.api.logs. Backends without stats get a 501 that names
+the backend.
 """
 
 from __future__ import annotations
