@@ -206,6 +206,23 @@ async def test_unknown_pods_containers_and_bad_queries(start_api: StartApi) -> N
     assert await api.get(LOGS) == (200, "x\n")
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "sinceTime=0001-01-01T00:00:00%2B23:59",
+        "sinceTime=9999-12-31T23:59:59-23:59",
+        "sinceSeconds=9223372036854775807",
+        "sinceSeconds=99999999999",
+    ],
+)
+async def test_log_times_out_of_range_are_400_not_500(start_api: StartApi, query: str) -> None:
+    provider = ScriptedProvider(lines=[b"x\n"])
+    api = await start_api(provider)
+    assert await api.get(f"{LOGS}?{query}") == (400, '{"message": "Unable to decode query."}')
+    assert provider.queries == []
+    assert await api.get(LOGS + "?sinceSeconds=60000000000") == (200, "x\n")
+
+
 async def test_backends_without_logs_or_stats_say_so(start_api: StartApi) -> None:
     api = await start_api(BareProvider())
     assert await api.get(LOGS) == (501, "the bare backend does not provide container logs")
