@@ -176,6 +176,9 @@ async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
     command = tuple(request.query.getall("command", ())) if kind == "exec" else ()
     if kind == "exec" and not command:
         return plain(400, "you must specify a command")
+    problem = _command_problem(command)
+    if problem:
+        return plain(400, f"invalid command: {problem}")
     call = _Call(kind, request.app[DEPS].provider, target, container, command, options)
     if is_websocket_upgrade(request):
         return await _serve_websocket(request, call)
@@ -188,6 +191,16 @@ async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
     if not is_spdy_upgrade(request):
         return plain(400, "unable to upgrade: missing upgrade headers in request")
     return await _serve_spdy(request, call, protocol)
+
+
+def _command_problem(command: tuple[str, ...]) -> str:
+    """Why no operating system can run `command` (empty if it can be tried)."""
+    if command and not command[0]:
+        return "the executable name is empty"
+    for number, argument in enumerate(command, 1):
+        if "\x00" in argument:
+            return f"argument {number} contains a NUL byte"
+    return ""
 
 
 class _Call:
@@ -228,6 +241,9 @@ class _Call:
             what=self.what,
             cancel_timeout=settings.cancel_timeout,
             exit_codes=self.kind == "exec",
+            doing="error executing command in container"
+            if self.kind == "exec"
+            else "error attaching to container",
         )
 
     def log_end(self, transport: str, outcome: Outcome | None, reason: str, started: float) -> str:
