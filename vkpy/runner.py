@@ -15,7 +15,7 @@ import signal
 import time
 from collections.abc import Coroutine
 
-from vkpy.api import ApiDependencies, KubeletServer
+from vkpy.api import ApiDependencies, KubeletServer, ListenError
 from vkpy.api.client_ca import cluster_ca
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
@@ -54,6 +54,9 @@ async def _watched(name: str, coro: Coroutine[object, object, None]) -> None:
         raise RuntimeError(f"task {name} ended")
     except asyncio.CancelledError:
         log.debug("task stopped", extra={"task": name})
+        raise
+    except ListenError as error:
+        log.error(str(error))  # one line: which address, which flag
         raise
     except Exception:
         log.exception("task failed", extra={"task": name})

@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from tests.unit.streams_server import BareProvider
-from vkpy.api import ApiDependencies, ApiSettings, KubeletServer
+from vkpy.api import ApiDependencies, ApiSettings, KubeletServer, ListenError
 from vkpy.providers.base import (
     ContainerStats,
     LogQuery,
@@ -298,3 +298,17 @@ async def test_every_route_is_behind_authentication_and_authorization(
     calls = len(reviews.paths)
     await api.get("/stats/summary", headers=good)
     assert len(reviews.paths) == calls  # both answers cached
+
+
+async def test_a_busy_port_names_the_address_and_the_flags(start_api: StartApi) -> None:
+    first = await start_api(ScriptedProvider())
+    second = KubeletServer(
+        replace(first.server.settings, port=first.server.port), first.server.deps
+    )
+    with pytest.raises(ListenError) as raised:
+        await second.run()
+    message = str(raised.value)
+    assert f"127.0.0.1:{first.server.port}" in message
+    assert "already in use" in message
+    assert "--port" in message and "--listen-address" in message
+    assert "\n" not in message
