@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Literal
 
 from aiohttp import web
@@ -150,6 +150,26 @@ class ResizeEvents:
                 raise StopAsyncIteration from None
             self._pending.extend(TerminalSize(s.width, s.height) for s in sizes)
         return self._pending.popleft()
+
+
+class ResizeCheck:
+    """Does a client's resize stream decode? Said once in the log when it does not
+    (its later messages are then ignored, as the kubelet stops reading it)."""
+
+    def __init__(self, what: str) -> None:
+        self._decoder = ResizeDecoder()
+        self._what = what
+
+    def __call__(self, data: bytes) -> bool:
+        try:
+            self._decoder.feed(data)
+        except channels.ProtocolError as error:
+            log.warning(
+                "bad resize stream: the terminal size is no longer followed",
+                extra={"session": self._what, "error": str(error)},
+            )
+            return False
+        return True
 
 
 # --- the request -------------------------------------------------------------------------------
@@ -401,7 +421,10 @@ async def _serve_websocket(request: web.Request, call: _Call) -> web.StreamRespo
         inputs[Channel.STDIN] = ByteQueue()
     if options.tty:
         inputs[Channel.RESIZE] = ByteQueue()
-    session = ChannelSession(ws, protocol, settings, inputs, what=call.what)
+    checks: dict[int, Callable[[bytes], bool]] = (
+        {Channel.RESIZE: ResizeCheck(call.what)} if options.tty else {}
+    )
+    session = ChannelSession(ws, protocol, settings, inputs, what=call.what, checks=checks)
     started = time.monotonic()
     SESSIONS.labels(call.kind, "websocket").inc()
     outcome: Outcome | None = None
