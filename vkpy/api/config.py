@@ -10,9 +10,10 @@ requests refused, TLS 1.2 or newer only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from vkpy.api.tls_options import TLSOptions
 from vkpy.kube.events import InvolvedObject
 from vkpy.objects import KubeObject
 from vkpy.providers.base import Provider
@@ -73,6 +74,9 @@ class ApiSettings:
     """Plain-HTTP port serving only /metrics and /healthz (0: off)."""
     reload_interval: float = 10.0
     """How often certificate and CA files are checked for changes."""
+    tls: TLSOptions = field(default_factory=TLSOptions)
+    """Oldest TLS version and TLS 1.2 suites offered (--tls-min-version,
+    --tls-cipher-suites; default: TLS 1.2, the kubelet's ECDHE AEAD suites)."""
     limits: ConnectionLimits = ConnectionLimits()
     """Deadlines and caps for connections (vkpy.api.listener)."""
 

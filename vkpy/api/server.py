@@ -85,7 +85,10 @@ class KubeletServer:
         self.settings = settings
         self.deps = deps
         self._sleep = sleep
-        self.tls = ServingTLS(verify_client=bool(settings.client_ca_file or deps.default_client_ca))
+        self.tls = ServingTLS(
+            verify_client=bool(settings.client_ca_file or deps.default_client_ca),
+            options=settings.tls,
+        )
         self.stats = StatsSampler(deps.node_name)
         self.rotator: CertificateRotator | None = None
         self.port: int | None = None
