@@ -32,7 +32,7 @@ from typing import Literal
 from aiohttp import web
 
 from vkpy.api.spdy_session import SpdySession, SpdyStream
-from vkpy.api.state import DEPS, plain
+from vkpy.api.state import AUDIT_DETAIL, AUDIT_OUTCOME, DEPS, plain
 from vkpy.api.stream_request import (
     Target,
     find_target,
@@ -266,8 +266,20 @@ class _Call:
             else "error attaching to container",
         )
 
-    def log_end(self, transport: str, outcome: Outcome | None, reason: str, started: float) -> str:
+    def log_end(
+        self,
+        request: web.Request,
+        transport: str,
+        outcome: Outcome | None,
+        reason: str,
+        started: float,
+    ) -> str:
         label = _outcome_label(outcome, reason)
+        request[AUDIT_OUTCOME] = label
+        detail: dict[str, object] = {"transport": transport}
+        if isinstance(outcome, ExitCode):
+            detail["exit_code"] = outcome.code
+        request[AUDIT_DETAIL] = detail
         SESSIONS_TOTAL.labels(self.kind, transport, label).inc()
         log.info(
             f"{self.kind} session ended",
@@ -328,7 +340,7 @@ async def _serve_spdy(request: web.Request, call: _Call, protocol: str) -> web.S
             await _finish_spdy(streams, protocol, outcome)
     finally:
         SESSIONS.labels(call.kind, "spdy").dec()
-        call.log_end("spdy", outcome, reason, started)
+        call.log_end(request, "spdy", outcome, reason, started)
         await session.close()
     return response
 
@@ -459,6 +471,6 @@ async def _serve_websocket(request: web.Request, call: _Call) -> web.StreamRespo
                 await session.send(Channel.ERROR, payload)
     finally:
         SESSIONS.labels(call.kind, "websocket").dec()
-        call.log_end("websocket", outcome, reason, started)
+        call.log_end(request, "websocket", outcome, reason, started)
         await session.close()
     return ws

@@ -22,6 +22,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from vkpy.api.audit import audit_streams
 from vkpy.api.authn import Authenticator, TokenReviewer
 from vkpy.api.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
 from vkpy.api.config import ApiDependencies, ApiSettings
@@ -121,6 +122,7 @@ class KubeletServer:
             middlewares=[
                 track_requests,
                 count_requests,
+                audit_streams,
                 auth_middleware(authn, self.authorizer(), self.deps.node_name),
             ],
             client_max_size=MAX_BODY,
