@@ -93,7 +93,9 @@ async def start_api(tmp_path: Path) -> AsyncIterator[StartApi]:
     tasks: list[asyncio.Task[None]] = []
     sessions: list[aiohttp.ClientSession] = []
 
-    async def start(provider: Any, client: Any = None, **settings: Any) -> Api:
+    async def start(
+        provider: Any, client: Any = None, pods: list[Any] | None = None, **settings: Any
+    ) -> Api:
         base = ApiSettings(
             listen_address="127.0.0.1",
             port=0,
@@ -104,8 +106,10 @@ async def start_api(tmp_path: Path) -> AsyncIterator[StartApi]:
         deps = ApiDependencies(
             node_name="node-1",
             addresses=("127.0.0.1",),
-            pods=lambda: [POD],
-            find_pod=lambda ns, name, uid: POD if (ns, name) == ("ns", "web") else None,
+            pods=lambda: pods or [POD],
+            find_pod=lambda ns, name, uid: (
+                (pods or [POD])[0] if (ns, name) == ("ns", "web") else None
+            ),
             provider=provider,
             client=client,
             events=None,  # type: ignore[arg-type]
@@ -170,7 +174,6 @@ async def test_client_going_away_closes_the_backend_stream(start_api: StartApi) 
 @pytest.mark.parametrize(
     ("error", "status"),
     [
-        (NotFoundError('previous terminated container "app" in pod "web" not found'), 400),
         (UnsupportedError("no logs for this pod"), 501),
         (RetryableError("backend busy"), 503),
     ],
@@ -180,6 +183,29 @@ async def test_backend_errors_before_the_first_byte(
 ) -> None:
     api = await start_api(ScriptedProvider(error=error))
     assert await api.get(LOGS) == (status, str(error))
+
+
+async def test_missing_logs_are_said_in_the_kubelets_words(start_api: StartApi) -> None:
+    internal = NotFoundError("sim has no pod ns/web/uid-web in /var/lib/vkpy/sim.json")
+    api = await start_api(ScriptedProvider(error=internal))
+    assert await api.get(LOGS) == (400, 'container "app" in pod "web" is not available')
+    assert await api.get(LOGS + "?previous=true") == (
+        400,
+        'previous terminated container "app" in pod "web" not found',
+    )
+    waiting = {
+        **POD,
+        "status": {
+            "containerStatuses": [
+                {"name": "app", "state": {"waiting": {"reason": "ContainerCreating"}}}
+            ]
+        },
+    }
+    api = await start_api(ScriptedProvider(error=internal), pods=[waiting])
+    assert await api.get(LOGS) == (
+        400,
+        'container "app" in pod "web" is waiting to start: ContainerCreating',
+    )
 
 
 async def test_unknown_pods_containers_and_bad_queries(start_api: StartApi) -> None:
