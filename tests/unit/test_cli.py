@@ -55,6 +55,7 @@ def test_environment_variables_set_flags(tmp_path: Path, monkeypatch: pytest.Mon
         (["--label=novalue"], "invalid --label"),
         (["--provider-config=/nonexistent.yaml"], "cannot read --provider-config"),
         (["--tls-min-version=VersionTLS11"], "--tls-min-version VersionTLS11"),
+        (["--max-connections=0"], "must be at least 1"),
         (["--tls-cipher-suites=TLS_RSA_WITH_NULL"], "unknown cipher suite(s) TLS_RSA_WITH_NULL"),
     ],
 )
@@ -105,3 +106,11 @@ def test_tls_flags_as_the_kubelet_takes_them(tmp_path: Path) -> None:
     ).api.tls
     assert chosen.minimum == ssl.TLSVersion.TLSv1_3
     assert chosen.ciphers == "ECDHE-RSA-AES128-GCM-SHA256"
+
+
+def test_connection_caps_from_flags(tmp_path: Path) -> None:
+    assert settings(tmp_path).api.limits.max_connections == 1024
+    limits = settings(
+        tmp_path, "--max-connections=5000", "--max-connections-per-client=1000"
+    ).api.limits
+    assert (limits.max_connections, limits.max_connections_per_client) == (5000, 1000)
