@@ -251,7 +251,7 @@ def bench(access: ClusterAccess, args: argparse.Namespace, work: Path) -> dict[s
             "--listen-address=127.0.0.1", f"--port={port}", f"--state-dir={work / 'state'}",
             "--log-level=warning",
         ],
-        stdout=log, stderr=log, env=env,
+        stdout=log, stderr=log, env=env, cwd=work,  # not this tree's vkpy via `-m`'s ""
     )  # fmt: skip
 
     def kubectl(*argv: str, stdin: str | None = None) -> str:

@@ -247,9 +247,10 @@ class KubeletConnection(RequestHandler):
         self.force_close()
 
     def _process_keepalive(self) -> None:
-        if self._busy == 0 and not self._force_close and self._head_deadline is None:
-            TIMED_OUT.labels("idle").inc()
+        open_before = not self._force_close
         super()._process_keepalive()
+        if open_before and self._force_close:
+            TIMED_OUT.labels("idle").inc()
 
     # --- answers aiohttp writes itself ----------------------------------------------------
 
@@ -263,7 +264,10 @@ class KubeletConnection(RequestHandler):
         if status == 400 and isinstance(exc, LineTooLong):
             status = 431
         reason = HTTPStatus(status).phrase
-        log.debug("request refused before routing", extra={"status": status})
+        if status >= 500:
+            log.error("kubelet API request failed", exc_info=exc)
+        else:
+            log.debug("request refused before routing", extra={"status": status})
         response = _BareResponse(status=status, text=f"{status} {reason}")
         response.force_close()
         return response
