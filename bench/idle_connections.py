@@ -249,7 +249,7 @@ def bench(access: ClusterAccess, args: argparse.Namespace, work: Path) -> dict[s
             sys.executable, "-m", "vkpy", f"--kubeconfig={access.kubeconfig}",
             f"--node-name={node}", "--provider=sim", "--node-ip=127.0.0.1",
             "--listen-address=127.0.0.1", f"--port={port}", f"--state-dir={work / 'state'}",
-            "--log-level=warning",
+            "--log-level=warning", *args.vkpy_arg,
         ],
         stdout=log, stderr=log, env=env, cwd=work,  # not this tree's vkpy via `-m`'s ""
     )  # fmt: skip
@@ -323,6 +323,9 @@ def main() -> int:
     parser.add_argument("--trickle-interval", type=float, default=3.0)
     parser.add_argument("--trickle-seconds", type=float, default=60.0)
     parser.add_argument("--vkpy-src", type=Path, help="run vkpy from this source tree")
+    parser.add_argument(
+        "--vkpy-arg", action="append", default=[], help="one more vkpy flag (repeatable)"
+    )
     parser.add_argument("--label", default="")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
     args = parser.parse_args()
