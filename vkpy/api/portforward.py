@@ -26,9 +26,9 @@ import time
 
 from aiohttp import web
 
-from vkpy.api.remotecommand import ChannelSink, QueueSource, SpdySink
 from vkpy.api.spdy_session import SpdySession, SpdyStream
 from vkpy.api.state import AUDIT_DETAIL, AUDIT_OUTCOME, DEPS, plain
+from vkpy.api.stream_io import ChannelSink, QueueSource, SpdySink
 from vkpy.api.stream_request import Target, find_target, refuse_protocols, stream_settings
 from vkpy.api.streaming import (
     PORT_FORWARD_CONNECTIONS,

@@ -25,14 +25,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from aiohttp import web
 
 from vkpy.api.spdy_session import SpdySession, SpdyStream
 from vkpy.api.state import AUDIT_DETAIL, AUDIT_OUTCOME, DEPS, plain
+from vkpy.api.stream_io import ChannelSink, QueueSource, ResizeCheck, ResizeEvents, SpdySink
 from vkpy.api.stream_request import (
     Target,
     find_target,
@@ -54,11 +54,10 @@ from vkpy.providers.base import (
     ExecProvider,
     Provider,
     StreamIO,
-    TerminalSize,
 )
 from vkpy.providers.errors import UnsupportedError
 from vkpy.streams import channels
-from vkpy.streams.channels import Channel, ResizeDecoder
+from vkpy.streams.channels import Channel
 from vkpy.streams.remotecommand import (
     HEADER_PROTOCOL_VERSION,
     SPDY_REMOTECOMMAND_PROTOCOLS,
@@ -75,101 +74,6 @@ from vkpy.streams.remotecommand import (
 log = logging.getLogger(__name__)
 
 Kind = Literal["exec", "attach"]
-
-
-# --- the StreamIO given to backends ----------------------------------------------------------
-
-
-class QueueSource:
-    """A `ByteSource` over a client's input queue."""
-
-    def __init__(self, queue: ByteQueue) -> None:
-        self._queue = queue
-
-    async def read(self) -> bytes:
-        return await self._queue.read()
-
-
-class SpdySink:
-    """A `ByteSink` writing DATA frames on a SPDY stream; silent once the client is gone."""
-
-    def __init__(self, stream: SpdyStream) -> None:
-        self._stream = stream
-
-    async def write(self, data: bytes) -> None:
-        if data:
-            await self._stream.write(data)
-
-    async def close(self) -> None:
-        await self._stream.close()
-
-
-class ChannelSink:
-    """A `ByteSink` writing messages on one WebSocket channel (v5: closed with the close signal)."""
-
-    def __init__(self, session: ChannelSession, channel: int) -> None:
-        self._session = session
-        self._channel = channel
-        self._closed = False
-
-    async def write(self, data: bytes) -> None:
-        if data and not self._closed:
-            await self._session.send(self._channel, data)
-
-    async def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            await self._session.send_close(self._channel)
-
-
-class ResizeEvents:
-    """The terminal sizes a client sends, as an async iterator (ends with the stream).
-
-    A malformed resize stream ends the iteration (as the kubelet stops reading it);
-    the command itself goes on."""
-
-    def __init__(self, queue: ByteQueue, what: str) -> None:
-        self._queue = queue
-        self._decoder = ResizeDecoder()
-        self._pending: deque[TerminalSize] = deque()
-        self._what = what
-
-    def __aiter__(self) -> AsyncIterator[TerminalSize]:
-        return self
-
-    async def __anext__(self) -> TerminalSize:
-        while not self._pending:
-            data = await self._queue.read()
-            if not data:
-                raise StopAsyncIteration
-            try:
-                sizes = self._decoder.feed(data)
-            except channels.ProtocolError as error:
-                log.warning("bad resize stream", extra={"session": self._what, "error": str(error)})
-                self._queue.discard()
-                raise StopAsyncIteration from None
-            self._pending.extend(TerminalSize(s.width, s.height) for s in sizes)
-        return self._pending.popleft()
-
-
-class ResizeCheck:
-    """Does a client's resize stream decode? Said once in the log when it does not
-    (its later messages are then ignored, as the kubelet stops reading it)."""
-
-    def __init__(self, what: str) -> None:
-        self._decoder = ResizeDecoder()
-        self._what = what
-
-    def __call__(self, data: bytes) -> bool:
-        try:
-            self._decoder.feed(data)
-        except channels.ProtocolError as error:
-            log.warning(
-                "bad resize stream: the terminal size is no longer followed",
-                extra={"session": self._what, "error": str(error)},
-            )
-            return False
-        return True
 
 
 # --- the request -------------------------------------------------------------------------------
