@@ -20,7 +20,8 @@ import yaml
 
 from vkpy import __version__
 from vkpy import log as vklog
-from vkpy.api.config import AUTHORIZATION_MODES
+from vkpy.api.config import AUTHORIZATION_MODES, ConnectionLimits
+from vkpy.api.tls_options import TLSOptionsError, tls_options
 from vkpy.kube.client import ClientOptions
 from vkpy.node.node_status import NodeSettings, Taint
 from vkpy.node.pod_settings import PodControllerSettings
@@ -136,6 +137,32 @@ def parser() -> argparse.ArgumentParser:
         "Webhook",
         choices=list(AUTHORIZATION_MODES),
     )
+    _option(
+        api,
+        "--tls-min-version",
+        "oldest TLS version offered: VersionTLS12 (default) or VersionTLS13",
+    )
+    _option(
+        api,
+        "--tls-cipher-suites",
+        "comma-separated TLS 1.2 cipher suites, IANA names as the kubelet takes them "
+        "(default: the kubelet's, ECDHE with AES-GCM or ChaCha20-Poly1305)",
+    )
+    _option(
+        api,
+        "--max-connections",
+        "open kubelet API connections at most; more are reset at once (default 1024)",
+        "1024",
+        type=int,
+    )
+    _option(
+        api,
+        "--max-connections-per-client",
+        "open kubelet API connections from one client address at most (default 256; the "
+        "API server's streams all come from its address)",
+        "256",
+        type=int,
+    )
     _option(api, "--metrics-bind-address", "address of the plain-HTTP /metrics port", "127.0.0.1")
     _option(
         api,
@@ -199,6 +226,16 @@ def _api_settings(args: argparse.Namespace) -> ApiSettings:
             raise UsageError(f"{flag} {path}: no such file")
     if not 0 <= args.metrics_port < 65536:
         raise UsageError(f"--metrics-port {args.metrics_port} is not a port number")
+    if args.max_connections < 1 or args.max_connections_per_client < 1:
+        raise UsageError("--max-connections and --max-connections-per-client must be at least 1")
+    limits = ConnectionLimits(
+        max_connections=args.max_connections,
+        max_connections_per_client=args.max_connections_per_client,
+    )
+    try:
+        tls = tls_options(args.tls_min_version or "", (args.tls_cipher_suites or "").split(","))
+    except TLSOptionsError as error:
+        raise UsageError(str(error)) from error
     return ApiSettings(
         listen_address=args.listen_address,
         port=args.port,
@@ -211,6 +248,8 @@ def _api_settings(args: argparse.Namespace) -> ApiSettings:
         authorization_mode=args.authorization_mode,
         metrics_bind_address=args.metrics_bind_address,
         metrics_port=args.metrics_port,
+        tls=tls,
+        limits=limits,
     )
 
 

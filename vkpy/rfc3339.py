@@ -58,14 +58,20 @@ def _parts(text: str) -> tuple[datetime, str]:
     local = datetime(
         int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=UTC
     )
-    return local - offset, fraction or ""
+    try:
+        return local - offset, fraction or ""
+    except OverflowError:  # 0001-01-01T00:00:00+23:59 and the like
+        raise ValueError(f"time out of range: {text!r}") from None
 
 
 def parse(text: str) -> datetime:
     """An RFC 3339 time (any fraction, any offset) as an aware UTC datetime (to the
     microsecond); ValueError when it is not one."""
     whole, fraction = _parts(text)
-    return whole + timedelta(microseconds=int(fraction[:6].ljust(6, "0")))
+    try:
+        return whole + timedelta(microseconds=int(fraction[:6].ljust(6, "0")))
+    except OverflowError:
+        raise ValueError(f"time out of range: {text!r}") from None
 
 
 def parse_or_none(value: object) -> datetime | None:

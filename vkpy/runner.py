@@ -22,7 +22,7 @@ import time
 from collections.abc import Coroutine
 from dataclasses import replace
 
-from vkpy.api import ApiDependencies, KubeletServer
+from vkpy.api import ApiDependencies, KubeletServer, ListenError
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.node_address import node_address_towards
@@ -63,6 +63,9 @@ async def _watched(name: str, coro: Coroutine[object, object, None]) -> None:
         raise RuntimeError(f"task {name} ended")
     except asyncio.CancelledError:
         log.debug("task stopped", extra={"task": name})
+        raise
+    except ListenError as error:
+        log.error(str(error))  # one line: which address, which flag
         raise
     except Exception:
         log.exception("task failed", extra={"task": name})

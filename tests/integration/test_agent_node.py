@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
 
-from tests.integration.agent import Kube, sim_pod, wait_for
+from tests.integration.agent import Agent, Kube, sim_pod, wait_for
 from tests.integration.conftest import StartAgent
 from vkpy.devcluster import ClusterAccess
 
@@ -190,3 +192,88 @@ def test_kubeconfig_path_list_and_current_context_on_a_second_cluster(
         "kubectl logs through the API server",
         lambda: pods.kubectl("logs", "-n", namespace, "talker").strip(),
     )
+
+
+def test_a_busy_port_is_one_clear_line_not_a_traceback(
+    cluster: ClusterAccess, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        agent = Agent(
+            cluster=cluster,
+            node_name="vk-busy-port",
+            state_dir=tmp_path / "state",
+            log_path=tmp_path / "vkpy.log",
+            port=port,
+        ).start()
+        assert agent.process is not None
+        try:
+            code = agent.process.wait(timeout=60)
+        finally:
+            agent.stop()
+            cluster.run_kubectl("delete", "node", "vk-busy-port", "--wait=false", check=False)
+    output = agent.logs()
+    assert code != 0
+    assert "Traceback" not in output
+    lines = [line for line in output.splitlines() if f"127.0.0.1:{port}" in line]
+    assert len(lines) == 1, output
+    assert "already in use" in lines[0]
+    assert "--port" in lines[0] and "--listen-address" in lines[0]
+
+
+def _readme_commands() -> list[list[str]]:
+    """The `python -m vkpy` commands of the README's "Running vkpy on a cluster"."""
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    section = text.split("## Running vkpy on a cluster", 1)[1].split("```sh", 1)[1]
+    block = section.split("```", 1)[0].replace("\\\n", " ")
+    commands = []
+    for line in block.splitlines():
+        words = shlex.split(line.split("#", 1)[0])
+        if words[:3] == ["python", "-m", "vkpy"]:
+            commands.append(words[3:])
+    return commands
+
+
+def test_the_readmes_two_nodes_run_side_by_side(
+    cluster: ClusterAccess, kube: Kube, tmp_path: Path
+) -> None:
+    """Both README examples at once on one host, as written (only the kubeconfig, the
+    state directory and loopback addresses are this test's)."""
+    commands = _readme_commands()
+    assert len(commands) == 2
+    processes = []
+    names = []
+    try:
+        for number, args in enumerate(commands):
+            if "--kubeconfig" in args:
+                index = args.index("--kubeconfig")
+                del args[index : index + 2]
+            names.append(args[args.index("--node-name") + 1])
+            if "--provider-config" in args:
+                index = args.index("--provider-config") + 1
+                args[index] = str(Path(__file__).parents[2] / args[index])
+            argv = [
+                sys.executable,
+                "-m",
+                "vkpy",
+                *args,
+                f"--kubeconfig={cluster.kubeconfig}",
+                "--listen-address=127.0.0.1",
+                "--node-ip=127.0.0.1",
+                f"--state-dir={tmp_path / f'state-{number}'}",
+            ]
+            log = (tmp_path / f"{number}.log").open("wb")
+            processes.append(subprocess.Popen(argv, stdout=log, stderr=log))
+        for name in names:
+            wait_for(f"node {name} Ready", lambda n=name: ready_status(kube, n) == "True")
+        assert all(p.poll() is None for p in processes)
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+        for name in names:
+            cluster.run_kubectl("delete", "node", name, "--wait=false", check=False)
+        for number in range(len(processes)):
+            print((tmp_path / f"{number}.log").read_text()[-5000:])

@@ -75,6 +75,8 @@ class StreamsProvider(BareProvider):
         self.commands.append(tuple(command))
         if command[0] == "missing":
             raise NotFoundError('container "app" is not running')
+        if command[0] == "explode":
+            raise RuntimeError("/usr/lib/python3/site-packages/vkpy/secret.py line 1")
         self.running += 1
         self.started.set()
         try:

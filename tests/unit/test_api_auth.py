@@ -72,6 +72,14 @@ class FakeApi:
         ("/pods", ["pods", "proxy"]),
         ("/runningpods/", ["pods", "proxy"]),
         ("/healthz", ["healthz", "proxy"]),
+        ("/configz", ["configz", "proxy"]),
+        # Kubernetes 1.36's node authorizer: the z-pages have their own subresources
+        # and no fallback to proxy (/flagz is read with configz).
+        ("/statusz", ["statusz"]),
+        ("/statusz/", ["statusz"]),
+        ("/flagz", ["configz"]),
+        ("/flagz/", ["configz"]),
+        ("/statuszx", ["proxy"]),
         ("/statsx", ["proxy"]),
         ("/podsx", ["proxy"]),
     ],

@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from tests.unit.streams_server import BareProvider
-from vkpy.api import ApiDependencies, ApiSettings, KubeletServer
+from vkpy.api import ApiDependencies, ApiSettings, KubeletServer, ListenError
 from vkpy.providers.base import (
     ContainerStats,
     LogQuery,
@@ -94,7 +94,11 @@ async def start_api(tmp_path: Path) -> AsyncIterator[StartApi]:
     sessions: list[aiohttp.ClientSession] = []
 
     async def start(
-        provider: Any, client: Any = None, running_pods: Any = None, **settings: Any
+        provider: Any,
+        client: Any = None,
+        pods: list[Any] | None = None,
+        running_pods: Any = None,
+        **settings: Any,
     ) -> Api:
         base = ApiSettings(
             listen_address="127.0.0.1",
@@ -106,8 +110,10 @@ async def start_api(tmp_path: Path) -> AsyncIterator[StartApi]:
         deps = ApiDependencies(
             node_name="node-1",
             addresses=("127.0.0.1",),
-            pods=lambda: [POD],
-            find_pod=lambda ns, name, uid: POD if (ns, name) == ("ns", "web") else None,
+            pods=lambda: pods or [POD],
+            find_pod=lambda ns, name, uid: (
+                (pods or [POD])[0] if (ns, name) == ("ns", "web") else None
+            ),
             provider=provider,
             client=client,
             events=None,  # type: ignore[arg-type]
@@ -173,7 +179,6 @@ async def test_client_going_away_closes_the_backend_stream(start_api: StartApi) 
 @pytest.mark.parametrize(
     ("error", "status"),
     [
-        (NotFoundError('previous terminated container "app" in pod "web" not found'), 400),
         (UnsupportedError("no logs for this pod"), 501),
         (RetryableError("backend busy"), 503),
     ],
@@ -183,6 +188,29 @@ async def test_backend_errors_before_the_first_byte(
 ) -> None:
     api = await start_api(ScriptedProvider(error=error))
     assert await api.get(LOGS) == (status, str(error))
+
+
+async def test_missing_logs_are_said_in_the_kubelets_words(start_api: StartApi) -> None:
+    internal = NotFoundError("sim has no pod ns/web/uid-web in /var/lib/vkpy/sim.json")
+    api = await start_api(ScriptedProvider(error=internal))
+    assert await api.get(LOGS) == (400, 'container "app" in pod "web" is not available')
+    assert await api.get(LOGS + "?previous=true") == (
+        400,
+        'previous terminated container "app" in pod "web" not found',
+    )
+    waiting = {
+        **POD,
+        "status": {
+            "containerStatuses": [
+                {"name": "app", "state": {"waiting": {"reason": "ContainerCreating"}}}
+            ]
+        },
+    }
+    api = await start_api(ScriptedProvider(error=internal), pods=[waiting])
+    assert await api.get(LOGS) == (
+        400,
+        'container "app" in pod "web" is waiting to start: ContainerCreating',
+    )
 
 
 async def test_unknown_pods_containers_and_bad_queries(start_api: StartApi) -> None:
@@ -207,6 +235,23 @@ async def test_unknown_pods_containers_and_bad_queries(start_api: StartApi) -> N
     status, _ = await api.get("/healthz", headers={"X-Big": "x" * 20000})
     assert 400 <= status < 500
     assert await api.get(LOGS) == (200, "x\n")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "sinceTime=0001-01-01T00:00:00%2B23:59",
+        "sinceTime=9999-12-31T23:59:59-23:59",
+        "sinceSeconds=9223372036854775807",
+        "sinceSeconds=99999999999",
+    ],
+)
+async def test_log_times_out_of_range_are_400_not_500(start_api: StartApi, query: str) -> None:
+    provider = ScriptedProvider(lines=[b"x\n"])
+    api = await start_api(provider)
+    assert await api.get(f"{LOGS}?{query}") == (400, '{"message": "Unable to decode query."}')
+    assert provider.queries == []
+    assert await api.get(LOGS + "?sinceSeconds=60000000000") == (200, "x\n")
 
 
 async def test_backends_without_logs_or_stats_say_so(start_api: StartApi) -> None:
@@ -295,3 +340,17 @@ async def test_every_route_is_behind_authentication_and_authorization(
     calls = len(reviews.paths)
     await api.get("/stats/summary", headers=good)
     assert len(reviews.paths) == calls  # both answers cached
+
+
+async def test_a_busy_port_names_the_address_and_the_flags(start_api: StartApi) -> None:
+    first = await start_api(ScriptedProvider())
+    second = KubeletServer(
+        replace(first.server.settings, port=first.server.port), first.server.deps
+    )
+    with pytest.raises(ListenError) as raised:
+        await second.run()
+    message = str(raised.value)
+    assert f"127.0.0.1:{first.server.port}" in message
+    assert "already in use" in message
+    assert "--port" in message and "--listen-address" in message
+    assert "\n" not in message

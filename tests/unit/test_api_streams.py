@@ -180,6 +180,39 @@ async def test_refusals_before_the_upgrade(
         ]
 
 
+@pytest.mark.parametrize(
+    ("command", "text"),
+    [
+        ([""], "invalid command: the executable name is empty"),
+        (["", "-c", "true"], "invalid command: the executable name is empty"),
+        (["sh\x00", "-c"], "invalid command: argument 1 contains a NUL byte"),
+        (["sh", "-c", "echo\x00hi"], "invalid command: argument 3 contains a NUL byte"),
+    ],
+)
+async def test_unusable_commands_are_refused_cleanly(
+    start: StartServer, command: list[str], text: str
+) -> None:
+    provider = StreamsProvider()
+    server = await start(provider)
+    client, answer = await SpdyClient.connect(
+        "127.0.0.1", server.port, EXEC + query(*command), ssl_context=server.client_ssl
+    )
+    assert client is None
+    assert (answer.status, answer.body.decode()) == (400, text)
+    assert provider.commands == []
+
+
+async def test_unexpected_backend_failures_do_not_show_internals(start: StartServer) -> None:
+    server = await start(StreamsProvider())
+    client = await connect(server, EXEC + query("explode"))
+    ids = await open_streams(client)
+    got = status(await client.wait_stream(ids["error"]))
+    assert (got["reason"], got["code"]) == ("InternalError", 500)
+    assert got["message"] == "Internal error occurred: error executing command in container"
+    assert "RuntimeError" not in json.dumps(got) and "/" not in got["message"]
+    await client.close()
+
+
 async def test_pod_uid_path_and_get_method(start: StartServer) -> None:
     server = await start()
     client = await connect(server, "/exec/ns/web/uid-web/app" + query("echo", "uid"), method="GET")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import ssl
 import warnings
 from collections.abc import AsyncIterator
@@ -24,6 +25,7 @@ from vkpy.api.certs import (
 )
 from vkpy.api.serving import client_ca_file, file_certificate, self_signed_pair
 from vkpy.api.tls import ServingTLS
+from vkpy.api.tls_options import TLSOptionsError, tls_options
 from vkpy.devcluster import CertificateAuthority
 
 
@@ -203,3 +205,63 @@ async def test_client_certificates_from_the_client_ca_name_the_user(tmp_path: Pa
         ca_file.write_bytes(ca.cert_pem + stranger.cert_pem)
         assert watched.check() is True
         assert (await handshake(port, client=mallory))[1] == "CN=mallory"
+
+
+async def _offers(port: int, cipher: str, version: ssl.TLSVersion) -> bool:
+    """Whether a client offering only `cipher` (TLS 1.2) or only `version` gets in."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    ctx.minimum_version = ctx.maximum_version = version
+    if cipher:
+        ctx.set_ciphers(cipher)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+    except (ssl.SSLError, ConnectionError):
+        return False
+    writer.close()
+    return True
+
+
+TLS12 = ssl.TLSVersion.TLSv1_2
+
+
+async def test_tls_1_2_offers_only_the_kubelets_ecdhe_aead_suites() -> None:
+    tls = ServingTLS(verify_client=False)
+    tls.serve(self_signed("n", ["127.0.0.1"]))  # an ECDSA key
+    async for port in serve(tls):
+        for cipher in ("ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"):
+            assert await _offers(port, cipher, TLS12), cipher
+        for cipher in (
+            "ECDHE-ECDSA-AES128-SHA256",
+            "ECDHE-ECDSA-AES256-SHA384",
+            "ECDHE-ECDSA-AES128-SHA",
+        ):
+            assert not await _offers(port, cipher, TLS12), cipher
+        assert await _offers(port, "", ssl.TLSVersion.TLSv1_3)
+
+
+async def test_cipher_suites_and_min_version_as_the_kubelet_takes_them() -> None:
+    options = tls_options("", ["TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256"])
+    tls = ServingTLS(verify_client=False, options=options)
+    tls.serve(self_signed("n", ["127.0.0.1"]))
+    async for port in serve(tls):
+        assert await _offers(port, "ECDHE-ECDSA-AES128-SHA256", TLS12)
+        assert not await _offers(port, "ECDHE-ECDSA-AES128-GCM-SHA256", TLS12)
+    tls = ServingTLS(verify_client=False, options=tls_options("VersionTLS13"))
+    tls.serve(self_signed("n", ["127.0.0.1"]))
+    async for port in serve(tls):
+        assert not await _offers(port, "ECDHE-ECDSA-AES128-GCM-SHA256", TLS12)
+        assert await _offers(port, "", ssl.TLSVersion.TLSv1_3)
+
+
+@pytest.mark.parametrize(
+    ("version", "suites", "message"),
+    [
+        ("VersionTLS10", [], "TLS 1.2 and newer only"),
+        ("TLS1.2", [], "want one of VersionTLS12, VersionTLS13"),
+        ("", ["TLS_NOPE"], "unknown cipher suite(s) TLS_NOPE"),
+    ],
+)
+def test_bad_tls_flags_are_clear_errors(version: str, suites: list[str], message: str) -> None:
+    with pytest.raises(TLSOptionsError, match=re.escape(message)):
+        tls_options(version, suites)

@@ -1,5 +1,6 @@
 """Flags, environment variables and the errors a user sees before anything starts."""
 
+import ssl
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,9 @@ def test_environment_variables_set_flags(tmp_path: Path, monkeypatch: pytest.Mon
         (["--port=70000"], "is not a port number"),
         (["--label=novalue"], "invalid --label"),
         (["--provider-config=/nonexistent.yaml"], "cannot read --provider-config"),
+        (["--tls-min-version=VersionTLS11"], "--tls-min-version VersionTLS11"),
+        (["--max-connections=0"], "must be at least 1"),
+        (["--tls-cipher-suites=TLS_RSA_WITH_NULL"], "unknown cipher suite(s) TLS_RSA_WITH_NULL"),
     ],
 )
 def test_bad_input_is_a_clear_error(
@@ -89,3 +93,24 @@ def test_bad_environment_value_is_reported_like_a_bad_flag(
         cli.parser().parse_args([])
     assert exited.value.code == 2
     assert "argument --port: invalid int value: 'abc'" in capsys.readouterr().err
+
+
+def test_tls_flags_as_the_kubelet_takes_them(tmp_path: Path) -> None:
+    default = settings(tmp_path).api.tls
+    assert default.minimum == ssl.TLSVersion.TLSv1_2
+    assert "CBC" not in default.ciphers and "-SHA:" not in default.ciphers + ":"
+    chosen = settings(
+        tmp_path,
+        "--tls-min-version=VersionTLS13",
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
+    ).api.tls
+    assert chosen.minimum == ssl.TLSVersion.TLSv1_3
+    assert chosen.ciphers == "ECDHE-RSA-AES128-GCM-SHA256"
+
+
+def test_connection_caps_from_flags(tmp_path: Path) -> None:
+    assert settings(tmp_path).api.limits.max_connections == 1024
+    limits = settings(
+        tmp_path, "--max-connections=5000", "--max-connections-per-client=1000"
+    ).api.limits
+    assert (limits.max_connections, limits.max_connections_per_client) == (5000, 1000)

@@ -8,6 +8,7 @@ from tests.unit.fake_clock import FakeClock
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 from vkpy.providers.errors import InvalidInputError, NotFoundError, RetryableError
 from vkpy.providers.sim import SimConfig, SimProvider
+from vkpy.providers.sim.timeline import Record, state_at
 
 
 def config(uid: str = "u1", restart: str = "Never", **annotations: str) -> PodConfig:
@@ -121,3 +122,39 @@ async def test_failure_rate_injects_retryable_errors() -> None:
 def test_config_rejects_unknown_settings() -> None:
     with pytest.raises(ValueError, match="unknown sim settings: bogus"):
         SimConfig.from_dict({"bogus": 1}, state_dir=None)
+
+
+def _record(uid: str, run_seconds: float | None, restart: str = "Never") -> Record:
+    return Record(
+        namespace="ns",
+        name=f"pod-{uid}",
+        uid=uid,
+        created=1000.0,
+        start_seconds=0.0,
+        run_seconds=run_seconds,
+        exit_code=1,
+        restart_policy=restart,
+        containers=[("app", "img"), ("side", "img")],
+        init_containers=["setup"],
+    )
+
+
+def test_container_ids_are_unique_per_container_instance() -> None:
+    ids = []
+    for uid in ("u1", "u2"):
+        state = state_at(_record(uid, None), 1001.0, 1.0)
+        ids += [c.container_id for c in state.containers + state.init_containers]
+    assert all(i.startswith("sim://") for i in ids)
+    assert len(set(ids)) == 6
+    assert state_at(_record("u1", None), 5000.0, 1.0).containers[0].container_id == ids[0]
+
+    crashing = _record("u3", 1.0, restart="Always")
+    first = state_at(crashing, 1000.5, 1.0).containers[0]
+    second = state_at(crashing, 1002.5, 1.0).containers[0]
+    assert second.restart_count == 1
+    assert second.container_id != first.container_id
+    assert second.last_terminated is not None
+    assert second.last_terminated.container_id == first.container_id
+    waiting = state_at(crashing, 1001.5, 1.0).containers[0]
+    assert waiting.last_terminated is not None
+    assert waiting.last_terminated.container_id == first.container_id

@@ -3,8 +3,9 @@
 Every request is a question about the Node object: verb from the HTTP method (GET
 get, POST create, PUT update, PATCH patch, DELETE delete), resource `nodes`, name =
 this node, and a subresource from the path: /stats* stats, /metrics* metrics, /logs*
-log, everything else proxy. As in Kubernetes 1.36 (KubeletFineGrainedAuthz, GA),
-/pods and /runningpods/ first ask for `pods` and /healthz for `healthz`, then fall
+log, /checkpoint* checkpoint, /statusz statusz, /flagz configz, everything else
+proxy. As in Kubernetes 1.36 (KubeletFineGrainedAuthz, GA), /pods and /runningpods/
+first ask for `pods`, /healthz for `healthz` and /configz for `configz`, then fall
 back to `proxy`; one allowed answer is enough. The API server answers through a
 SubjectAccessReview; allowed answers are cached 5 minutes, denied ones 30 seconds.
 `AlwaysAllow` exists for development only.
@@ -61,6 +62,10 @@ def subresources(path: str) -> list[str]:
         out.append("log")
     elif _under(path, "/checkpoint"):
         out.append("checkpoint")
+    elif _under(path, "/statusz"):
+        out.append("statusz")
+    elif _under(path, "/flagz"):
+        out.append("configz")
     else:
         out.append("proxy")
     return out

@@ -10,15 +10,35 @@ requests refused, TLS 1.2 or newer only.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from vkpy.api.tls_options import TLSOptions
 from vkpy.kube.events import InvolvedObject
 from vkpy.objects import KubeObject
 from vkpy.providers.base import Provider
 
 AuthorizationMode = Literal["Webhook", "AlwaysAllow"]
 AUTHORIZATION_MODES: tuple[AuthorizationMode, ...] = ("Webhook", "AlwaysAllow")
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long and how many connections the kubelet API keeps (vkpy.api.listener)."""
+
+    handshake_timeout: float = 10.0
+    """A TLS handshake not finished by then is dropped."""
+    request_header_timeout: float = 30.0
+    """From the connection's start (after TLS), or from the first byte of a later
+    request, to the end of the request's head; then the connection is closed."""
+    idle_timeout: float = 90.0
+    """A keep-alive connection with no request for this long is closed (the kubelet's
+    IdleTimeout)."""
+    max_connections: int = 1024
+    """Open connections at most; more are closed at once, before TLS."""
+    max_connections_per_client: int = 256
+    """Open connections from one client address at most (the API server reaches the
+    node from one address per replica, so this leaves room for its streams)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +74,11 @@ class ApiSettings:
     """Plain-HTTP port serving only /metrics and /healthz (0: off)."""
     reload_interval: float = 10.0
     """How often certificate and CA files are checked for changes."""
+    tls: TLSOptions = field(default_factory=TLSOptions)
+    """Oldest TLS version and TLS 1.2 suites offered (--tls-min-version,
+    --tls-cipher-suites; default: TLS 1.2, the kubelet's ECDHE AEAD suites)."""
+    limits: ConnectionLimits = ConnectionLimits()
+    """Deadlines and caps for connections (vkpy.api.listener)."""
 
 
 class ClusterClient(Protocol):

@@ -2,7 +2,9 @@
 
 The kubelet decodes the query into a v1 PodLogOptions with the API machinery's
 rules, then validates it, and its status codes follow from that: a value that does
-not decode (a number that is not one, a time that is not RFC 3339) is a 400
+not decode (a number that is not one, a time that is not RFC 3339, a time before
+year 1 or after 9999 once its offset is applied, a `sinceSeconds` reaching before
+year 1) is a 400
 `{"message": "Unable to decode query."}`; a value that decodes but is not allowed
 (negative tailLines, limitBytes or sinceSeconds below 1, both sinceSeconds and
 sinceTime, an unknown stream, tailLines with a single stream) is a 422
@@ -16,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from vkpy.providers.base import LogQuery, LogStream
@@ -33,6 +35,11 @@ _STREAMS: dict[str, frozenset[LogStream]] = {
     "Stderr": frozenset({"stderr"}),
 }
 _INT64 = (-(2**63), 2**63 - 1)
+MAX_SINCE_SECONDS = int(
+    (datetime(1970, 1, 1, tzinfo=UTC) - datetime.min.replace(tzinfo=UTC)).total_seconds()
+)
+"""Seconds from year 1 to 1970: any `sinceSeconds` above reaches before year 1 (a
+time no one can ask about), so it does not decode."""
 
 
 class LogOptionsError(Exception):
@@ -126,6 +133,8 @@ def parse_log_options(query: Mapping[str, Sequence[str]]) -> LogOptions:
         tail_lines=_int("tailLines", values.get("tailLines", ())),
         limit_bytes=_int("limitBytes", values.get("limitBytes", ())),
     )
+    if options.since_seconds is not None and options.since_seconds > MAX_SINCE_SECONDS:
+        raise _decode_error("sinceSeconds", str(options.since_seconds))
     if options.tail_lines is not None and options.tail_lines < 0:
         raise _invalid("tailLines must be non-negative")
     if options.limit_bytes is not None and options.limit_bytes < 1:

@@ -13,9 +13,12 @@ TLS record per line), while a follow that waits for the next line has sent (flus
 everything before it waits. The buffer is bounded, so a slow client slows the
 backend down instead of filling memory.
 
-A backend error before the first byte is the kubelet's 400 with the backend's
-message (404 if the pod is unknown to it, 501 if it has no logs, 503 if it is
-unavailable); after that, the stream just ends. The backend's stream is closed in
+A backend error before the first byte is the kubelet's 400: when the backend has no
+such logs, in the kubelet's words from the container's reported status (`container
+"x" in pod "y" is not available`, `... is waiting to start: <reason>`, `previous
+terminated container "x" in pod "y" not found`), never the backend's own message;
+other errors with the backend's message (501 if it has no logs, 503 if it is
+unavailable). After the first byte, the stream just ends. The backend's stream is closed in
 every case: end of logs, byte limit reached, client gone, error.
 """
 
@@ -31,9 +34,10 @@ from aiohttp import web
 from vkpy import metrics
 from vkpy.api.log_options import LogOptionsError, format_timestamp, parse_log_options
 from vkpy.api.state import DEPS, plain
-from vkpy.objects import meta, spec
+from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import LogRecord, LogsProvider, PodRef
 from vkpy.providers.errors import (
+    NotFoundError,
     ProviderError,
     RetryableError,
     UnsupportedError,
@@ -113,7 +117,30 @@ async def _close(records: AsyncIterator[LogRecord], first: asyncio.Task[LogRecor
             log.exception("closing a backend log stream failed")
 
 
-def _error_response(error: ProviderError) -> web.Response:
+def _not_found(pod: KubeObject, container: str, previous: bool) -> str:
+    """Why there are no logs, in the kubelet's words (its validateContainerLogStatus),
+    from the container's status as the node last reported it."""
+    name = str(meta(pod).get("name", ""))
+    if previous:
+        return f'previous terminated container "{container}" in pod "{name}" not found'
+    podstatus = status(pod)
+    for field in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+        for entry in podstatus.get(field) or ():
+            if entry.get("name") != container:
+                continue
+            waiting = (entry.get("state") or {}).get("waiting")
+            if waiting is not None:
+                reason = waiting.get("reason") or ""
+                return f'container "{container}" in pod "{name}" is waiting to start: {reason}'
+    return f'container "{container}" in pod "{name}" is not available'
+
+
+def _error_response(
+    error: ProviderError, pod: KubeObject, container: str, previous: bool
+) -> web.Response:
+    if isinstance(error, NotFoundError):
+        log.debug("backend has no such logs", extra={"container": container, "error": str(error)})
+        return plain(400, _not_found(pod, container, previous))
     if isinstance(error, UnsupportedError):
         return plain(501, str(error))
     if isinstance(error, RetryableError):
@@ -152,7 +179,7 @@ async def container_logs(request: web.Request) -> web.StreamResponse:
     try:
         records = provider.container_logs(ref, query)
     except ProviderError as error:
-        return _error_response(error)
+        return _error_response(error, pod, container, options.previous)
     first = asyncio.ensure_future(_next(records))
     try:
         done, _ = await asyncio.wait({first}, timeout=FIRST_RECORD_WAIT)
@@ -160,7 +187,7 @@ async def container_logs(request: web.Request) -> web.StreamResponse:
             try:
                 first.result()
             except ProviderError as error:
-                return _error_response(error)
+                return _error_response(error, pod, container, options.previous)
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)

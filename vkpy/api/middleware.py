@@ -26,7 +26,7 @@ from vkpy.api.authz import (
     forbidden_message,
     request_attributes,
 )
-from vkpy.api.state import USER, plain
+from vkpy.api.state import USER, USER_INFO, plain
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ def auth_middleware(authn: Authenticator, authz: Authorizer, node_name: str) -> 
         except AuthenticationError as error:
             log.debug("unauthenticated request", extra={"path": request.path, "why": str(error)})
             return plain(401, "Unauthorized")
+        request[USER_INFO] = user
         attributes = request_attributes(user, request.method, request.path, node_name)
         allowed = False
         for attribute in attributes:

@@ -26,9 +26,9 @@ import time
 
 from aiohttp import web
 
-from vkpy.api.remotecommand import ChannelSink, QueueSource, SpdySink
 from vkpy.api.spdy_session import SpdySession, SpdyStream
-from vkpy.api.state import DEPS, plain
+from vkpy.api.state import AUDIT_DETAIL, AUDIT_OUTCOME, DEPS, plain
+from vkpy.api.stream_io import ChannelSink, QueueSource, SpdySink
 from vkpy.api.stream_request import Target, find_target, refuse_protocols, stream_settings
 from vkpy.api.streaming import (
     PORT_FORWARD_CONNECTIONS,
@@ -95,8 +95,17 @@ async def _forward(
     return None
 
 
-def _log_end(transport: str, target: Target, label: str, started: float, **extra: object) -> None:
+def _log_end(
+    request: web.Request,
+    transport: str,
+    target: Target,
+    label: str,
+    started: float,
+    **extra: object,
+) -> None:
     SESSIONS_TOTAL.labels("portforward", transport, label).inc()
+    request[AUDIT_OUTCOME] = label
+    request[AUDIT_DETAIL] = {"transport": transport, **extra}
     log.info(
         "port-forward session ended",
         extra={
@@ -128,6 +137,7 @@ class _SpdyForwarder:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.connections = 0
+        self.ports: set[int] = set()
 
     async def run(self) -> None:
         try:
@@ -208,6 +218,7 @@ class _SpdyForwarder:
         error = self._streams.pop(request.error_stream)
         error.discard()
         self.connections += 1
+        self.ports.add(request.port)
         try:
             message = await _forward(
                 self._provider, self._target, request.port, QueueSource(data.input), SpdySink(data)
@@ -239,11 +250,13 @@ async def _serve_spdy(
     finally:
         SESSIONS.labels("portforward", "spdy").dec()
         _log_end(
+            request,
             "spdy",
             target,
             "timeout" if session.lost_reason == "idle timeout" else "success",
             started,
             connections=forwarder.connections,
+            ports=",".join(map(str, sorted(forwarder.ports))),
             reason=session.lost_reason or "client sent GOAWAY",
         )
         await session.close()
@@ -314,7 +327,7 @@ async def _serve_websocket(
         for task in tasks:
             await cancel_and_wait(task, settings.cancel_timeout, what)
         SESSIONS.labels("portforward", "websocket").dec()
-        _log_end("websocket", target, label, started, ports=",".join(map(str, ports)))
+        _log_end(request, "websocket", target, label, started, ports=",".join(map(str, ports)))
         await session.close()
     return ws
 

@@ -25,14 +25,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from aiohttp import web
 
 from vkpy.api.spdy_session import SpdySession, SpdyStream
-from vkpy.api.state import DEPS, plain
+from vkpy.api.state import AUDIT_DETAIL, AUDIT_OUTCOME, DEPS, plain
+from vkpy.api.stream_io import ChannelSink, QueueSource, ResizeCheck, ResizeEvents, SpdySink
 from vkpy.api.stream_request import (
     Target,
     find_target,
@@ -54,11 +54,10 @@ from vkpy.providers.base import (
     ExecProvider,
     Provider,
     StreamIO,
-    TerminalSize,
 )
 from vkpy.providers.errors import UnsupportedError
 from vkpy.streams import channels
-from vkpy.streams.channels import Channel, ResizeDecoder
+from vkpy.streams.channels import Channel
 from vkpy.streams.remotecommand import (
     HEADER_PROTOCOL_VERSION,
     SPDY_REMOTECOMMAND_PROTOCOLS,
@@ -75,81 +74,6 @@ from vkpy.streams.remotecommand import (
 log = logging.getLogger(__name__)
 
 Kind = Literal["exec", "attach"]
-
-
-# --- the StreamIO given to backends ----------------------------------------------------------
-
-
-class QueueSource:
-    """A `ByteSource` over a client's input queue."""
-
-    def __init__(self, queue: ByteQueue) -> None:
-        self._queue = queue
-
-    async def read(self) -> bytes:
-        return await self._queue.read()
-
-
-class SpdySink:
-    """A `ByteSink` writing DATA frames on a SPDY stream; silent once the client is gone."""
-
-    def __init__(self, stream: SpdyStream) -> None:
-        self._stream = stream
-
-    async def write(self, data: bytes) -> None:
-        if data:
-            await self._stream.write(data)
-
-    async def close(self) -> None:
-        await self._stream.close()
-
-
-class ChannelSink:
-    """A `ByteSink` writing messages on one WebSocket channel (v5: closed with the close signal)."""
-
-    def __init__(self, session: ChannelSession, channel: int) -> None:
-        self._session = session
-        self._channel = channel
-        self._closed = False
-
-    async def write(self, data: bytes) -> None:
-        if data and not self._closed:
-            await self._session.send(self._channel, data)
-
-    async def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            await self._session.send_close(self._channel)
-
-
-class ResizeEvents:
-    """The terminal sizes a client sends, as an async iterator (ends with the stream).
-
-    A malformed resize stream ends the iteration (as the kubelet stops reading it);
-    the command itself goes on."""
-
-    def __init__(self, queue: ByteQueue, what: str) -> None:
-        self._queue = queue
-        self._decoder = ResizeDecoder()
-        self._pending: deque[TerminalSize] = deque()
-        self._what = what
-
-    def __aiter__(self) -> AsyncIterator[TerminalSize]:
-        return self
-
-    async def __anext__(self) -> TerminalSize:
-        while not self._pending:
-            data = await self._queue.read()
-            if not data:
-                raise StopAsyncIteration
-            try:
-                sizes = self._decoder.feed(data)
-            except channels.ProtocolError as error:
-                log.warning("bad resize stream", extra={"session": self._what, "error": str(error)})
-                self._queue.discard()
-                raise StopAsyncIteration from None
-            self._pending.extend(TerminalSize(s.width, s.height) for s in sizes)
-        return self._pending.popleft()
 
 
 # --- the request -------------------------------------------------------------------------------
@@ -176,6 +100,9 @@ async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
     command = tuple(request.query.getall("command", ())) if kind == "exec" else ()
     if kind == "exec" and not command:
         return plain(400, "you must specify a command")
+    problem = _command_problem(command)
+    if problem:
+        return plain(400, f"invalid command: {problem}")
     call = _Call(kind, request.app[DEPS].provider, target, container, command, options)
     if is_websocket_upgrade(request):
         return await _serve_websocket(request, call)
@@ -188,6 +115,16 @@ async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
     if not is_spdy_upgrade(request):
         return plain(400, "unable to upgrade: missing upgrade headers in request")
     return await _serve_spdy(request, call, protocol)
+
+
+def _command_problem(command: tuple[str, ...]) -> str:
+    """Why no operating system can run `command` (empty if it can be tried)."""
+    if command and not command[0]:
+        return "the executable name is empty"
+    for number, argument in enumerate(command, 1):
+        if "\x00" in argument:
+            return f"argument {number} contains a NUL byte"
+    return ""
 
 
 class _Call:
@@ -228,10 +165,25 @@ class _Call:
             what=self.what,
             cancel_timeout=settings.cancel_timeout,
             exit_codes=self.kind == "exec",
+            doing="error executing command in container"
+            if self.kind == "exec"
+            else "error attaching to container",
         )
 
-    def log_end(self, transport: str, outcome: Outcome | None, reason: str, started: float) -> str:
+    def log_end(
+        self,
+        request: web.Request,
+        transport: str,
+        outcome: Outcome | None,
+        reason: str,
+        started: float,
+    ) -> str:
         label = _outcome_label(outcome, reason)
+        request[AUDIT_OUTCOME] = label
+        detail: dict[str, object] = {"transport": transport}
+        if isinstance(outcome, ExitCode):
+            detail["exit_code"] = outcome.code
+        request[AUDIT_DETAIL] = detail
         SESSIONS_TOTAL.labels(self.kind, transport, label).inc()
         log.info(
             f"{self.kind} session ended",
@@ -292,7 +244,7 @@ async def _serve_spdy(request: web.Request, call: _Call, protocol: str) -> web.S
             await _finish_spdy(streams, protocol, outcome)
     finally:
         SESSIONS.labels(call.kind, "spdy").dec()
-        call.log_end("spdy", outcome, reason, started)
+        call.log_end(request, "spdy", outcome, reason, started)
         await session.close()
     return response
 
@@ -385,7 +337,10 @@ async def _serve_websocket(request: web.Request, call: _Call) -> web.StreamRespo
         inputs[Channel.STDIN] = ByteQueue()
     if options.tty:
         inputs[Channel.RESIZE] = ByteQueue()
-    session = ChannelSession(ws, protocol, settings, inputs, what=call.what)
+    checks: dict[int, Callable[[bytes], bool]] = (
+        {Channel.RESIZE: ResizeCheck(call.what)} if options.tty else {}
+    )
+    session = ChannelSession(ws, protocol, settings, inputs, what=call.what, checks=checks)
     started = time.monotonic()
     SESSIONS.labels(call.kind, "websocket").inc()
     outcome: Outcome | None = None
@@ -420,6 +375,6 @@ async def _serve_websocket(request: web.Request, call: _Call) -> web.StreamRespo
                 await session.send(Channel.ERROR, payload)
     finally:
         SESSIONS.labels(call.kind, "websocket").dec()
-        call.log_end("websocket", outcome, reason, started)
+        call.log_end(request, "websocket", outcome, reason, started)
         await session.close()
     return ws

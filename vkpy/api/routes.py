@@ -1,12 +1,15 @@
 """The kubelet API's URL map and its small handlers.
 
-Paths and methods are the kubelet's (pkg/kubelet/server): /healthz, /pods,
-/runningpods/, /stats/summary, /metrics, /metrics/resource, /containerLogs, and the
-stream endpoints /exec, /attach, /portForward (and /run), each with its pod-UID form.
-The stream endpoints sit behind the same authentication middleware: /exec and
-/attach are vkpy.api.remotecommand, /portForward vkpy.api.portforward, and /run still
-answers 501. Container logs are in vkpy.api.logs. Backends without stats get a 501
-that names the backend.
+Paths and methods are the kubelet's (pkg/kubelet/server) and Virtual Kubelet's
+(node/api): /healthz (and its checks), /pods, /runningpods, /stats/summary, /metrics,
+/metrics/resource, /containerLogs, and the stream endpoints /exec, /attach,
+/portForward, each with its pod-UID form; every one with or without a trailing slash,
+as both routers accept. The stream endpoints sit behind the same authentication
+middleware: /exec and /attach are vkpy.api.remotecommand, /portForward
+vkpy.api.portforward. The kubelet's paths vkpy has nothing behind (/run, cAdvisor
+and probe metrics, z-pages, pprof, node logs, checkpoints) answer 501 saying so.
+Container logs are in vkpy.api.logs. Backends without stats get a 501 that names
+the backend.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ def _compact(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-STREAM_KINDS = ("exec", "attach", "portForward", "run")
 STREAM_HANDLERS: dict[str, Handler] = {
     "exec": exec_handler,
     "attach": attach_handler,
@@ -141,34 +143,66 @@ async def own_metrics(_: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST})
 
 
-def _not_yet(kind: str) -> Handler:
+def _not_served(what: str) -> Handler:
     async def handler(_: web.Request) -> web.Response:
-        return plain(501, f"{kind} is not implemented by vkpy yet")
+        return plain(501, f"{what} is not served by vkpy")
 
     return handler
 
 
+NOT_SERVED: tuple[tuple[str, str, str], ...] = (
+    # (method, path, what): the kubelet's paths vkpy has nothing behind
+    ("POST", "/run/{namespace}/{pod}/{container}", "/run"),
+    ("POST", "/run/{namespace}/{pod}/{uid}/{container}", "/run"),
+    ("GET", "/metrics/cadvisor", "/metrics/cadvisor"),
+    ("GET", "/metrics/probes", "/metrics/probes"),
+    ("GET", "/metrics/slis", "/metrics/slis"),
+    ("GET", "/configz", "/configz"),
+    ("GET", "/statusz", "/statusz"),
+    ("GET", "/flagz", "/flagz"),
+    ("GET", "/logs", "node logs (/logs)"),
+    ("GET", "/logs/{path:.+}", "node logs (/logs)"),
+    ("GET", "/debug/pprof", "/debug/pprof"),
+    ("GET", "/debug/pprof/{path:.+}", "/debug/pprof"),
+    ("PUT", "/debug/flags/v", "/debug/flags/v"),
+    ("POST", "/checkpoint/{namespace}/{pod}/{container}", "/checkpoint"),
+)
+
+
+def _both_spellings(router: web.UrlDispatcher, method: str, path: str, handler: Handler) -> None:
+    """Route `path` with and without a trailing slash: the kubelet's router ignores it
+    and Virtual Kubelet's redirects to the other spelling, so clients use either."""
+    bare = path.rstrip("/")
+    router.add_route(method, bare, handler)
+    router.add_route(method, bare + "/", handler)
+
+
 def add_routes(app: web.Application) -> None:
     router = app.router
-    router.add_get("/healthz", healthz)
-    router.add_get("/pods", pods)
-    router.add_get("/pods/", pods)
-    router.add_get("/runningpods/", running_pods)
-    router.add_get("/stats/summary", stats_summary)
-    router.add_get("/stats/summary/", stats_summary)
-    router.add_get("/metrics", own_metrics)
-    router.add_get("/metrics/resource", metrics_resource)
-    router.add_get("/containerLogs/{namespace}/{pod}/{container}", container_logs)
-    for kind in STREAM_KINDS:
-        handler = STREAM_HANDLERS.get(kind) or _not_yet(kind)
+    read_only: tuple[tuple[str, Handler], ...] = (
+        ("/healthz", healthz),
+        ("/healthz/ping", healthz),
+        ("/healthz/log", healthz),
+        ("/healthz/syncloop", healthz),
+        ("/pods", pods),
+        ("/runningpods", running_pods),
+        ("/stats/summary", stats_summary),
+        ("/metrics", own_metrics),
+        ("/metrics/resource", metrics_resource),
+        ("/containerLogs/{namespace}/{pod}/{container}", container_logs),
+    )
+    for path, handler in read_only:
+        _both_spellings(router, "GET", path, handler)
+    for kind, stream_handler in STREAM_HANDLERS.items():
         if kind == "portForward":
             shapes = ["/{namespace}/{pod}", "/{namespace}/{pod}/{uid}"]
         else:
             shapes = ["/{namespace}/{pod}/{container}", "/{namespace}/{pod}/{uid}/{container}"]
-        methods = ("POST",) if kind == "run" else ("GET", "POST")
         for shape in shapes:
-            for method in methods:
-                router.add_route(method, f"/{kind}{shape}", handler)
+            for method in ("GET", "POST"):
+                _both_spellings(router, method, f"/{kind}{shape}", stream_handler)
+    for method, path, what in NOT_SERVED:
+        _both_spellings(router, method, path, _not_served(what))
 
 
 def add_metrics_routes(app: web.Application) -> None:

@@ -2,8 +2,10 @@
 
 `KubeletServer.run` is one of the runner's named root tasks. It sets up the serving
 certificate (files, cluster CSR, or self-signed), the client CA, authentication and
-authorization, then listens with aiohttp's AppRunner and TCPSite (not `run_app`, the
-loop is vkpy's), and keeps certificates fresh until it is cancelled. Handlers are
+authorization, then listens with aiohttp's AppRunner behind vkpy.api.listener (its
+deadlines and connection caps; not `run_app`, the loop is vkpy's), and keeps
+certificates fresh until it is cancelled. An address that cannot be had ends vkpy
+with one line naming it and the flag that changes it (`ListenError`). Handlers are
 cancelled when their client goes away (`handler_cancellation`), which is how a
 `kubectl logs -f` that ends stops reading the backend. Optionally a second, plain
 HTTP site serves only /metrics and /healthz, for in-cluster scrapers that cannot
@@ -20,10 +22,12 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from vkpy.api.audit import audit_streams
 from vkpy.api.authn import Authenticator, TokenReviewer
 from vkpy.api.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
 from vkpy.api.config import ApiDependencies, ApiSettings
 from vkpy.api.csr import CertificateRotator
+from vkpy.api.listener import ConnectionGate, drop_server_header, listen, track_requests
 from vkpy.api.middleware import auth_middleware, count_requests
 from vkpy.api.routes import add_metrics_routes, add_routes
 from vkpy.api.serving import (
@@ -65,6 +69,10 @@ def _bound_port(runner: web.AppRunner) -> int:
     return int(address[1])
 
 
+def _listening_port(server: asyncio.Server) -> int:
+    return int(server.sockets[0].getsockname()[1])
+
+
 class KubeletServer:
     """The API on `settings.listen_address:port`; `port` is known once `listening`."""
 
@@ -78,10 +86,14 @@ class KubeletServer:
         self.settings = settings
         self.deps = deps
         self._sleep = sleep
-        self.tls = ServingTLS(verify_client=bool(settings.client_ca_file or deps.default_client_ca))
+        self.tls = ServingTLS(
+            verify_client=bool(settings.client_ca_file or deps.default_client_ca),
+            options=settings.tls,
+        )
         self.stats = StatsSampler(deps.node_name)
         self.rotator: CertificateRotator | None = None
         self.port: int | None = None
+        self.gate: ConnectionGate | None = None
         self.metrics_port: int | None = None
         self.listening = asyncio.Event()
 
@@ -108,11 +120,14 @@ class KubeletServer:
         )
         app = web.Application(
             middlewares=[
+                track_requests,
                 count_requests,
+                audit_streams,
                 auth_middleware(authn, self.authorizer(), self.deps.node_name),
             ],
             client_max_size=MAX_BODY,
         )
+        app.on_response_prepare.append(drop_server_header)
         app[DEPS] = self.deps
         app[STATS] = self.stats
         add_routes(app)
@@ -164,17 +179,18 @@ class KubeletServer:
             shutdown_timeout=SHUTDOWN_TIMEOUT,
         )
         metrics_runner: web.AppRunner | None = None
+        listening: asyncio.Server | None = None
         await runner.setup()
         try:
-            site = web.TCPSite(
-                runner,
+            assert runner.server is not None
+            listening, self.gate = await listen(
+                runner.server,
                 self.settings.listen_address,
                 self.settings.port,
-                ssl_context=self.tls.context,
-                reuse_address=True,
+                self.tls.context,
+                self.settings.limits,
             )
-            await site.start()
-            self.port = _bound_port(runner)
+            self.port = _listening_port(listening)
             log.info(
                 "kubelet API listening",
                 extra={
@@ -196,12 +212,15 @@ class KubeletServer:
                     group.create_task(self.rotator.run(), name="kubelet-api-certificates")
                 await asyncio.Event().wait()
         finally:
+            if listening is not None:
+                listening.close()
             if metrics_runner is not None:
                 await metrics_runner.cleanup()
             await runner.cleanup()
 
     async def _start_metrics(self) -> web.AppRunner:
         app = web.Application(middlewares=[count_requests])
+        app.on_response_prepare.append(drop_server_header)
         add_metrics_routes(app)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
         await runner.setup()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from vkpy.api.authn import UserInfo
 from vkpy.api.config import ApiDependencies
 from vkpy.api.stats import StatsSampler
 
@@ -16,6 +17,12 @@ DEPS = web.AppKey("deps", ApiDependencies)
 STATS = web.AppKey("stats", StatsSampler)
 USER = web.RequestKey("user", str)
 """The authenticated user's name (for logs)."""
+USER_INFO = web.RequestKey("user_info", UserInfo)
+"""Who the request is from, once authenticated (before authorization)."""
+AUDIT_OUTCOME = web.RequestKey("audit_outcome", str)
+"""How a stream session ended, for its audit record (vkpy.api.audit)."""
+AUDIT_DETAIL = web.RequestKey("audit_detail", dict)
+"""More facts for the audit record (e.g. the exit code, the ports forwarded)."""
 
 
 def plain(status: int, text: str) -> web.Response:

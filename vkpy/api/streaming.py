@@ -113,11 +113,13 @@ class IdleTimer:
             self._handle = None
 
 
-def outcome_of_error(error: BaseException) -> InternalError:
-    """The error-stream Status for a backend call that raised."""
+def outcome_of_error(error: BaseException, doing: str) -> InternalError:
+    """The error-stream Status for a backend call that raised: a backend's own error
+    says what went wrong in its words; anything else is a bug, logged in full, and
+    the client reads only what failed (`doing`), never vkpy's internals."""
     if isinstance(error, ProviderError):
         return InternalError(str(error))
-    return InternalError(f"{type(error).__name__}: {error}")
+    return InternalError(doing)
 
 
 async def run_backend_call(
@@ -127,6 +129,7 @@ async def run_backend_call(
     what: str,
     cancel_timeout: float,
     exit_codes: bool = True,
+    doing: str = "error executing command in container",
 ) -> Outcome | None:
     """Run one exec/attach backend call until it returns or the client goes away.
 
@@ -147,9 +150,11 @@ async def run_backend_call(
         return None
     error = task.exception()
     if error is not None:
-        if not isinstance(error, (NotFoundError, UnsupportedError)):
+        if not isinstance(error, ProviderError):
+            log.error("backend stream call crashed", extra={"call": what}, exc_info=error)
+        elif not isinstance(error, (NotFoundError, UnsupportedError)):
             log.warning("backend stream call failed", extra={"call": what, "error": str(error)})
-        return outcome_of_error(error)
+        return outcome_of_error(error, doing)
     code = task.result()
     if code is None or code == 0 or not exit_codes:
         return Success()

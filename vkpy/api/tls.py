@@ -14,7 +14,9 @@ with a TLS handshake_failure alert, as the kubelet does.
 Client certificates are requested (not required) when a client CA is configured, and
 verified by OpenSSL against it; one that fails verification ends the handshake (Go's
 kubelet would answer 401 instead: Python's ssl has no verify callback to defer it).
-TLS 1.2 is the oldest version accepted.
+TLS 1.2 is the oldest version accepted, with the kubelet's default suites (ECDHE,
+AEAD only) unless `--tls-min-version`/`--tls-cipher-suites` say otherwise
+(vkpy.api.tls_options).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from vkpy import metrics
 from vkpy.api.certs import CertificateError, ServingPair
+from vkpy.api.tls_options import TLSOptions
 from vkpy.rfc3339 import format_time
 
 log = logging.getLogger(__name__)
@@ -37,9 +40,11 @@ log = logging.getLogger(__name__)
 ALPN = ["http/1.1"]
 
 
-def _context(verify_client: bool) -> ssl.SSLContext:
+def _context(verify_client: bool, options: TLSOptions) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.minimum_version = options.minimum
+    if options.ciphers:
+        ctx.set_ciphers(options.ciphers)
     ctx.verify_mode = ssl.CERT_OPTIONAL if verify_client else ssl.CERT_NONE
     ctx.set_alpn_protocols(ALPN)
     return ctx
@@ -73,9 +78,10 @@ def _check_bundle(bundle: bytes) -> None:
 class ServingTLS:
     """The listening SSLContext (`context`) and the certificate it currently serves."""
 
-    def __init__(self, verify_client: bool) -> None:
+    def __init__(self, verify_client: bool, options: TLSOptions | None = None) -> None:
         self.verify_client = verify_client
-        self.context = _context(verify_client)
+        self.options = options or TLSOptions()
+        self.context = _context(verify_client, self.options)
         self.context.sni_callback = self._select
         self._live: ssl.SSLContext | None = None
         self._pair: ServingPair | None = None
@@ -115,7 +121,7 @@ class ServingTLS:
             self._swap(self._pair, client_ca)
 
     def _swap(self, pair: ServingPair, client_ca: bytes | None) -> None:
-        ctx = _context(self.verify_client)
+        ctx = _context(self.verify_client, self.options)
         _load_chain(ctx, pair)
         if self.verify_client and client_ca:
             _load_bundle(ctx, client_ca)

@@ -6,7 +6,10 @@ attach and port-forward endpoints: one reader task demultiplexes the client's
 messages into a `ByteQueue` per input channel (waiting while a queue is full, so a
 slow backend slows the client down instead of filling memory), `send` writes a
 channel's bytes (in messages of at most 32 KiB), and `lost` resolves when the client
-closes, breaks the protocol, or stays silent past the idle timeout.
+closes, breaks the protocol, or stays silent past the idle timeout. A message on a
+channel the session has no input for is ignored (as the kubelet does) and said once
+in the log; a channel may have a check (resize: does it decode?) whose failure is
+the end of that channel's input.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from aiohttp import WSMsgType, web
 
@@ -51,12 +54,15 @@ class ChannelSession:
         inputs: Mapping[int, ByteQueue],
         *,
         what: str = "websocket",
+        checks: Mapping[int, Callable[[bytes], bool]] | None = None,
     ) -> None:
         self._ws = ws
         self.protocol = protocol
         self._info = channels.protocol_info(protocol)
         self._settings = settings
         self._inputs = inputs
+        self._checks = checks or {}
+        self._unread: set[int] = set()
         self._what = what
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.lost_reason = ""
@@ -103,9 +109,25 @@ class ChannelSession:
             return
         queue = self._inputs.get(decoded.channel)
         if queue is None:
+            self._not_read(decoded.channel)
+            return
+        check = self._checks.get(decoded.channel)
+        if check is not None and not queue.ended and not check(decoded.data):
+            queue.discard()
             return
         queue.feed(decoded.data)
         await queue.wait_for_room(self._settings.max_buffered)
+
+    def _not_read(self, channel: int) -> None:
+        """A message for a channel this session has no input for: ignored, as the
+        kubelet does, and said once per channel."""
+        if channel in self._unread:
+            return
+        self._unread.add(channel)
+        log.warning(
+            "message on a channel the session does not read: ignored",
+            extra={"conn": self._what, "channel": channel},
+        )
 
     def _lose(self, reason: str) -> None:
         if self.lost.done():

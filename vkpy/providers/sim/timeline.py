@@ -9,6 +9,7 @@ without waiting, and the same after vkpy restarts.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,6 +41,13 @@ class Record:
     @property
     def ref(self) -> PodRef:
         return PodRef(self.namespace, self.name, self.uid)
+
+
+def container_id(record: Record, name: str, instance: int) -> str:
+    """The ID of the `instance`th run (0 first, +1 per restart) of a container: unique
+    per pod, container and run, and the same every time it is computed."""
+    digest = hashlib.sha256(f"{record.uid}\0{name}\0{instance}".encode()).hexdigest()
+    return f"sim://{digest}"
 
 
 def at(epoch: float) -> datetime:
@@ -119,6 +127,7 @@ def state_at(record: Record, now: float, delay: float) -> PodState:
             exit_code=0,
             started_at=at(min(now, began)),
             finished_at=at(min(now, began)),
+            container_id=container_id(record, name, 0),
         )
         for name in record.init_containers
     )
@@ -128,28 +137,48 @@ def state_at(record: Record, now: float, delay: float) -> PodState:
             for n, i in record.containers
         )
         return PodState(phase="Pending", containers=waiting, started_at=at(record.created))
+
+    def first_run(n: str, i: str) -> ContainerState:
+        return _running(n, i, began, 0, None, container_id(record, n, 0))
+
     if record.run_seconds is None:
-        return _uniform(record, "Running", inits, lambda n, i: _running(n, i, began, 0, None))
+        return _uniform(record, "Running", inits, first_run)
     period = record.run_seconds + delay
     if not restarts(record):
         end = began + record.run_seconds
         if now < end:
-            return _uniform(record, "Running", inits, lambda n, i: _running(n, i, began, 0, None))
+            return _uniform(record, "Running", inits, first_run)
         phase: PodPhase = "Succeeded" if record.exit_code == 0 else "Failed"
         return _uniform(
-            record, phase, inits, lambda n, i: _terminated(n, i, record.exit_code, began, end)
+            record,
+            phase,
+            inits,
+            lambda n, i: _terminated(
+                n, i, record.exit_code, began, end, container_id(record, n, 0)
+            ),
         )
     k = int((now - began) // period)
     run_start = began + k * period
-    last = (
-        _terminated("", "", record.exit_code, run_start - period, run_start - delay)
-        if k > 0
-        else None
-    )
+
+    def previous(n: str) -> ContainerState | None:
+        if k == 0:
+            return None
+        cid = container_id(record, n, k - 1)
+        return _terminated("", "", record.exit_code, run_start - period, run_start - delay, cid)
+
     if now < run_start + record.run_seconds:
-        return _uniform(record, "Running", inits, lambda n, i: _running(n, i, run_start, k, last))
+        return _uniform(
+            record,
+            "Running",
+            inits,
+            lambda n, i: _running(n, i, run_start, k, previous(n), container_id(record, n, k)),
+        )
     finished = run_start + record.run_seconds
-    crashed = _terminated("", "", record.exit_code, run_start, finished)
+
+    def crashed(n: str) -> ContainerState:
+        cid = container_id(record, n, k)
+        return _terminated("", "", record.exit_code, run_start, finished, cid)
+
     return _uniform(
         record,
         "Running",
@@ -160,7 +189,7 @@ def state_at(record: Record, now: float, delay: float) -> PodState:
             reason="CrashLoopBackOff",
             message=f"back-off {delay:g}s restarting failed container={n}",
             restart_count=k,
-            last_terminated=crashed,
+            last_terminated=crashed(n),
             image=i,
         ),
     )
@@ -182,7 +211,7 @@ def _uniform(
 
 
 def _running(
-    name: str, image: str, since: float, restarts: int, last: ContainerState | None
+    name: str, image: str, since: float, restarts: int, last: ContainerState | None, cid: str
 ) -> ContainerState:
     return ContainerState(
         name=name,
@@ -192,11 +221,13 @@ def _running(
         restart_count=restarts,
         last_terminated=last,
         image=image,
-        container_id=f"sim://{name}",
+        container_id=cid,
     )
 
 
-def _terminated(name: str, image: str, code: int, since: float, until: float) -> ContainerState:
+def _terminated(
+    name: str, image: str, code: int, since: float, until: float, cid: str
+) -> ContainerState:
     return ContainerState(
         name=name,
         state="terminated",
@@ -205,5 +236,5 @@ def _terminated(name: str, image: str, code: int, since: float, until: float) ->
         started_at=at(since),
         finished_at=at(until),
         image=image,
-        container_id=f"sim://{name}" if name else "",
+        container_id=cid,
     )
