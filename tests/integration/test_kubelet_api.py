@@ -405,8 +405,14 @@ def test_bad_input_is_refused_and_the_server_keeps_serving(
     ):
         reply = kubelet(agent.port, path, cert=cert)
         assert 400 <= reply.status < 500, (path, reply.status)
-    big = kubelet(agent.port, "/pods", cert=cert, headers={"X-Padding": "y" * 65536})
-    assert 400 <= big.status < 500
+    # A head too big is answered 431 and the connection closed, possibly while the
+    # client is still sending it: either is a refusal.
+    try:
+        big = kubelet(agent.port, "/pods", cert=cert, headers={"X-Padding": "y" * 65536})
+    except (ssl.SSLError, ConnectionError):
+        pass
+    else:
+        assert 400 <= big.status < 500
     with socket.create_connection(("127.0.0.1", agent.port), timeout=10) as plain:
         plain.sendall(b"GET /pods HTTP/1.1\r\nHost: x\r\n\r\n")  # no TLS at all
         plain.recv(1024)

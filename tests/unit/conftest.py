@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -20,8 +21,14 @@ from tests.unit.streams_server import start
 __all__ = ["no_pending_tasks", "start"]
 
 
+_HERE = Path(__file__).parent
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The hook sees the whole session's items: only the unit tests get the check.
     for item in items:
+        if _HERE not in item.path.parents:
+            continue
         function = getattr(item, "function", None)
         if function is not None and inspect.iscoroutinefunction(function):
             fixtures = getattr(item, "fixturenames", None)
