@@ -297,6 +297,21 @@ def start_fargate(start_agent: StartAgent, setup: FargateSetup, **overrides: Any
     return start_agent(provider="fargate", config=setup.config(**overrides))
 
 
+def restarted_once(kube: Kube, name: str, timeout: float) -> dict[str, Any]:
+    """The pod once it shows one restart and its container running again."""
+    found: dict[str, Any] = wait_for(
+        f"{name} restarted once and running",
+        lambda: (
+            (p := kube.get("pod", name))
+            and container(p).get("restartCount") == 1
+            and "running" in container(p).get("state", {})
+            and p
+        ),
+        timeout=timeout,
+    )
+    return found
+
+
 def task_of(aws: Aws, setup: FargateSetup, pod: dict[str, Any]) -> dict[str, Any] | None:
     arns = aws("ecs", "list_tasks", cluster=setup.cluster)["taskArns"]
     stopped = aws("ecs", "list_tasks", cluster=setup.cluster, desiredStatus="STOPPED")
@@ -410,16 +425,7 @@ def test_fargate_restart_policy_reruns_a_stopped_task(
     assert first is not None
     aws("ecs", "stop_task", cluster=fargate_setup.cluster, task=first["taskArn"], reason="exited")
     wait_for("task run again", lambda: "task restarted" in agent.logs(), timeout=30)
-    restarted = wait_for(
-        "restart shown on the pod",
-        lambda: (
-            (p := kube.get("pod", "always"))
-            and container(p).get("restartCount") == 1
-            and "running" in container(p).get("state", {})
-            and p
-        ),
-        timeout=15,
-    )
+    restarted = restarted_once(kube, "always", timeout=15)
     assert restarted["status"]["phase"] == "Running"
     assert container(restarted)["lastState"]["terminated"]["exitCode"] == 0
     second = task_of(aws, fargate_setup, always)
@@ -564,16 +570,7 @@ def test_fargate_monitor_survives_an_answer_it_cannot_read(
     aws_proxy.rewrites.append(garble)
     aws("ecs", "stop_task", cluster=fargate_setup.cluster, task=task["taskArn"], reason="exited")
     wait_for("the garbled answers", lambda: garbled >= 2, timeout=30)
-    restarted = wait_for(
-        "the pod restarted after its task failed",
-        lambda: (
-            (p := kube.get("pod", "flaky"))
-            and container(p).get("restartCount") == 1
-            and "running" in container(p).get("state", {})
-            and p
-        ),
-        timeout=60,
-    )
+    restarted = restarted_once(kube, "flaky", timeout=60)
     assert container(restarted)["lastState"]["terminated"]["exitCode"] == 1
     assert "background task failed" in agent.logs()
     assert 'task="fargate-monitor"' in agent.logs()
