@@ -48,7 +48,7 @@ from pathlib import Path
 
 import yaml
 
-from vkpy.devcluster import ClusterAccess, DevCluster, find_bin_dir
+from vkpy.devcluster import ClusterAccess, given_or_started
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTACKER = "127.0.0.2"
@@ -333,18 +333,8 @@ def main() -> int:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-idle-") as tmp:
         work = Path(tmp)
-        cluster = None
-        if args.kubeconfig is None:
-            cluster = DevCluster(work / "cluster")
-            cluster.up()
-            access = cluster.access()
-        else:
-            access = ClusterAccess(kubeconfig=args.kubeconfig, kubectl=find_bin_dir() / "kubectl")
-        try:
+        with given_or_started(args.kubeconfig, work) as access:
             result = bench(access, args, work)
-        finally:
-            if cluster is not None:
-                cluster.down()
     print(report(result, args))
     return 0
 

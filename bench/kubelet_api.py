@@ -44,7 +44,7 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from vkpy.devcluster import ClusterAccess, DevCluster, find_bin_dir
+from vkpy.devcluster import ClusterAccess, given_or_started
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -299,14 +299,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-") as tmp:
         workdir = Path(tmp)
-        cluster = None
-        if args.kubeconfig is None:
-            cluster = DevCluster(workdir / "cluster")
-            cluster.up()
-            access = cluster.access()
-        else:
-            access = ClusterAccess(kubeconfig=args.kubeconfig, kubectl=find_bin_dir() / "kubectl")
-        try:
+        with given_or_started(args.kubeconfig, workdir) as access:
             result = asyncio.run(
                 bench(
                     access,
@@ -318,9 +311,6 @@ def main() -> int:
                     workdir,
                 )
             )
-        finally:
-            if cluster is not None:
-                cluster.down()
     text = report(result, args)
     print(text)
     print(json.dumps(result))

@@ -25,7 +25,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from vkpy.devcluster import DevCluster
+from vkpy.devcluster import given_or_started
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,17 +217,8 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-") as tmp:
         workdir = Path(tmp)
-        cluster = None
-        kubeconfig = args.kubeconfig
-        if kubeconfig is None:
-            cluster = DevCluster(workdir / "cluster")
-            cluster.up()
-            kubeconfig = cluster.kubeconfig
-        try:
-            result = asyncio.run(bench(kubeconfig, args.pods, args.concurrency, workdir))
-        finally:
-            if cluster is not None:
-                cluster.down()
+        with given_or_started(args.kubeconfig, workdir) as access:
+            result = asyncio.run(bench(access.kubeconfig, args.pods, args.concurrency, workdir))
     text = report(result)
     print(text)
     if not args.no_write:

@@ -9,7 +9,7 @@ kubeadm node, and `down` stops them. Nothing in the product imports this package
 
 from .access import ClusterAccess, KubectlError, RunKubectl
 from .binaries import BinariesMissing, find_bin_dir, pinned_release
-from .cluster import ClusterError, ComponentFailed, DevCluster
+from .cluster import ClusterError, ComponentFailed, DevCluster, given_or_started
 from .components import Settings
 from .pki import CertificateAuthority, issue_cert
 
@@ -24,6 +24,7 @@ __all__ = [
     "RunKubectl",
     "Settings",
     "find_bin_dir",
+    "given_or_started",
     "issue_cert",
     "pinned_release",
 ]

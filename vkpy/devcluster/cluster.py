@@ -385,3 +385,18 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("KUBECONFIG", None)
     return env
+
+
+@contextlib.contextmanager
+def given_or_started(kubeconfig: Path | None, workdir: Path) -> Iterator[ClusterAccess]:
+    """The cluster `kubeconfig` points at, or a dev cluster started in `workdir`
+    and stopped on exit: what the benchmarks run against."""
+    if kubeconfig is not None:
+        yield ClusterAccess(kubeconfig=kubeconfig, kubectl=find_bin_dir() / "kubectl")
+        return
+    cluster = DevCluster(workdir / "cluster")
+    cluster.up()
+    try:
+        yield cluster.access()
+    finally:
+        cluster.down()
