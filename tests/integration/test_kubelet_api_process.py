@@ -73,6 +73,13 @@ def state(kube: Kube, name: str) -> dict[str, Any]:
     return dict(statuses[0])
 
 
+def answered(agent: Agent, path: str, cert: tuple[Path, Path]) -> str:
+    """The body of a GET to the agent's kubelet API that must answer 200."""
+    reply = kubelet(agent.port, path, cert=cert)
+    assert reply.status == 200, (path, reply.status, reply.text)
+    return reply.text
+
+
 def test_kubectl_logs_of_a_real_process(kube: Kube, start_process_agent: StartAgent) -> None:
     agent = start_process_agent()
     script = COUNTER.format(n=8, pause=0.5)
@@ -148,9 +155,7 @@ def test_busy_process_stats_and_resource_metrics_from_the_kubelet_port(
     cert = admin_cert(kube.cluster, tmp_path)
 
     def get(path: str) -> str:
-        reply = kubelet(agent.port, path, cert=cert)
-        assert reply.status == 200, (path, reply.status, reply.text)
-        return reply.text
+        return answered(agent, path, cert)
 
     def summary_pod() -> dict[str, Any] | None:
         summary = json.loads(get("/stats/summary"))
@@ -208,9 +213,7 @@ def test_an_idle_process_reports_the_little_cpu_it_used(
     cert = admin_cert(kube.cluster, tmp_path)
 
     def get(path: str) -> str:
-        reply = kubelet(agent.port, path, cert=cert)
-        assert reply.status == 200, (path, reply.status, reply.text)
-        return reply.text
+        return answered(agent, path, cert)
 
     def nap() -> dict[str, Any] | None:
         for entry in json.loads(get("/stats/summary"))["pods"]:
