@@ -79,3 +79,22 @@ def pinned_release() -> str:
         if len(fields) >= 2 and fields[0] == "k8s.io/kubernetes" and fields[1].startswith("v"):
             return fields[1]
     raise RuntimeError(f"no k8s.io/kubernetes requirement in {CONTROLPLANE_DIR / 'go.mod'}")
+
+
+def tool_dir(tool: str) -> Path:
+    """The directory of a pinned Go tool from `controlplane/tools/<tool>/` (built once).
+
+    Benchmarks and tests that run another Go program (helm, metrics-server, kwok, the
+    e2e suite, ...) get it here, built by `controlplane/build.sh <tool>` into the cache.
+    """
+    if not BUILD_SCRIPT.exists():
+        raise BinariesMissing(f"{BUILD_SCRIPT} not found (not running from a checkout).")
+    result = subprocess.run(
+        [str(BUILD_SCRIPT), tool], stdout=subprocess.PIPE, text=True, check=False, cwd=REPO_ROOT
+    )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise BinariesMissing(
+            f"{BUILD_SCRIPT} {tool} failed (exit {result.returncode}, see its messages above)"
+        )
+    return Path(lines[-1])
