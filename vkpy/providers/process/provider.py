@@ -49,11 +49,13 @@ from vkpy.providers.errors import (
 from vkpy.providers.process import cgroups
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
+from vkpy.providers.process.images import ImageTable
 from vkpy.providers.process.layout import PodDir, remove_tree
 from vkpy.providers.process.logs import read_logs
 from vkpy.providers.process.pod import PodRuntime
 from vkpy.providers.process.records import MemoryMode
 from vkpy.providers.process.runtime import Runtime
+from vkpy.providers.process.standins import default_rules
 from vkpy.providers.process.stats import Sampler
 from vkpy.providers.process.streams import attach, exec_command, forward_port, running_instance
 from vkpy.providers.process.validation import check_pod
@@ -88,6 +90,7 @@ class ProcessProvider:
         self._runtime: Runtime | None = None
         self._sampler = Sampler()
         self._capacity = config.node_capacity()
+        self._images = ImageTable(config.images, default_rules(config.python))
 
     # --- the backend --------------------------------------------------------------------
 
@@ -208,6 +211,7 @@ class ProcessProvider:
         runtime = self._runtime_or_fail()
         if pod.ref.uid in self._pods:
             return
+        pod = self._images.resolve_pod(pod)
         check_pod(pod, self._config.host_path_prefixes)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
         try:
@@ -223,7 +227,7 @@ class ProcessProvider:
         self._notify(pod.ref)
 
     async def update_pod(self, pod: PodConfig) -> None:
-        await self._pod(pod.ref).update(pod)
+        await self._pod(pod.ref).update(self._images.resolve_pod(pod))
 
     async def delete_pod(self, ref: PodRef, grace_period: float) -> None:
         pod = self._pods.get(ref.uid)
@@ -245,7 +249,7 @@ class ProcessProvider:
     async def run_ephemeral_containers(
         self, ref: PodRef, containers: Sequence[ContainerConfig]
     ) -> None:
-        await self._pod(ref).add_ephemeral(containers)
+        await self._pod(ref).add_ephemeral([self._images.resolve(c) for c in containers])
 
     async def refresh_volumes(self, pod: PodConfig) -> None:
         await self._pod(pod.ref).refresh_volumes(pod)
