@@ -45,7 +45,7 @@ SELECTIONS = (
     Selection("NodeConformance", r"\[NodeConformance\]"),
     Selection(
         "sig-cli logs/exec/attach/port-forward",
-        r"\[sig-cli\] Kubectl (Port forwarding|client .*(logs|exec|attach|port-forward))",
+        r"\[sig-cli\] Kubectl (logs|exec|Port forwarding|client Simple pod)",
     ),
 )
 SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"

@@ -219,3 +219,19 @@ def test_the_web_stand_in_serves_its_root_or_its_page(tmp_path: Path) -> None:
     assert process.wait(timeout=10) == 0
     assert process.stdout is not None
     assert '"GET /data.txt HTTP/1.1" 200' in process.stdout.read()
+
+
+def test_exec_probes_hooks_and_exec_sessions_find_programs_as_in_the_image() -> None:
+    images = table()
+    probe = {"exec": {"command": ["/bin/sh", "-c", "test -f ready"]}}
+    original = {
+        "readinessProbe": probe,
+        "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh"]}}},
+    }
+    resolved = images.resolve(container("busybox", command=("sleep", "60"), spec=original))
+    sh = os.path.join(BUSYBOX_BIN, "sh")
+    assert resolved.spec["readinessProbe"]["exec"]["command"] == [sh, "-c", "test -f ready"]
+    assert resolved.spec["lifecycle"]["preStop"]["exec"]["command"] == [sh]
+    assert probe["exec"]["command"][0] == "/bin/sh"  # the pod's own spec is not changed
+    assert images.command(resolved, ["/bin/sh", "-c", "id"]) == [sh, "-c", "id"]
+    assert images.command(resolved, ["ls"]) == ["ls"]

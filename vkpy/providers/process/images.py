@@ -17,6 +17,7 @@ first, then the shipped defaults (standins.py); the first match wins.
 
 from __future__ import annotations
 
+import copy as copy_module
 import dataclasses
 import fnmatch
 import os
@@ -24,6 +25,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from vkpy.objects import KubeObject
 from vkpy.providers.base import ContainerConfig, PodConfig
 from vkpy.providers.errors import InvalidInputError
 
@@ -186,14 +188,25 @@ class ImageTable:
         for name, value in container.env:
             env.pop(name, None)
             env[name] = value
-        argv[0] = _program(argv[0], spec.path, env.get("PATH", DEFAULT_PATH))
+        search = env.get("PATH", DEFAULT_PATH)
+        argv[0] = _program(argv[0], spec.path, search)
         return dataclasses.replace(
             container,
             command=(argv[0],),
             args=tuple(argv[1:]),
             env=tuple(env.items()),
             working_dir=container.working_dir or spec.working_dir,
+            spec=_with_exec_programs(container.spec, spec.path, search),
         )
+
+    def command(self, container: ContainerConfig, argv: Sequence[str]) -> list[str]:
+        """A command run in `container` (`kubectl exec`), its program found as in
+        the image (see `_program`); the container was resolved by `resolve`."""
+        spec = self.lookup(container.image)
+        if spec is None or not argv:
+            return list(argv)
+        search = dict(container.env).get("PATH", DEFAULT_PATH)
+        return [_program(argv[0], spec.path, search), *argv[1:]]
 
     def resolve_pod(self, pod: PodConfig) -> PodConfig:
         return dataclasses.replace(
@@ -202,6 +215,32 @@ class ImageTable:
             containers=tuple(self.resolve(c) for c in pod.containers),
             ephemeral_containers=tuple(self.resolve(c) for c in pod.ephemeral_containers),
         )
+
+
+def _with_exec_programs(
+    spec: KubeObject, image_path: Sequence[str], search_path: str
+) -> KubeObject:
+    """The container's spec with the programs of its exec probes and hooks found as
+    in the image (a copy; the original is never changed)."""
+    handlers: list[tuple[tuple[str, ...], KubeObject]] = []
+    for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
+        handlers.append(((kind,), spec.get(kind) or {}))
+    lifecycle = spec.get("lifecycle") or {}
+    for hook in ("postStart", "preStop"):
+        handlers.append((("lifecycle", hook), lifecycle.get(hook) or {}))
+    copy = copy_module.deepcopy(spec)
+    for where, handler in handlers:
+        command = (handler.get("exec") or {}).get("command") or []
+        if not command:
+            continue
+        target = copy
+        for key in where:
+            target = target[key]
+        target["exec"]["command"] = [
+            _program(str(command[0]), image_path, search_path),
+            *command[1:],
+        ]
+    return copy
 
 
 def _program(program: str, image_path: Sequence[str], search_path: str) -> str:

@@ -272,8 +272,11 @@ class ProcessProvider:
     async def exec_in_container(
         self, ref: PodRef, container: str, command: Sequence[str], io: StreamIO
     ) -> int:
-        instance = running_instance(self._pod(ref).container(container), container)
-        return await exec_command(self._config.python, instance, command, io)
+        runner = self._pod(ref).container(container)
+        instance = running_instance(runner, container)
+        assert runner is not None
+        argv = self._images.command(runner.config, command)
+        return await exec_command(self._config.python, instance, argv, io)
 
     async def attach_to_container(self, ref: PodRef, container: str, io: StreamIO) -> int | None:
         runner = self._pod(ref).container(container)
