@@ -90,7 +90,12 @@ class ProcessProvider:
         self._runtime: Runtime | None = None
         self._sampler = Sampler()
         self._capacity = config.node_capacity()
-        self._images = ImageTable(config.images, default_rules(config.python))
+        # The Python stand-ins run as the containers' user: vkpy's interpreter may sit
+        # where that user cannot reach it (a venv under /root), the host's python3 not.
+        own_user = resolve_run_as(config.run_as).uid is None
+        self._images = ImageTable(
+            config.images, default_rules(config.python if own_user else "python3")
+        )
 
     # --- the backend --------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ def _web(python: str, root: str, page: str) -> ImageSpec:
 
 
 def default_rules(python: str) -> tuple[ImageRule, ...]:
-    """The shipped rules; `python` runs the Python stand-ins (no site, no vkpy)."""
+    """The shipped rules; `python` runs the Python stand-ins (standard library only,
+    `-I -S`): the host's `python3` when containers run as another user than vkpy."""
     shell = ImageSpec(cmd=("sh",), path=(BUSYBOX_BIN,), working_dir="/")
     pause = ImageSpec(entrypoint=_script(python, "pause.py"), working_dir="/")
     agnhost = ImageSpec(entrypoint=("agnhost",), path=(BUSYBOX_BIN,), working_dir="/")
