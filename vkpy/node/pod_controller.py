@@ -28,6 +28,7 @@ from vkpy.node.pod_reporting import PodReporter
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.node.polling import pushing
 from vkpy.node.running_pods import running_pods
+from vkpy.node.shared_pod_watch import SharedPodWatch
 from vkpy.node.volumes import VolumeSource
 from vkpy.objects import KubeObject, meta
 from vkpy.providers.base import PodRef, Provider
@@ -49,7 +50,10 @@ class PodController:
         objects: VolumeSource,
         settings: PodControllerSettings,
         clock: Clock = SYSTEM_CLOCK,
+        shared_watch: SharedPodWatch | None = None,
     ) -> None:
+        """`shared_watch`: the process's one pod watch for many nodes (this controller
+        attaches to it and does not watch on its own; whoever made it runs it)."""
         self._provider = provider
         self._clock = clock
         self._records: dict[str, PodRecord] = {}
@@ -65,12 +69,20 @@ class PodController:
         self._life = PodLife(
             client, provider, report, objects, self._queue, settings, clock, self._ephemeral
         )
-        self._watcher = Watcher(
-            client,
-            WatchOptions(path="/api/v1/pods", field_selector=f"spec.nodeName={settings.node_name}"),
-            self,
-            sleep=clock.sleep,
-        )
+        self._watcher: Watcher | None = None
+        if shared_watch is None:
+            self._watcher = Watcher(
+                client,
+                WatchOptions(
+                    path="/api/v1/pods", field_selector=f"spec.nodeName={settings.node_name}"
+                ),
+                self,
+                sleep=clock.sleep,
+            )
+            self._synced = self._watcher.synced
+        else:
+            shared_watch.attach(settings.node_name, self)
+            self._synced = shared_watch.synced
         self._status, self._poller = pushing(
             provider, settings.poll_interval, clock, self._in_backend
         )
@@ -149,8 +161,9 @@ class PodController:
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._watcher.run(), name="pod-watch")
-            await self._watcher.synced.wait()
+            if self._watcher is not None:
+                group.create_task(self._watcher.run(), name="pod-watch")
+            await self._synced.wait()
             await self._adopt()
             self.ready.set()
             for uid in list(self._records):
