@@ -60,9 +60,6 @@ class PodController:
         self._names: dict[tuple[str, str], dict[str, None]] = {}
         """(namespace, name) -> the UIDs of records with that name (usually one), so
         the kubelet API finds a pod without walking every record."""
-        self._live = 0
-        """Records whose pod the API server has (the `vkpy_pods` gauge), kept as a count
-        so an event costs the same with 10 pods as with 10,000."""
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
@@ -109,11 +106,12 @@ class PodController:
         record = self._records.get(uid)
         if record is None:
             self._remember(PodRecord(ref=pod_ref(pod), pod=pod))
-            self._live += 1
+            metrics.PODS.inc()
             self._wake(uid)
         elif record.pod is None or newer(pod, record.pod):
             relevant = needs_sync(record, pod)
-            self._live += record.pod is None
+            if record.pod is None:
+                metrics.PODS.inc()
             record.pod = pod
             if relevant:
                 self._wake(uid)
@@ -122,7 +120,7 @@ class PodController:
         record = self._records.get(uid)
         if record is not None and record.pod is not None:
             record.pod = None
-            self._live -= 1
+            metrics.PODS.dec()
             self._wake(uid)
 
     def _remember(self, record: PodRecord) -> PodRecord:
@@ -145,17 +143,12 @@ class PodController:
             self._gone(uid)
         for pod in items:
             self._seen(pod)
-        self._count()
 
     def apply(self, event_type: str, obj: KubeObject) -> None:
         if event_type == "DELETED":
             self._gone(str(meta(obj).get("uid")))
         else:
             self._seen(obj)
-        self._count()
-
-    def _count(self) -> None:
-        metrics.PODS.set(self._live)
 
     # --- the loop -----------------------------------------------------------------
 
