@@ -2,8 +2,9 @@
 
 It keeps objects by path with resourceVersions, answers list and watch of pods by
 node (`spec.nodeName=x` or `!=x`), status patches (strategic merge of conditions by
-type, UID precondition), deletes with preconditions, Events, Leases, Nodes and TokenRequests, records every
-request, and fails the requests a test scripts with `fail`.
+type, UID precondition), deletes with preconditions, Events, Leases, Nodes and
+TokenRequests, records every request, and fails the requests a test scripts with
+`fail`.
 """
 
 from __future__ import annotations
