@@ -74,10 +74,15 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
     bin_dir = run_dir / "bin"
     bin_dir.mkdir(mode=0o755)
     shutil.copy2(agnhost, bin_dir / "agnhost")
+    (bin_dir / "agnhost-2").symlink_to("agnhost")  # the image has a second name for it
     port = int(cluster.server.rsplit(":", 1)[1])
     settings = {
         "images": {
-            "*/agnhost": {"entrypoint": ["agnhost"], "path": [str(bin_dir), BUSYBOX_BIN]},
+            "*/agnhost": {
+                "entrypoint": ["/agnhost"],
+                "cmd": ["pause"],
+                "path": [str(bin_dir), BUSYBOX_BIN],
+            },
         },
         "host_path_prefixes": ["/tmp"],
         "kubernetes_service_host": "127.0.0.1",
