@@ -131,15 +131,26 @@ def start_node(
     return node
 
 
+def failed_locations(report: Path) -> list[str]:
+    """`file:line` of every spec that failed in a Ginkgo JSON report (for --focus-file)."""
+    places = []
+    for suite in json.loads(report.read_text()):
+        for spec in suite.get("SpecReports") or []:
+            if spec.get("LeafNodeType") == "It" and spec.get("State") not in ("passed", "skipped"):
+                where = spec["LeafNodeLocation"]
+                places.append(f"{where['FileName']}:{where['LineNumber']}")
+    return places
+
+
 def ginkgo_argv(
-    tools: Path, run_dir: Path, cluster: DevCluster, procs: int, focus: str
+    tools: Path, run_dir: Path, cluster: DevCluster, procs: int, focus: str, timeout: str
 ) -> list[str]:
     return [
         str(tools / "ginkgo"),
         f"--procs={procs}",
         f"--focus={focus}",
         f"--skip={SKIP}",
-        "--timeout=3h",
+        f"--timeout={timeout}",
         "--no-color",
         "--silence-skips",
         f"--output-dir={run_dir}",
@@ -187,7 +198,12 @@ def inside(options: argparse.Namespace) -> int:
     cluster = DevCluster(run_dir / "cluster", bin_dir=Path(options.bin_dir))
     node: subprocess.Popen[bytes] | None = None
     focus = options.focus or "|".join(f"({s.focus})" for s in SELECTIONS)
-    argv = ginkgo_argv(Path(options.tools), run_dir, cluster, options.procs, focus)
+    tools = Path(options.tools)
+    argv = ginkgo_argv(tools, run_dir, cluster, options.procs, focus, options.timeout)
+    if options.rerun_failed:
+        places = failed_locations(Path(options.rerun_failed))
+        argv[argv.index(f"--focus={focus}")] = f"--focus={options.focus or '.'}"
+        argv[1:1] = [f"--focus-file={place}" for place in places]
     try:
         cluster.up()
         config = provider_config(run_dir, Path(options.agnhost), cluster)
@@ -211,6 +227,12 @@ def main() -> int:
     )
     parser.add_argument("--procs", type=int, default=4, help="specs run in parallel (default 4)")
     parser.add_argument("--focus", default="", help="run only specs matching this regex")
+    parser.add_argument(
+        "--rerun-failed",
+        default="",
+        help="a previous run's Ginkgo report.json: run only the specs that failed there",
+    )
+    parser.add_argument("--timeout", default="3h", help="the whole suite's time limit")
     parser.add_argument("--provider", default="process", choices=("process", "sim"))
     parser.add_argument(
         "--report",
@@ -252,6 +274,8 @@ def main() -> int:
         "unshare", "--net", "--", sys.executable, str(Path(__file__).resolve()), "--inside",
         f"--run-dir={run_dir}", f"--tools={tools}", f"--agnhost={agnhost}", f"--bin-dir={bin_dir}",
         f"--procs={options.procs}", f"--provider={options.provider}", f"--focus={options.focus}",
+        f"--timeout={options.timeout}",
+        f"--rerun-failed={Path(options.rerun_failed).absolute() if options.rerun_failed else ''}",
     ]  # fmt: skip
     print(f"run directory {run_dir}; suite log {run_dir / 'suite.log'}", flush=True)
     result = subprocess.run(child, check=False)
@@ -266,7 +290,7 @@ def main() -> int:
             SELECTIONS,
             started=started,
             command=command,
-            provider=options.provider,
+            provider=options.provider + ("-rerun" if options.rerun_failed else ""),
             release=pinned_release(),
             procs=options.procs,
         )
