@@ -28,6 +28,8 @@ class Selection:
 
     name: str
     focus: str
+    key: str = ""
+    """Short name of its Ginkgo run (report files)."""
 
     def chooses(self, spec: str) -> bool:
         return re.search(self.focus, spec) is not None and SKIP.search(spec) is None
@@ -203,7 +205,7 @@ def render(
 
 def write_report(
     path: Path,
-    junit: Path,
+    junits: list[Path],
     selections: tuple[Selection, ...],
     *,
     started: datetime,
@@ -214,7 +216,7 @@ def write_report(
 ) -> str:
     """Put this run's section into `path` (replacing the last run of this backend);
     returns a one-line summary."""
-    specs = read_junit(junit)
+    specs = [spec for junit in junits for spec in read_junit(junit)]
     tallies = {s.name: tally(specs, s) for s in selections}
     section = render(
         tallies, started=started, command=command, provider=provider, release=release, procs=procs

@@ -73,7 +73,7 @@ def test_the_report_replaces_its_own_section_and_keeps_the_rest(tmp_path: Path) 
                    "<!-- /run:process -->\n\n## History\n\nalso by hand\n")  # fmt: skip
     summary = write_report(
         doc,
-        junit(tmp_path),
+        [junit(tmp_path)],
         SELECTIONS,
         started=datetime(2026, 12, 1, 10, 30, tzinfo=UTC),
         command="make conformance",
