@@ -19,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 
 SKIP = re.compile(r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]")
+LABELS = re.compile(r" \[(sig-[\w-]+|[^\]]*, [^\]]*)\]$")
+"""The label list Ginkgo appends to a spec's name in JUnit (`[sig-node, NodeConformance]`)."""
 FAILED = frozenset({"failed", "panicked", "timedout", "interrupted", "aborted"})
 
 
@@ -88,7 +90,7 @@ def read_junit(path: Path) -> list[Spec]:
         name = case.get("name", "")
         if not name.startswith("[It] "):
             continue
-        name = name.removeprefix("[It] ")
+        name = LABELS.sub("", name.removeprefix("[It] "))
         status = case.get("status", "")
         failure = case.find("failure")
         error = case.find("error")

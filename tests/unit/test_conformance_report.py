@@ -34,7 +34,7 @@ JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
     <testcase name="[It] [sig-apps] Deployment rolls [Conformance]" status="skipped">
       <skipped message="skipped"/>
     </testcase>
-    <testcase name="[It] [sig-cli] Kubectl client Simple pod should support exec"
+    <testcase name="[It] [sig-cli] Kubectl client Simple pod should support exec [sig-cli]"
               status="passed"></testcase>
   </testsuite>
 </testsuites>
@@ -89,6 +89,7 @@ def test_the_report_replaces_its_own_section_and_keeps_the_rest(tmp_path: Path) 
     assert "| NodeConformance | 4 | 1 | 2 | 1 |" in text
     assert "| 2 | port already in use: pods share the host's network |" in text
     assert "2026-12-01 10:30 UTC" in text
+    assert "| passed | [sig-cli] Kubectl client Simple pod should support exec |" in text
 
 
 def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:
