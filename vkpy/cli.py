@@ -174,6 +174,13 @@ def parser() -> argparse.ArgumentParser:
     _option(p, "--pod-sync-workers", "pods reconciled at once (default 50)", "50", type=int)
     _option(
         p,
+        "--pod-deletion-cost",
+        "write controller.kubernetes.io/pod-deletion-cost=N on this node's ReplicaSet pods "
+        "that have none, so a scale-in removes them before others (N < 0); default: off",
+        type=int,
+    )
+    _option(
+        p,
         "--state-dir",
         "where backends keep state that outlives vkpy",
         _default_state_dir(),
@@ -333,7 +340,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         kube=ClientOptions(kubeconfig=args.kubeconfig, context=args.context),
         node=node,
         pods=PodControllerSettings(
-            node_name=args.node_name, host_ip=node_ip, workers=args.pod_sync_workers
+            node_name=args.node_name,
+            host_ip=node_ip,
+            workers=args.pod_sync_workers,
+            deletion_cost=args.pod_deletion_cost,
         ),
         api=_api_settings(args),
         provider=args.provider,
