@@ -27,12 +27,13 @@ import yaml
 from tests.integration.agent import wait_for
 from vkpy.devcluster import DevCluster
 from vkpy.devcluster import nodes as pools
-from vkpy.devcluster.load import QueueLoad, new_queue_dir
+from vkpy.devcluster.load import QueueLoad, new_queue_dir, with_queue
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "hybrid"
 WORKERS = ("vkpy-worker-1", "vkpy-worker-2")
 VIRTUAL, GPU_NODE = "vkpy-virtual", "vkpy-gpu"
 SLOW = 300.0  # generous: the machine is shared, the HPA syncs every 15 s
+pytestmark = pytest.mark.timeout(900)
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Hybrid:
 def example(name: str, queue: Path | None = None) -> list[dict[str, Any]]:
     text = (EXAMPLES / name).read_text()
     if queue is not None:
-        text = text.replace("/var/tmp/vkpy-hybrid/queue", str(queue))
+        text = with_queue(text, queue)
     return [d for d in yaml.safe_load_all(text) if d]
 
 

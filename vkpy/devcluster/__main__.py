@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import demo, nodes
+from . import demo, hybrid_demo, nodes
 from .binaries import BinariesMissing, pinned_release
 from .cluster import ClusterError, DevCluster
 from .extras import ExtrasFailed
@@ -68,6 +68,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--node-name", default="vkpy-dev", help="name of the virtual node")
     run.add_argument("--provider", default=None, help="backend (default: vkpy's default)")
     _pool_options(run)
+    demo_cmd = commands.add_parser(
+        "demo", parents=[common], help="play a scenario live: `demo hybrid` (burst + HPA)"
+    )
+    demo_cmd.add_argument("scenario", choices=["hybrid"])
+    demo_cmd.add_argument("--load-cores", type=float, default=0.45, help="offered CPU load")
+    demo_cmd.add_argument("--load-seconds", type=float, default=150.0, help="how long")
     return parser
 
 
@@ -152,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "run":
             pool = pool_specs(args.workers, args.gpu_workers)
             return demo.run(args.dir, args.node_name, args.provider, pool, args.metrics_server)
+        elif args.command == "demo":
+            return hybrid_demo.run(args.dir, args.load_cores, args.load_seconds)
     except (ClusterError, BinariesMissing, ExtrasFailed) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -21,6 +21,14 @@ from vkpy.clock import SYSTEM_CLOCK, Clock
 
 from .nodes import SHARED_HOST_PATH
 
+#: The queue directory examples/hybrid/burst.yaml mounts.
+EXAMPLE_QUEUE = f"{SHARED_HOST_PATH}/queue"
+
+
+def with_queue(manifest: str, queue: Path) -> str:
+    """burst.yaml's text mounting `queue` instead of the example's directory."""
+    return manifest.replace(EXAMPLE_QUEUE, str(queue))
+
 
 def new_queue_dir(base: Path = Path(SHARED_HOST_PATH)) -> Path:
     """A fresh queue directory the containers' user (nobody) can use."""
