@@ -36,7 +36,7 @@ def new_queue_dir(base: Path = Path(SHARED_HOST_PATH)) -> Path:
     base.chmod(0o755)
     queue = base / f"queue-{secrets.token_hex(4)}"
     queue.mkdir()
-    queue.chmod(0o1777)
+    queue.chmod(0o777)  # not sticky: the replicas (nobody) take the jobs root wrote
     return queue
 
 
