@@ -89,6 +89,8 @@ def args(binary: Path, directory: Path, kubeconfig: Path, port: int, pki: Cluste
         # The nodes' kubelet ports differ (several on one host), so use each Node's.
         "--kubelet-use-node-status-port",
         f"--metric-resolution={RESOLUTION}",
+        # Must stay below 90% of the resolution (its default, 10 s, would not).
+        "--kubelet-request-timeout=5s",
     ]
 
 
