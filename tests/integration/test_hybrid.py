@@ -209,13 +209,20 @@ def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> Non
     try:
         wait_for(
             "a burst replica Ready on the virtual node",
-            lambda: any(ready(p) and node_of(p) == VIRTUAL for p in hybrid.pods("app=burst")),
+            lambda: (
+                load.check()
+                and any(ready(p) and node_of(p) == VIRTUAL for p in hybrid.pods("app=burst"))
+            ),
             timeout=SLOW,
         )
         first_virtual = time.monotonic() - began
         peak = wait_for(
             "the HPA to scale out to at least 6 Ready replicas",
-            lambda: len(ps := [p for p in live(hybrid.pods("app=burst")) if ready(p)]) >= 6 and ps,
+            lambda: (
+                load.check()
+                and len(ps := [p for p in live(hybrid.pods("app=burst")) if ready(p)]) >= 6
+                and ps
+            ),
             timeout=SLOW,
         )
         scaled_out = time.monotonic() - began

@@ -65,18 +65,24 @@ class Extras:
             client = metrics_server.client_cert(directory)
             write_kubeconfig(kubeconfig, server, pki.ca.cert, client, metrics_server.USER)
             (port,) = free_ports(1)
+            # Its RBAC first: it reads the front-proxy CA from kube-system at start.
+            self._register_metrics_api(port)
             argv = metrics_server.args(binary, directory, kubeconfig, port, pki)
             record = processes.spawn(name, argv, self.layout.log(name), env=self.env)
             running = Addon(name, record, port=port)
             self.records.add(running)
-        manifests = metrics_server.manifest_list(running.port, self.layout.pki.ca.cert)
-        self.access.run_kubectl("apply", "-f", "-", input=manifests)
+        else:
+            self._register_metrics_api(running.port)
         self._wait(
             [running.process],
             "the metrics API to be Available",
             lambda: metrics_server.available(self._get("apiservice", metrics_server.API_SERVICE)),
             timeout,
         )
+
+    def _register_metrics_api(self, port: int) -> None:
+        manifests = metrics_server.manifest_list(port, self.layout.pki.ca.cert)
+        self.access.run_kubectl("apply", "-f", "-", input=manifests)
 
     # -- nodes ------------------------------------------------------------------------
 

@@ -60,6 +60,8 @@ class QueueLoad:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.offered = 0
+        #: What stopped the generator early, if anything (`check` raises it).
+        self.error: BaseException | None = None
 
     def backlog(self) -> int:
         return sum(1 for n in os.listdir(self.queue) if n.endswith(".job"))
@@ -69,13 +71,26 @@ class QueueLoad:
         self._thread.start()
         return self
 
+    def check(self) -> bool:
+        """True while offering load; raises what stopped the generator if it failed."""
+        if self.error is not None:
+            raise RuntimeError(f"the load generator failed: {self.error!r}") from self.error
+        return not self._stop.is_set()
+
     def _run(self) -> None:
+        try:
+            self._offer()
+        except BaseException as error:
+            self.error = error
+            raise
+
+    def _offer(self) -> None:
         interval = self.job_seconds / self.cores
         next_at = self._clock.monotonic()
         while not self._stop.is_set():
             if self.backlog() < self.max_backlog:
                 name = f"{time.time_ns()}-{self.offered}.job"
-                tmp = self.queue / f".{name}"
+                tmp = self.queue / f".{name}.part"  # not a job until renamed
                 tmp.write_text(str(self.job_seconds))
                 tmp.chmod(0o666)
                 tmp.rename(self.queue / name)
