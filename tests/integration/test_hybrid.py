@@ -63,6 +63,20 @@ class Hybrid:
         wait_for(f"pods {selector} gone", lambda: not self.pods(selector), timeout=120)
 
 
+def wait_placement(hybrid: Hybrid, selector: str, expected: dict[str, int], what: str) -> None:
+    """Wait until the Ready, not terminating pods of `selector` are spread as `expected`."""
+    deadline = time.monotonic() + SLOW
+    while True:
+        pods = live(hybrid.pods(selector))
+        counts = by_node([p for p in pods if ready(p)])
+        if counts == expected:
+            return
+        if time.monotonic() > deadline:
+            states = {p["metadata"]["name"]: (node_of(p), p["status"].get("phase")) for p in pods}
+            raise AssertionError(f"{what}: still {counts} after {SLOW:g} s; pods {states}")
+        time.sleep(0.5)
+
+
 def example(name: str, queue: Path | None = None) -> list[dict[str, Any]]:
     text = (EXAMPLES / name).read_text()
     if queue is not None:
@@ -261,13 +275,8 @@ def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> Non
 
 def test_spot_drain_moves_replicas_to_virtual_and_back(hybrid: Hybrid) -> None:
     hybrid.apply(example("spot.yaml"))
-    wait_for(
-        "4 steady replicas, 2 on each worker",
-        lambda: (
-            by_node([p for p in hybrid.pods("app=steady") if ready(p)])
-            == {WORKERS[0]: 2, WORKERS[1]: 2}
-        ),
-        timeout=120,
+    wait_placement(
+        hybrid, "app=steady", {WORKERS[0]: 2, WORKERS[1]: 2}, "4 steady replicas, 2 on each worker"
     )
     began = time.monotonic()
     drain = hybrid.cluster.access().run_kubectl(
@@ -275,13 +284,11 @@ def test_spot_drain_moves_replicas_to_virtual_and_back(hybrid: Hybrid) -> None:
         timeout=260,
     )  # fmt: skip
     assert drain.returncode == 0, drain.stderr
-    wait_for(
+    wait_placement(
+        hybrid,
+        "app=steady",
+        {WORKERS[1]: 2, VIRTUAL: 2},
         "4 Ready again: 2 on the other worker, 2 on the virtual node",
-        lambda: (
-            by_node([p for p in live(hybrid.pods("app=steady")) if ready(p)])
-            == {WORKERS[1]: 2, VIRTUAL: 2}
-        ),
-        timeout=SLOW,
     )
     moved = time.monotonic() - began
     # The PodDisruptionBudget (minAvailable 3) held throughout: no replica was lost.
@@ -295,13 +302,11 @@ def test_spot_drain_moves_replicas_to_virtual_and_back(hybrid: Hybrid) -> None:
         "delete", "pods", "-n", hybrid.ns, "-l", "app=steady",
         f"--field-selector=spec.nodeName={VIRTUAL}", "--wait=false",
     )  # fmt: skip
-    wait_for(
+    wait_placement(
+        hybrid,
+        "app=steady",
+        {WORKERS[0]: 2, WORKERS[1]: 2},
         "the replicas back on the regular pool",
-        lambda: (
-            by_node([p for p in live(hybrid.pods("app=steady")) if ready(p)])
-            == {WORKERS[0]: 2, WORKERS[1]: 2}
-        ),
-        timeout=SLOW,
     )
     moved_back = time.monotonic() - back
     print(
@@ -344,10 +349,11 @@ def test_batch_runs_on_the_virtual_pool_with_logs_after_completion(hybrid: Hybri
 
 def test_gpu_pods_land_where_their_resources_say(hybrid: Hybrid) -> None:
     hybrid.apply(example("gpu.yaml"))
-    wait_for(
+    wait_placement(
+        hybrid,
+        "app=inference",
+        {GPU_NODE: 2},
         "2 inference replicas Running on the GPU virtual node",
-        lambda: by_node([p for p in hybrid.pods("app=inference") if ready(p)]) == {GPU_NODE: 2},
-        timeout=120,
     )
     wait_for("the training Job to complete", lambda: _job_done(hybrid, "training"), timeout=120)
     assert {node_of(p) for p in hybrid.pods("app=training")} == {WORKERS[1]}

@@ -3,8 +3,8 @@
 Hybrid scheduling (a regular pool for the steady load, virtual nodes for bursts,
 batch and GPU work) can only be shown with both kinds of node. Here both are vkpy
 processes: a *worker* stands in for a regular kubelet node (process backend, no
-taint, modest capacity, `node.kubernetes.io/pool=regular`, its `type` label not
-`virtual-kubelet`), a *virtual* node is what vkpy is for (tainted, `type=virtual-kubelet`,
+taint, modest capacity, `node.kubernetes.io/pool=regular`, a zone, its `type` label
+not `virtual-kubelet`), a *virtual* node is what vkpy is for (tainted, `type=virtual-kubelet`,
 large capacity). Each gets its own port, state directory, log, and a serving
 certificate from the kubelet signing CA, so metrics-server can verify it.
 
@@ -33,6 +33,7 @@ from .processes import start_ticks
 
 POOL_LABEL = "node.kubernetes.io/pool"
 GPU = "nvidia.com/gpu"
+ZONE_LABEL = "topology.kubernetes.io/zone"
 #: A regular worker's capacity: small, so a burst overflows it quickly.
 WORKER_CAPACITY: Mapping[str, str] = {"cpu": "2", "memory": "4Gi", "pods": "10"}
 #: The virtual node's advertised capacity (a cloud's, not this host's).
@@ -83,7 +84,14 @@ class NodeSpec:
 def worker(index: int, gpus: int = 0) -> NodeSpec:
     """Regular worker `vkpy-worker-<index>`: process backend, untainted, 2 CPU/4Gi/10 pods."""
     capacity = dict(WORKER_CAPACITY)
-    labels = {POOL_LABEL: "regular", "type": "regular", "kubernetes.io/role": "worker"}
+    labels = {
+        POOL_LABEL: "regular",
+        "type": "regular",
+        "kubernetes.io/role": "worker",
+        # Zones round-robin, as a pool spread over three zones would be; the virtual
+        # nodes have none, so topology spread over zones never counts them.
+        ZONE_LABEL: f"local-{'abc'[(index - 1) % 3]}",
+    }
     if gpus:
         capacity[GPU] = str(gpus)
         labels["accelerator"] = "nvidia"
