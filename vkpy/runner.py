@@ -10,7 +10,10 @@ tasks (`RunsTasks`) run here too, under the TaskSupervisor, which restarts them 
 back-off and turns the node NotReady while they keep failing.
 SIGTERM and SIGINT stop everything gracefully: tasks are cancelled, queued Events
 flushed, the backend and the API client closed. Pods keep running in the backend,
-to be adopted next time.
+to be adopted next time. With `--leader-elect` the node's work runs only while this
+replica holds the leader Lease (vkpy.node.leader), through an API client whose writes
+are fenced by it; losing the Lease ends the process (status 1) so that it starts
+again as a standby, and stopping releases the Lease so a standby takes over at once.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from vkpy.kube.events import EventRecorder
 from vkpy.kube.node_address import node_address_towards
 from vkpy.node.backend_events import forward_backend_events
 from vkpy.node.background import TaskSupervisor
+from vkpy.node.leader import LeaderElector, LeadershipLost
 from vkpy.node.lease import LeaseKeeper
 from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
@@ -182,15 +186,35 @@ async def run(settings: Settings) -> int:
         await client.close()
 
 
+async def _lead(settings: Settings, client: KubeClient, provider: Provider) -> None:
+    """Run the node: start the backend, then every controller, until cancelled."""
+    node = Node(settings, client, provider)
+    try:
+        await provider.start()
+        node.tasks.add_from(provider)
+        await node.run()
+    finally:
+        await node.events.flush(2.0)
+        await provider.close()
+
+
 async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    node = Node(settings, client, provider)
-    await provider.start()
-    node.tasks.add_from(provider)
-    task = asyncio.create_task(node.run(), name="node")
+    elector = None
+    if settings.election is None:
+        work = _lead(settings, client, provider)
+    else:
+        elector = LeaderElector(client, settings.election)
+        fenced = client.fenced(elector.write_budget)
+        log.info(
+            "waiting to lead",
+            extra={"node": settings.node.name, "identity": settings.election.identity},
+        )
+        work = elector.run(lambda: _lead(settings, fenced, provider))
+    task = asyncio.create_task(work, name="node")
     stopper = asyncio.create_task(stop.wait(), name="signals")
     try:
         await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -201,6 +225,12 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
             await task
         except asyncio.CancelledError:
             return 0
+        except LeadershipLost as error:
+            log.error(
+                "leadership lost: exiting so that this replica starts again as a standby",
+                extra={"error": str(error)},
+            )
+            return 1
         except BaseExceptionGroup:
             return 1
         return 1
@@ -208,6 +238,6 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
         stopper.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await node.events.flush(2.0)
-        await provider.close()
+        if elector is not None:
+            await elector.release()
         log.info("stopped", extra={"node": settings.node.name})

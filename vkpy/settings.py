@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from vkpy.api.config import ApiSettings
 from vkpy.kube.client import ClientOptions
+from vkpy.node.leader import ElectionSettings
 from vkpy.node.node_status import NodeSettings
 from vkpy.node.pod_settings import PodControllerSettings
 
@@ -30,3 +31,5 @@ class Settings:
     """Where backends keep what must outlive vkpy (records, logs, pod directories)."""
     startup_timeout: float = 60.0
     """How long to keep trying to reach the API server before giving up."""
+    election: ElectionSettings | None = None
+    """Leader election among replicas (`--leader-elect`); None: this process leads."""
