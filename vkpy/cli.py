@@ -174,6 +174,15 @@ def parser() -> argparse.ArgumentParser:
         "0",
         type=int,
     )
+    _option(
+        p,
+        "--health-port",
+        "plain-HTTP port of /healthz (liveness) and /readyz (readiness) for the pod's "
+        "probes; every replica answers (default 0: off)",
+        "0",
+        type=int,
+    )
+    _option(p, "--health-bind-address", "address of --health-port", "0.0.0.0")
     _option(p, "--pod-sync-workers", "pods reconciled at once (default 50)", "50", type=int)
     _option(
         p,
@@ -383,6 +392,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise UsageError(f"--port {args.port} is not a port number")
     if args.node_lease_duration < 4:
         raise UsageError("--node-lease-duration must be at least 4 seconds")
+    if not 0 <= args.health_port < 65536:
+        raise UsageError(f"--health-port {args.health_port} is not a port number")
     if args.pod_sync_workers < 1:
         raise UsageError("--pod-sync-workers must be at least 1")
     node_ip = args.node_ip or ""  # "": found once the API client is loaded (runner)
@@ -411,6 +422,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         state_dir=args.state_dir,
         startup_timeout=args.startup_timeout,
         election=_election(args),
+        health_port=args.health_port,
+        health_bind_address=args.health_bind_address,
     )
 
 

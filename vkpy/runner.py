@@ -26,6 +26,7 @@ from collections.abc import Coroutine
 from dataclasses import replace
 
 from vkpy.api import ApiDependencies, KubeletServer, ListenError
+from vkpy.api.health import HealthServer
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.node_address import node_address_towards
@@ -186,9 +187,50 @@ async def run(settings: Settings) -> int:
         await client.close()
 
 
-async def _lead(settings: Settings, client: KubeClient, provider: Provider) -> None:
+class Probes:
+    """The checks behind --health-port (vkpy.api.health): what this replica is doing now."""
+
+    def __init__(self, settings: Settings, elector: LeaderElector | None) -> None:
+        self._settings = settings
+        self._elector = elector
+        self.node: Node | None = None
+        """The node this replica runs, once it leads (always, without leader election)."""
+        self._started = time.monotonic()
+
+    def _stuck_after(self) -> float:
+        return max(60.0, 6 * self._settings.node.check_interval)
+
+    def loops(self) -> str | None:
+        """Liveness: the loop in charge (node status, or the Lease tries) keeps turning."""
+        now = time.monotonic()
+        if self.node is not None:
+            last = self.node.node.last_loop_at
+            if last is not None and now - last > self._stuck_after():
+                return f"the node status loop has not turned for {now - last:.0f} s"
+            return None
+        if self._elector is not None:
+            last = self._elector.last_try_at
+            election = self._settings.election
+            limit = max(60.0, 10 * (election.retry_period if election else 2.0))
+            if now - (last if last is not None else self._started) > limit:
+                return "the leader election loop has not turned"
+        return None
+
+    def api(self) -> str | None:
+        """Readiness: the API server answers, and a leading replica's node is registered."""
+        if self.node is not None:
+            if not self.node.node.registered.is_set():
+                return "the node is not registered yet"
+            return self.node.node.api_error
+        if self._elector is not None:
+            return self._elector.last_error
+        return "starting"
+
+
+async def _lead(settings: Settings, client: KubeClient, provider: Provider, probes: Probes) -> None:
     """Run the node: start the backend, then every controller, until cancelled."""
     node = Node(settings, client, provider)
+    probes.node = node
     try:
         await provider.start()
         node.tasks.add_from(provider)
@@ -203,17 +245,33 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    elector = None
-    if settings.election is None:
-        work = _lead(settings, client, provider)
+    elector = None if settings.election is None else LeaderElector(client, settings.election)
+    probes = Probes(settings, elector)
+    health = None
+    if settings.health_port:
+        health = HealthServer(
+            settings.health_bind_address,
+            settings.health_port,
+            live={"loops": probes.loops},
+            ready={"api": probes.api},
+        )
+        try:
+            await health.start()
+        except OSError as error:
+            log.error(
+                "cannot listen on --health-port",
+                extra={"port": settings.health_port, "error": str(error)},
+            )
+            return 1
+    if elector is None or settings.election is None:
+        work = _lead(settings, client, provider, probes)
     else:
-        elector = LeaderElector(client, settings.election)
         fenced = client.fenced(elector.write_budget)
         log.info(
             "waiting to lead",
             extra={"node": settings.node.name, "identity": settings.election.identity},
         )
-        work = elector.run(lambda: _lead(settings, fenced, provider))
+        work = elector.run(lambda: _lead(settings, fenced, provider, probes))
     task = asyncio.create_task(work, name="node")
     stopper = asyncio.create_task(stop.wait(), name="signals")
     try:
@@ -240,4 +298,6 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
             loop.remove_signal_handler(sig)
         if elector is not None:
             await elector.release()
+        if health is not None:
+            await health.close()
         log.info("stopped", extra={"node": settings.node.name})

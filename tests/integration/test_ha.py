@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import signal
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.agent import Agent, Kube, sim_pod, wait_for
+from tests.integration.agent import Agent, Kube, free_port, sim_pod, wait_for
 from vkpy.devcluster import ClusterAccess
 
 # Shorter than the defaults (15/10/2) so the test is quick; the rules are the same.
@@ -33,6 +35,7 @@ ELECTION = [
 def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
     node = f"vk-ha-{int(time.time() * 1000) % 10**8}"
     state = tmp_path / "shared-state"
+    health_ports = [free_port() for _ in range(3)]
     out = [
         Agent(
             cluster=cluster,
@@ -40,7 +43,12 @@ def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
             state_dir=state,
             log_path=tmp_path / f"r{n}.log",
             provider="sim",
-            extra_args=[*ELECTION, f"--leader-elect-identity=r{n}"],
+            extra_args=[
+                *ELECTION,
+                f"--leader-elect-identity=r{n}",
+                "--health-bind-address=127.0.0.1",
+                f"--health-port={health_ports[n]}",
+            ],
         )
         for n in range(3)
     ]
@@ -53,6 +61,18 @@ def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
     )
     for agent in out:
         print(f"--- log of {agent.log_path.stem} ---\n{agent.logs()[-12000:]}")
+
+
+def probe(agent: Agent, path: str) -> int:
+    """The status of GET <path> on the replica's --health-port (0: no answer)."""
+    port = next(a.split("=")[1] for a in agent.extra_args if a.startswith("--health-port="))
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+    except OSError:
+        return 0
 
 
 def holder(kube: Kube, node: str) -> str:
@@ -122,6 +142,12 @@ def test_failover_keeps_pods_running_and_nothing_duplicated(
     standbys = [a for a in replicas if a is not leader]
     assert all(a.alive() for a in standbys)
     assert all("became the leader" not in a.logs() for a in standbys)
+    # every replica answers its pod's probes: alive and ready, leading or standing by
+    for agent in replicas:
+        wait_for(
+            "healthz and readyz 200",
+            lambda a=agent: probe(a, "/healthz") == 200 == probe(a, "/readyz"),
+        )
 
     leader, killed = fail_over(kube, replicas, leader, signal.SIGKILL)
     print(f"failover after SIGKILL of the leader: {killed:.1f} s (lease duration 8 s)")

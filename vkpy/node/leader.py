@@ -86,6 +86,10 @@ class LeaderElector:
         self._valid_until = -math.inf
         self._seen: tuple[str, str, object] | None = None
         self._seen_at = 0.0
+        self.last_try_at: float | None = None
+        """When this replica last tried to acquire or renew (monotonic), for /healthz."""
+        self.last_error: str | None = None
+        """Why the last try could not reach the API server (None: it could), for /readyz."""
 
     @property
     def identity(self) -> str:
@@ -178,6 +182,16 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         """One try: True when this replica holds the Lease afterwards."""
+        self.last_try_at = self._clock.monotonic()
+        try:
+            held = await self._try()
+        except ApiError as error:
+            self.last_error = str(error)
+            raise
+        self.last_error = None
+        return held
+
+    async def _try(self) -> bool:
         started = self._clock.monotonic()
         now = format_micro(utcnow(self._clock))
         try:
