@@ -135,7 +135,7 @@ def test_every_rendering_is_accepted_by_the_api_server(
     objects = template(helm, kube.namespace, *values)
     applied = [o for o in objects if o["kind"] not in NOT_IN_THIS_CLUSTER]
     kube.kubectl(
-        "apply", "--dry-run=server", "-n", kube.namespace, "-f", "-",
+        "apply", "--dry-run=server", "-f", "-",
         input="\n---\n".join(yaml.safe_dump(o) for o in applied),
     )  # fmt: skip
     skipped = {o["kind"] for o in objects} & NOT_IN_THIS_CLUSTER
@@ -242,9 +242,9 @@ def chart_rbac(
         if obj.get("roleRef"):
             obj["roleRef"]["name"] += f"-{kube.namespace}"
     text = "\n---\n".join(yaml.safe_dump(o) for o in rbac)
-    kube.kubectl("apply", "-n", kube.namespace, "-f", "-", input=text)
+    kube.kubectl("apply", "-f", "-", input=text)  # every object names its namespace
     yield objects
-    kube.kubectl("delete", "-n", kube.namespace, "--ignore-not-found", "-f", "-", input=text)
+    kube.kubectl("delete", "--ignore-not-found", "-f", "-", input=text)
 
 
 def can(cluster: ClusterAccess, user: str, *what: str) -> bool:
