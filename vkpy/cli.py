@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from vkpy import __version__
+from vkpy import __version__, event_loop
 from vkpy import log as vklog
 from vkpy.api.config import AUTHORIZATION_MODES, ConnectionLimits
 from vkpy.api.tls_options import TLSOptionsError, tls_options
@@ -207,6 +207,7 @@ def parser() -> argparse.ArgumentParser:
         "60",
         type=float,
     )
+<<<<<<< HEAD
     election = p.add_argument_group(
         "leader election",
         "run several replicas for one node: one leads (runs the node and serves the "
@@ -256,6 +257,15 @@ def parser() -> argparse.ArgumentParser:
         "seconds between tries to acquire or renew the Lease (default 2)",
         "2",
         type=float,
+=======
+    _option(
+        p,
+        "--event-loop",
+        "asyncio, uvloop (the optional extra vkpy[uvloop]) or auto: uvloop when "
+        "installed (default asyncio)",
+        "asyncio",
+        choices=list(event_loop.CHOICES),
+>>>>>>> main
     )
     _option(p, "--log-format", "text (key=value) or json", "text", choices=["text", "json"])
     _option(p, "--log-level", "log level", "info", choices=["debug", "info", "warning", "error"])
@@ -432,9 +442,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     vklog.setup(args.log_level, args.log_format)
     try:
         settings = settings_from_args(args)
-    except UsageError as error:
+        loop = event_loop.resolve(args.event_loop)
+    except (UsageError, event_loop.EventLoopError) as error:
         print(f"vkpy: error: {error}", file=sys.stderr)
         return 2
     from vkpy import runner  # noqa: PLC0415 - keeps --help fast
 
-    return asyncio.run(runner.run(settings))
+    with asyncio.Runner(loop_factory=event_loop.loop_factory(loop)) as run:
+        return run.run(runner.run(settings))
