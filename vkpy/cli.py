@@ -207,7 +207,6 @@ def parser() -> argparse.ArgumentParser:
         "60",
         type=float,
     )
-<<<<<<< HEAD
     election = p.add_argument_group(
         "leader election",
         "run several replicas for one node: one leads (runs the node and serves the "
@@ -257,7 +256,7 @@ def parser() -> argparse.ArgumentParser:
         "seconds between tries to acquire or renew the Lease (default 2)",
         "2",
         type=float,
-=======
+    )
     _option(
         p,
         "--event-loop",
@@ -265,7 +264,6 @@ def parser() -> argparse.ArgumentParser:
         "installed (default asyncio)",
         "asyncio",
         choices=list(event_loop.CHOICES),
->>>>>>> main
     )
     _option(p, "--log-format", "text (key=value) or json", "text", choices=["text", "json"])
     _option(p, "--log-level", "log level", "info", choices=["debug", "info", "warning", "error"])
