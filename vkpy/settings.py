@@ -13,6 +13,7 @@ from vkpy.kube.client import ClientOptions
 from vkpy.node.leader import ElectionSettings
 from vkpy.node.node_status import NodeSettings
 from vkpy.node.pod_settings import PodControllerSettings
+from vkpy.node_set import Member
 
 __all__ = ["ApiSettings", "Settings"]
 
@@ -37,3 +38,6 @@ class Settings:
     """Address of the health port (the kubelet probes the pod's IP)."""
     election: ElectionSettings | None = None
     """Leader election among replicas (`--leader-elect`); None: this process leads."""
+    node_set: tuple[Member, ...] = ()
+    """The nodes this process serves when it serves a set (`--nodes`, `--node-set`);
+    empty: the one node of `node`."""
