@@ -366,3 +366,13 @@ def test_config_refuses_unknown_keys_and_bad_credentials() -> None:
         config(credentials={"type": "client_secret", "tenant_id": "t"})
     with pytest.raises(ValueError, match="gpu_sku"):
         config(gpu_sku="A100")
+
+
+def test_the_example_config_is_valid() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    raw = yaml.safe_load((Path(__file__).parents[2] / "examples/aci-provider.yaml").read_text())
+    parsed = AciConfig.from_dict(raw)
+    assert parsed.resource_group == "vkpy-aci" and parsed.credentials.kind == "default"
