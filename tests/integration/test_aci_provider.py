@@ -13,6 +13,7 @@ import pytest
 
 from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: F401
 from vkpy.providers.aci import AciConfig, AciProvider
+from vkpy.providers.aci.naming import group_name
 from vkpy.providers.base import (
     ContainerConfig,
     LogQuery,
@@ -188,8 +189,6 @@ async def test_restart_adopts_groups_and_a_group_deleted_behind_our_back_is_lost
         assert sorted(await again.list_pods()) == sorted(p.ref for p in pods)
         assert await other.list_pods() == []
         await until_running(again, pods[0].ref)
-        from vkpy.providers.aci.naming import group_name
-
         aci.emulator.delete_behind(group_name(pods[0].ref), aci.resource_group)
         await again.refresh()
         with pytest.raises(NotFoundError):

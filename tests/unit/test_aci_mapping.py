@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from azure.mgmt.containerinstance import models as m
 
 from vkpy.providers.aci import group_spec, naming, status
@@ -369,10 +371,6 @@ def test_config_refuses_unknown_keys_and_bad_credentials() -> None:
 
 
 def test_the_example_config_is_valid() -> None:
-    from pathlib import Path
-
-    import yaml
-
     raw = yaml.safe_load((Path(__file__).parents[2] / "examples/aci-provider.yaml").read_text())
     parsed = AciConfig.from_dict(raw)
     assert parsed.resource_group == "vkpy-aci" and parsed.credentials.kind == "default"
