@@ -525,14 +525,18 @@ class AciEmulator:
         return self
 
     def stop(self) -> None:
+        """Remove every group (ending its processes) and stop; a second call does nothing."""
+        if not self._thread.is_alive():
+            return
+
         async def shutdown() -> None:
-            for group in list(self.store.groups.values()):
-                await self.emulator.lifecycle.remove(group)
+            groups = list(self.store.groups.values())
             self.store.groups.clear()
+            await asyncio.gather(*(self.emulator.lifecycle.remove(g) for g in groups))
             if self._runner is not None:
                 await self._runner.cleanup()
 
-        self.call(shutdown())
+        self.call(shutdown(), timeout=120)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 

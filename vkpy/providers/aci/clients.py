@@ -84,6 +84,7 @@ class AzureClients:
             "base_url": config.arm_endpoint,
             "credential_scopes": [f"{config.arm_audience}/.default"],
             "retry_total": config.retry_attempts,
+            "retry_status": config.retry_attempts,  # 429/5xx answers (the SDK's default: 3)
             "retry_backoff_factor": config.retry_backoff,
             "retry_backoff_max": 30,
         }
