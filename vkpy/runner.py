@@ -179,6 +179,7 @@ async def run(settings: Settings) -> int:
                     node_name=settings.node.name,
                     state_dir=settings.state_dir,
                     internal_ip=settings.node.internal_ip,
+                    operating_system=settings.node.operating_system,
                 ),
             )
         except registry.ProviderConfigError as error:
