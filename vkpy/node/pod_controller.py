@@ -29,6 +29,7 @@ from vkpy.node.pod_reporting import PodReporter
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.node.polling import pushing
 from vkpy.node.running_pods import running_pods
+from vkpy.node.shared_pod_watch import SharedPodWatch
 from vkpy.node.volumes import VolumeSource
 from vkpy.objects import KubeObject, meta
 from vkpy.providers.base import PodRef, Provider
@@ -50,10 +51,16 @@ class PodController:
         objects: VolumeSource,
         settings: PodControllerSettings,
         clock: Clock = SYSTEM_CLOCK,
+        shared_watch: SharedPodWatch | None = None,
     ) -> None:
+        """`shared_watch`: the process's one pod watch for many nodes (this controller
+        attaches to it and does not watch on its own; whoever made it runs it)."""
         self._provider = provider
         self._clock = clock
         self._records: dict[str, PodRecord] = {}
+        self._names: dict[tuple[str, str], dict[str, None]] = {}
+        """(namespace, name) -> the UIDs of records with that name (usually one), so
+        the kubelet API finds a pod without walking every record."""
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
@@ -61,12 +68,20 @@ class PodController:
         self._life = PodLife(
             client, provider, report, objects, self._queue, settings, clock, self._ephemeral
         )
-        self._watcher = Watcher(
-            client,
-            WatchOptions(path="/api/v1/pods", field_selector=f"spec.nodeName={settings.node_name}"),
-            self,
-            sleep=clock.sleep,
-        )
+        self._watcher: Watcher | None = None
+        if shared_watch is None:
+            self._watcher = Watcher(
+                client,
+                WatchOptions(
+                    path="/api/v1/pods", field_selector=f"spec.nodeName={settings.node_name}"
+                ),
+                self,
+                sleep=clock.sleep,
+            )
+            self._synced = self._watcher.synced
+        else:
+            shared_watch.attach(settings.node_name, self)
+            self._synced = shared_watch.synced
         self._status, self._poller = pushing(
             provider, settings.poll_interval, clock, self._in_backend
         )
@@ -92,10 +107,13 @@ class PodController:
         uid = str(meta(pod).get("uid"))
         record = self._records.get(uid)
         if record is None:
-            self._records[uid] = PodRecord(ref=pod_ref(pod), pod=pod)
+            self._remember(PodRecord(ref=pod_ref(pod), pod=pod))
+            metrics.PODS.inc()
             self._wake(uid)
         elif record.pod is None or newer(pod, record.pod):
             relevant = needs_sync(record, pod)
+            if record.pod is None:
+                metrics.PODS.inc()
             record.pod = pod
             if relevant:
                 self._wake(uid)
@@ -104,7 +122,22 @@ class PodController:
         record = self._records.get(uid)
         if record is not None and record.pod is not None:
             record.pod = None
+            metrics.PODS.dec()
             self._wake(uid)
+
+    def _remember(self, record: PodRecord) -> PodRecord:
+        ref = record.ref
+        self._records[ref.uid] = record
+        self._names.setdefault((ref.namespace, ref.name), {})[ref.uid] = None
+        return record
+
+    def _forget(self, record: PodRecord) -> None:
+        ref = record.ref
+        del self._records[ref.uid]
+        uids = self._names.get((ref.namespace, ref.name), {})
+        uids.pop(ref.uid, None)
+        if not uids:
+            self._names.pop((ref.namespace, ref.name), None)
 
     def replace(self, items: list[KubeObject]) -> None:
         fresh = {str(meta(p).get("uid")) for p in items}
@@ -112,24 +145,20 @@ class PodController:
             self._gone(uid)
         for pod in items:
             self._seen(pod)
-        self._count()
 
     def apply(self, event_type: str, obj: KubeObject) -> None:
         if event_type == "DELETED":
             self._gone(str(meta(obj).get("uid")))
         else:
             self._seen(obj)
-        self._count()
-
-    def _count(self) -> None:
-        metrics.PODS.set(sum(1 for r in self._records.values() if r.pod is not None))
 
     # --- the loop -----------------------------------------------------------------
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._watcher.run(), name="pod-watch")
-            await self._watcher.synced.wait()
+            if self._watcher is not None:
+                group.create_task(self._watcher.run(), name="pod-watch")
+            await self._synced.wait()
             await self._adopt()
             self.ready.set()
             for uid in list(self._records):
@@ -151,7 +180,7 @@ class PodController:
                 delay = min(delay * 2, 10)
         orphans = 0
         for ref in existing:
-            record = self._records.setdefault(ref.uid, PodRecord(ref=ref, pod=None))
+            record = self._records.get(ref.uid) or self._remember(PodRecord(ref=ref, pod=None))
             if isinstance(record.stage, Absent):
                 record.stage = Created()
             orphans += record.pod is None
@@ -166,7 +195,7 @@ class PodController:
             await self._life.sync(record)
         finally:
             if record.pod is None and not record.in_backend:
-                del self._records[uid]  # forgetting a pod is removing its record
+                self._forget(record)  # forgetting a pod is removing its record
                 self._queue.drop(uid)
                 self._ephemeral.forget(uid)
                 self._cost.forget(uid)
@@ -179,10 +208,9 @@ class PodController:
 
     def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
         """The node's pod with this namespace and name (and uid, when given), if any."""
-        for record in self._records.values():
-            ref = record.ref
-            same = ref.namespace == namespace and ref.name == name
-            if record.pod is not None and same and (uid is None or ref.uid == uid):
+        for candidate in self._names.get((namespace, name), {}):
+            record = self._records[candidate]
+            if record.pod is not None and (uid is None or candidate == uid):
                 return record.pod
         return None
 
