@@ -8,14 +8,22 @@ azure-identity; pods created and read with the pinned kubectl, `kubectl logs` an
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
 import subprocess
 from typing import Any
 
 from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: F401
 from tests.integration.agent import Agent, Kube, wait_for
 from tests.integration.conftest import StartAgent
-from tests.integration.stream_helpers import Terminal, kubectl, kubectl_env, start_kubectl
+from tests.integration.stream_helpers import (
+    Terminal,
+    client_certificate,
+    kubectl,
+    kubectl_env,
+    start_kubectl,
+)
 from vkpy.providers.aci.naming import group_name
 from vkpy.providers.base import PodRef
 
@@ -322,15 +330,29 @@ def test_stats_summary_from_azure_monitor(
     kube.create(aci_pod("busy", agent.node_name, [busy]))
     wait_for("busy Running", phase_is(kube, "busy", "Running"), timeout=90)
 
+    def kubelet_get(path: str) -> str:
+        # straight to the kubelet port: the API server does not proxy to loopback nodes
+        with client_certificate(kube.cluster) as cert:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            context.load_cert_chain(*cert)
+            connection = http.client.HTTPSConnection("127.0.0.1", agent.port, context=context)
+            try:
+                connection.request("GET", path)
+                response = connection.getresponse()
+                assert response.status == 200, (path, response.status)
+                return response.read().decode()
+            finally:
+                connection.close()
+
     def summary() -> Any:
-        raw = kube.kubectl("get", "--raw", f"/api/v1/nodes/{agent.node_name}/proxy/stats/summary")
-        pods = [p for p in json.loads(raw)["pods"] if p["podRef"]["name"] == "busy"]
-        return pods and pods[0]["containers"][0]
+        pods = json.loads(kubelet_get("/stats/summary"))["pods"]
+        mine = [p for p in pods if p["podRef"]["name"] == "busy"]
+        return mine and mine[0]["containers"][0]
 
     container = wait_for("busy in /stats/summary", summary, timeout=60)
     assert container["name"] == "app"
     assert container["memory"]["workingSetBytes"] > 0
-    resource = kube.kubectl(
-        "get", "--raw", f"/api/v1/nodes/{agent.node_name}/proxy/metrics/resource"
-    )
+    resource = kubelet_get("/metrics/resource")
     assert 'container_memory_working_set_bytes{container="app"' in resource
