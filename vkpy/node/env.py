@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 
 from vkpy.node.config_objects import ConfigError, Kind, ObjectSource, key_value, lookup
 
@@ -94,7 +95,7 @@ def resource_value(container: KubeObject, ref: KubeObject, allocatable: Mapping[
     except QuantityError as error:
         raise ConfigError(str(error)) from error
     if divisor == 0:
-        divisor = 1
+        divisor = Decimal(1)
     return str(math.ceil(value / divisor))
 
 
