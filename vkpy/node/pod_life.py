@@ -20,6 +20,7 @@ from vkpy import metrics
 from vkpy.clock import Clock, utcnow
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING
+from vkpy.node.admission import Rejection, SysctlPolicy, admit
 from vkpy.node.deadline import DEADLINE_MESSAGE, deadline_at, deadline_exceeded, deadline_state
 from vkpy.node.env import ConfigError
 from vkpy.node.ephemeral import EphemeralContainers
@@ -83,6 +84,7 @@ class PodLife:
         self._queue = queue
         self._settings = settings
         self._clock = clock
+        self._sysctls = SysctlPolicy.from_patterns(settings.allowed_unsafe_sysctls)
 
     async def sync(self, r: PodRecord) -> None:
         pod = r.pod
@@ -155,6 +157,11 @@ class PodLife:
 
     async def _create(self, r: PodRecord, pod: KubeObject) -> bool:
         """Start the pod in the backend; False when it cannot be (status written)."""
+        node_os = self._settings.operating_system or self._provider.node_info().operating_system
+        rejection = admit(pod, node_os, self._sysctls)
+        if rejection is not None:
+            await self._reject(r, pod, rejection)
+            return False
         try:
             config, token_due = await self._config(pod)
         except ConfigError as error:
@@ -189,6 +196,18 @@ class PodLife:
             quiet=True,
         )
 
+    async def _reject(self, r: PodRecord, pod: KubeObject, rejection: Rejection) -> None:
+        """The kubelet's rejectPod: a Warning Event, and Failed without running anything."""
+        log.warning(
+            "pod rejected",
+            extra={"pod": str(r.ref), "reason": rejection.reason, "error": rejection.message},
+        )
+        self._report.event(pod, WARNING, rejection.reason, rejection.message)
+        message = f"Pod was rejected: {rejection.message}"
+        state = PodState(phase="Failed", reason=rejection.reason, message=message)
+        r.stage = Final(state)
+        await self._write(r, pod, state, sandbox_ready=False)
+
     async def _fail_permanently(self, r: PodRecord, pod: KubeObject, error: ProviderError) -> None:
         message = str(error)
         log.warning(
@@ -197,6 +216,8 @@ class PodLife:
         )
         self._report.event(pod, WARNING, error.reason, message)
         reason = "ContainerCannotRun" if isinstance(error, InvalidInputError) else error.reason
+        if isinstance(error, InvalidInputError):  # no container can start: the kubelet's Event
+            self._report.event(pod, WARNING, "Failed", f"Error: {message}")
         state = PodState(
             phase="Failed",
             reason=error.reason,

@@ -290,6 +290,7 @@ class ContainerRunner:
                 "container could not start",
                 extra={"pod": str(self.pod.ref), "container": self.config.name},
             )
+            self._report_start_failure()
         else:
             self.supervised = result
             self.run_record = result.run
@@ -329,6 +330,7 @@ class ContainerRunner:
         instance = self.dir.instance(self.instance)
         self.exit = collect(instance, record)
         self.supervised = None
+        self._report_start_failure()
         log.info(
             "container ended",
             extra={
@@ -376,6 +378,11 @@ class ContainerRunner:
             message = f"{spec.kind.capitalize()} probe failed: {outcome.message}"
             self._event("Warning", "Unhealthy", message)
         return outcome
+
+    def _report_start_failure(self) -> None:
+        """The kubelet's Warning Event for a container that could not be started."""
+        if self.exit is not None and self.exit.reason == "ContainerCannotRun":
+            self._event("Warning", "Failed", f"Error: {self.exit.message or 'cannot run'}")
 
     def _event(self, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.runtime.report_event(self.pod.ref, PodEvent(kind, reason, message, self.config.name))
