@@ -34,6 +34,7 @@ from vkpy.providers.process.probes import run_probe as probe_loop
 from vkpy.providers.process.records import ExitRecord, LaunchSpec, RunRecord
 from vkpy.providers.process.runtime import Runtime, container_context
 from vkpy.providers.process.supervision import SIGNAL_KILL, Supervised, collect, launch
+from vkpy.providers.process.termination import prepare_message_file, with_message
 from vkpy.providers.process.validation import memory_limit
 
 log = logging.getLogger(__name__)
@@ -122,17 +123,18 @@ class ContainerRunner:
         instance = self.dir.instance(self.instance)
         if len(numbers) > 1:
             raw = read_json(self.dir.instance(numbers[-2]).exit)
-            self.previous_exit = ExitRecord.from_dict(raw) if raw else None
+            previous = ExitRecord.from_dict(raw) if raw else None
+            self.previous_exit = previous and self._ended(previous, numbers[-2], compute=False)
         run_raw = read_json(instance.run)
         self.run_record = RunRecord.from_dict(run_raw) if run_raw else None
         exit_raw = read_json(instance.exit)
         if exit_raw is not None:
-            self.exit = ExitRecord.from_dict(exit_raw)
+            self.exit = self._ended(ExitRecord.from_dict(exit_raw), self.instance)
             return
         if self.run_record is not None:
             self.supervised = Supervised.attach(self.run_record)
             if self.supervised is None:
-                self.exit = collect(instance, self.run_record)
+                self.exit = self._ended(collect(instance, self.run_record), self.instance)
 
     def state(self) -> ContainerState:
         name, image = self.config.name, self.config.image
@@ -234,6 +236,13 @@ class ContainerRunner:
         instance = self.dir.instance(number)
         instance.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         spec = self._launch_spec(instance)
+        try:
+            prepare_message_file(self.dir, self.config.spec, self.runtime.run_as)
+        except OSError as error:
+            log.warning(
+                "cannot prepare the termination message file",
+                extra={"pod": str(self.pod.ref), "container": self.config.name, "error": error},
+            )
         self._launching = asyncio.create_task(self._launch(spec, number), name="launch")
         await asyncio.shield(self._launching)
 
@@ -285,7 +294,7 @@ class ContainerRunner:
         self.trackers = self._new_trackers()
         if isinstance(result, ExitRecord):
             self.run_record = None
-            self.exit = result
+            self.exit = self._ended(result, number)
             log.info(
                 "container could not start",
                 extra={"pod": str(self.pod.ref), "container": self.config.name},
@@ -328,7 +337,7 @@ class ContainerRunner:
                 await watcher
         self.started_event.clear()
         instance = self.dir.instance(self.instance)
-        self.exit = collect(instance, record)
+        self.exit = self._ended(collect(instance, record), self.instance)
         self.supervised = None
         self._report_start_failure()
         log.info(
@@ -378,6 +387,11 @@ class ContainerRunner:
             message = f"{spec.kind.capitalize()} probe failed: {outcome.message}"
             self._event("Warning", "Unhealthy", message)
         return outcome
+
+    def _ended(self, record: ExitRecord, number: int, compute: bool = True) -> ExitRecord:
+        """How run `number` ended, with its termination message (termination.py)."""
+        instance = self.dir.instance(number)
+        return with_message(record, self.dir, instance, self.config.spec, compute)
 
     def _report_start_failure(self) -> None:
         """The kubelet's Warning Event for a container that could not be started."""
@@ -459,7 +473,8 @@ class ContainerRunner:
                     extra={"pod": str(self.pod.ref), "container": self.config.name},
                 )
                 self.supervised.detach()
-            self.exit = collect(self.dir.instance(self.instance), self.run_record)
+            instance = self.dir.instance(self.instance)
+            self.exit = self._ended(collect(instance, self.run_record), self.instance)
             self.supervised = None
 
     async def detach(self) -> None:
