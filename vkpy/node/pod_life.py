@@ -31,6 +31,7 @@ from vkpy.node.pod_record import Absent, Created, Deleted, Final, PodRecord, Sto
 from vkpy.node.pod_reporting import PodReporter, pod_path
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.node.pod_status import TERMINAL_PHASES
+from vkpy.node.terminating import stop_reporting
 from vkpy.node.volumes import TokenTracker, VolumeSource, has_token_volumes
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import (
@@ -358,7 +359,8 @@ class PodLife:
                     name = container.get("name")
                     self._report.event(pod, NORMAL, "Killing", f"Stopping container {name}", name)
             r.stage = Stopping()
-            await self._stop(r, self._grace_period(pod))
+            stop = self._stop(r, self._grace_period(pod))
+            await stop_reporting(stop, lambda: self._report_stopping(r), self._clock)
         try:
             await self._client.delete(
                 pod_path(r.ref), {"gracePeriodSeconds": 0, "preconditions": {"uid": r.ref.uid}}
@@ -369,6 +371,12 @@ class PodLife:
                 raise Retry(f"delete {r.ref}: {error}") from error
         r.stage = Deleted()
         self._queue.drop(r.ref.uid)
+
+    async def _report_stopping(self, r: PodRecord) -> None:
+        """The status of a pod being stopped (its readiness still changes)."""
+        if r.pod is not None:
+            with contextlib.suppress(NotFoundError):
+                await self._write(r, r.pod, await self._get_status(r.ref), sandbox_ready=True)
 
     async def _stop(self, r: PodRecord, grace: float) -> None:
         """Stop the pod in the backend (gone already is fine); then it is final when

@@ -463,7 +463,14 @@ class ContainerRunner:
         if self._launching is not None and not self._launching.done():
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._launching)
-        await self.kill(grace)
+        readiness = self._readiness_while_stopping()
+        try:
+            await self.kill(grace)
+        finally:
+            if readiness is not None:
+                readiness.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await readiness
         for task in list(self._helpers):
             task.cancel()
         if self.supervised is not None and self.run_record is not None:
@@ -476,6 +483,20 @@ class ContainerRunner:
             instance = self.dir.instance(self.instance)
             self.exit = self._ended(collect(instance, self.run_record), self.instance)
             self.supervised = None
+
+    def _readiness_while_stopping(self) -> asyncio.Task[None] | None:
+        """The kubelet keeps probing readiness until the container has stopped (liveness
+        and startup probes end with the pod's deletion)."""
+        tracker = self.trackers.get("readiness")
+        record = self.run_record
+        startup = self.trackers.get("startup")
+        if tracker is None or record is None or self.supervised is None:
+            return None
+        if startup is not None and not startup.passing:
+            return None
+        started = time.monotonic() - max(0.0, time.time() - record.started_ns / 1e9)
+        loop = probe_loop(tracker, self._attempt, self._probe_changed, started)
+        return asyncio.create_task(loop, name="probe-readiness-stopping")
 
     async def detach(self) -> None:
         """Stop watching the instance (vkpy closes); the container keeps running.
