@@ -1,14 +1,19 @@
-"""gRPC probes on the process backend (issue 18): the container runs a real gRPC
-health server (grpcio's); a readiness probe on a SERVING server makes the pod Ready,
-a liveness probe on a NOT_SERVING service restarts the container with the kubelet's
-Unhealthy message."""
+"""gRPC probes on the process backend (issue 18), against a real gRPC health server
+(grpcio's, run by the test on the pods' address, as pods share the host's network):
+a readiness probe on a SERVING server makes the pod Ready, a liveness probe on a
+NOT_SERVING service restarts the container with the kubelet's Unhealthy message."""
 
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterator
+from concurrent import futures
 
-from tests.integration.agent import Kube, free_port, wait_for
+import grpc
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from tests.integration.agent import Kube, wait_for
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     StartProcessAgent,
     condition,
@@ -17,57 +22,46 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     status_of,
 )
 
-SERVER = """
-import asyncio, grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-async def main():
-    servicer = health.aio.HealthServicer()
-    server = grpc.aio.server()
+@pytest.fixture
+def health_port() -> Iterator[int]:
+    servicer = health.HealthServicer()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    server.add_insecure_port("127.0.0.1:{port}")
-    await server.start()
-    await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    await servicer.set("down", health_pb2.HealthCheckResponse.NOT_SERVING)
-    await server.wait_for_termination()
-
-asyncio.run(main())
-"""
-
-
-def _server(port: int) -> dict[str, object]:
-    return {"command": [sys.executable, "-c", SERVER.format(port=port)]}
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    servicer.set("down", health_pb2.HealthCheckResponse.NOT_SERVING)
+    yield port
+    server.stop(None)
 
 
 def test_grpc_readiness_and_liveness_probes(
-    kube: Kube, start_process_agent: StartProcessAgent
+    kube: Kube, start_process_agent: StartProcessAgent, health_port: int
 ) -> None:
     agent = start_process_agent()
-    ready_port, live_port = free_port(), free_port()
-    readiness = {"grpc": {"port": ready_port}, "periodSeconds": 1}
+    readiness = {"grpc": {"port": health_port}, "periodSeconds": 1}
     kube.create(
         process_pod(
             "grpc-ready",
             agent.node_name,
-            "",
+            "sleep 3600",
             "Always",
-            container={**_server(ready_port), "readinessProbe": readiness},
+            container={"readinessProbe": readiness},
         )
     )
     liveness = {
-        "grpc": {"port": live_port, "service": "down"},
-        "initialDelaySeconds": 3,
+        "grpc": {"port": health_port, "service": "down"},
         "periodSeconds": 1,
         "failureThreshold": 1,
-        "timeoutSeconds": 5,
     }
     kube.create(
         process_pod(
             "grpc-down",
             agent.node_name,
-            "",
+            "sleep 3600",
             "Always",
-            container={**_server(live_port), "livenessProbe": liveness},
+            container={"livenessProbe": liveness},
         )
     )
     wait_for("Ready", lambda: condition(kube.get("pod", "grpc-ready"), "Ready") == "True")

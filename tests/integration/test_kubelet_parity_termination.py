@@ -60,9 +60,10 @@ def test_the_message_of_the_previous_run_stays_in_last_state(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:
     agent = start_process_agent()
+    # The first run leaves a message and fails; the second keeps running.
     script = (
         "n=$(cat out/runs 2>/dev/null || echo 0); echo $((n+1)) > out/runs; "
-        'printf "run $((n+1))" > dev/termination-log; exit 1'
+        'printf "run $((n+1))" > dev/termination-log; [ "$n" -gt 0 ] && exec sleep 3600; exit 1'
     )
     kube.create(
         process_pod(
@@ -77,8 +78,8 @@ def test_the_message_of_the_previous_run_stays_in_last_state(
 
     def restarted() -> dict[str, Any] | None:
         state = status_of(kube.get("pod", "again"))
-        return state if state.get("restartCount", 0) >= 1 and state.get("lastState") else None
+        return state if "running" in state.get("state", {}) and state["restartCount"] else None
 
-    state = wait_for("a restart", restarted, timeout=60)
-    last = state["lastState"]["terminated"]
-    assert last["message"] == f"run {state['restartCount']}"
+    state = wait_for("the second run", restarted, timeout=60)
+    assert state["restartCount"] == 1
+    assert state["lastState"]["terminated"]["message"] == "run 1"
