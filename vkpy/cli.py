@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from vkpy import __version__, event_loop
+from vkpy import __version__, event_loop, node_set
 from vkpy import log as vklog
 from vkpy.api.config import AUTHORIZATION_MODES, ConnectionLimits
 from vkpy.api.tls_options import TLSOptionsError, tls_options
@@ -73,7 +73,21 @@ def parser() -> argparse.ArgumentParser:
         os.environ.get("KUBECONFIG"),
     )
     _option(p, "--context", "kubeconfig context")
-    _option(p, "--node-name", "name of the Node", "vkpy")
+    _option(p, "--node-name", "name of the Node (with --nodes: the names' prefix)", "vkpy")
+    _option(
+        p,
+        "--nodes",
+        "serve this many nodes from one process, named <node-name>-<i> (default 0: one "
+        "node named --node-name)",
+        "0",
+        type=int,
+    )
+    _option(
+        p,
+        "--node-set",
+        "a YAML file listing the nodes to serve: groups of a count and name pattern, or "
+        "names, each with labels, taints, capacity and provider_config (see vkpy/node_set.py)",
+    )
     _option(
         p,
         "--provider",
@@ -355,22 +369,52 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         status_interval=args.node_status_interval,
         check_interval=min(10.0, args.node_status_interval),
     )
+    pods = PodControllerSettings(
+        node_name=args.node_name,
+        host_ip=node_ip,
+        workers=args.pod_sync_workers,
+        operating_system=args.os,
+        allowed_unsafe_sysctls=_unsafe_sysctls(args.allowed_unsafe_sysctls),
+    )
+    provider_config = _read_provider_config(args.provider_config)
     return Settings(
         kube=ClientOptions(kubeconfig=args.kubeconfig, context=args.context),
         node=node,
-        pods=PodControllerSettings(
-            node_name=args.node_name,
-            host_ip=node_ip,
-            workers=args.pod_sync_workers,
-            operating_system=args.os,
-            allowed_unsafe_sysctls=_unsafe_sysctls(args.allowed_unsafe_sysctls),
-        ),
+        pods=pods,
+        node_set=_node_set(args, node, pods, provider_config),
         api=_api_settings(args),
         provider=args.provider,
-        provider_config=_read_provider_config(args.provider_config),
+        provider_config=provider_config,
         state_dir=args.state_dir,
         startup_timeout=args.startup_timeout,
     )
+
+
+def _node_set(
+    args: argparse.Namespace,
+    node: NodeSettings,
+    pods: PodControllerSettings,
+    provider_config: dict[str, object],
+) -> tuple[node_set.Member, ...]:
+    if args.nodes < 0:
+        raise UsageError("--nodes must be 0 or more")
+    if args.nodes and args.node_set:
+        raise UsageError("give --nodes or --node-set, not both")
+    if args.nodes:
+        groups: list[object] = [{"count": args.nodes}]
+    elif args.node_set:
+        try:
+            groups = node_set.from_file(yaml.safe_load(Path(args.node_set).read_text()))
+        except OSError as error:
+            raise UsageError(f"cannot read --node-set {args.node_set}: {error.strerror}") from error
+        except (yaml.YAMLError, node_set.NodeSetError) as error:
+            raise UsageError(f"--node-set {args.node_set}: {error}") from error
+    else:
+        return ()
+    try:
+        return node_set.members(node, pods, provider_config, groups)
+    except node_set.NodeSetError as error:
+        raise UsageError(f"node set: {error}") from error
 
 
 def main(argv: Sequence[str] | None = None) -> int:

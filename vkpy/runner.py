@@ -23,6 +23,7 @@ from collections.abc import Coroutine
 from dataclasses import replace
 
 from vkpy.api import ApiDependencies, KubeletServer, ListenError
+from vkpy.fleet import Fleet
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.node_address import node_address_towards
@@ -143,6 +144,14 @@ def with_node_address(settings: Settings, server: str) -> Settings:
         settings,
         node=replace(settings.node, internal_ip=address),
         pods=replace(settings.pods, host_ip=address),
+        node_set=tuple(
+            replace(
+                m,
+                node=replace(m.node, internal_ip=m.node.internal_ip or address),
+                pods=replace(m.pods, host_ip=m.pods.host_ip or address),
+            )
+            for m in settings.node_set
+        ),
     )
 
 
@@ -155,6 +164,8 @@ async def run(settings: Settings) -> int:
         return 2
     try:
         settings = with_node_address(settings, client.host)
+        if settings.node_set:
+            return await _serve_set(settings, client)
         try:
             provider = registry.create(
                 settings.provider,
@@ -180,6 +191,50 @@ async def run(settings: Settings) -> int:
         return await _serve(settings, client, provider)
     finally:
         await client.close()
+
+
+async def _serve_set(settings: Settings, client: KubeClient) -> int:
+    """Serve a node set (vkpy.fleet) until a signal; the process exit status."""
+    try:
+        fleet = Fleet(settings, client)
+    except registry.ProviderConfigError as error:
+        log.error("invalid provider configuration", extra={"error": str(error)})
+        return 2
+    try:
+        version = await wait_for_api(client, settings.startup_timeout)
+    except ApiError as error:
+        log.error("cannot reach the API server", extra={"error": str(error)})
+        return 1
+    log.info(
+        "connected",
+        extra={"server": client.host, "version": version, "nodes": len(fleet.nodes)},
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await fleet.start_backends()
+    task = asyncio.create_task(fleet.run(), name="fleet")
+    stopper = asyncio.create_task(stop.wait(), name="signals")
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            log.info("stopping", extra={"nodes": len(fleet.nodes)})
+            task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return 0
+        except BaseExceptionGroup:
+            return 1
+        return 1
+    finally:
+        stopper.cancel()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await fleet.events.flush(2.0)
+        await fleet.close_backends()
+        log.info("stopped", extra={"nodes": len(fleet.nodes)})
 
 
 async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> int:

@@ -12,6 +12,7 @@ from vkpy.api.config import ApiSettings
 from vkpy.kube.client import ClientOptions
 from vkpy.node.node_status import NodeSettings
 from vkpy.node.pod_settings import PodControllerSettings
+from vkpy.node_set import Member
 
 __all__ = ["ApiSettings", "Settings"]
 
@@ -30,3 +31,6 @@ class Settings:
     """Where backends keep what must outlive vkpy (records, logs, pod directories)."""
     startup_timeout: float = 60.0
     """How long to keep trying to reach the API server before giving up."""
+    node_set: tuple[Member, ...] = ()
+    """The nodes this process serves when it serves a set (`--nodes`, `--node-set`);
+    empty: the one node of `node`."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -61,6 +62,13 @@ class NodeController:
 
     async def run(self) -> None:
         await self.register()
+        await self.keep()
+
+    async def keep(self) -> None:
+        """After `register`: check the backend and keep the status true, until cancelled."""
+        if self._settings.spread:  # many nodes: each at its own point of the period
+            self._last_sent_at -= random.uniform(0, self._settings.status_interval)
+            await self._clock.sleep(random.uniform(0, self._settings.check_interval))
         while True:
             await self._clock.sleep(self._settings.check_interval)
             try:
