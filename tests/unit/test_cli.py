@@ -125,3 +125,23 @@ def test_allowed_unsafe_sysctls_and_the_os_reach_pod_admission(tmp_path: Path) -
     assert settings(tmp_path).pods.allowed_unsafe_sysctls == ()
     with pytest.raises(cli.UsageError, match="not known to be namespaced"):
         settings(tmp_path, "--allowed-unsafe-sysctls", "vm.swappiness")
+
+
+def test_leader_election_flags(tmp_path: Path) -> None:
+    assert settings(tmp_path).election is None
+    elected = settings(
+        tmp_path,
+        "--node-name=vk-9",
+        "--leader-elect",
+        "--leader-elect-identity=pod-a",
+        "--leader-elect-lease-duration=20",
+        "--health-port=10248",
+    )
+    assert elected.election is not None
+    assert elected.election.name == "vkpy-vk-9"
+    assert elected.election.namespace == "kube-node-lease"
+    assert elected.election.identity == "pod-a"
+    assert (elected.election.lease_duration, elected.election.renew_deadline) == (20, 10)
+    assert elected.health_port == 10248
+    with pytest.raises(cli.UsageError, match="renew deadline"):
+        settings(tmp_path, "--leader-elect", "--leader-elect-renew-deadline=40")
