@@ -70,7 +70,7 @@ def test_containers_that_cannot_start_get_a_failed_event_and_logs_say_why(
     agent = start_process_agent()
     node = agent.node_name
     kube.create(process_pod("missing", node, "", container={"command": ["no-such-cmd"]}))
-    image_only = process_pod("imageonly", node, "")
+    image_only = process_pod("imageonly", node, "", container={"image": "example.com/team/app:1"})
     del image_only["spec"]["containers"][0]["command"]
     kube.create(image_only)
     blocked = [{"name": "fails", "image": "busybox:1.36", "command": ["sh", "-c", "exit 2"]}]
