@@ -29,10 +29,16 @@ import yaml
 from tests.integration.agent import Agent, Kube, sim_pod, wait_for
 from vkpy.devcluster import ClusterAccess
 from vkpy.devcluster.binaries import tool_dir
+from vkpy.providers import registry
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "vkpy"
 PROVIDERS = ["process", "sim", "lambda", "fargate", "azure", "aci"]
 NOT_IN_THIS_CLUSTER = {"Certificate", "ServiceMonitor"}  # CRDs of cert-manager, prometheus-operator
+AZURE_MINIMUM = [
+    "--set", "providers.azure.subscriptionId=s",
+    "--set", "providers.azure.resourceGroup=rg",
+    "--set", "providers.azure.location=westus",
+]  # fmt: skip
 ACI_INSTALL = [
     "--set", "provider=azure",
     "--set", "providers.azure.clientId=11111111-2222-3333-4444-555555555555",
@@ -99,6 +105,8 @@ def test_helm_lint_passes(helm: list[str]) -> None:
         (["--set", "logFormat=xml"], "/logFormat"),
         (["--set", "nodeName=Not_A_Name"], "/nodeName"),
         (["--set", "rbac.creat=true"], "rbac"),
+        (["--set", "provider=azure"], "/providers/azure/location"),
+        ([*ACI_INSTALL, "--set", "providers.azure.tenantId="], "/providers/azure/tenantId"),
     ],
 )
 def test_the_schema_refuses_bad_values_naming_them(
@@ -113,7 +121,10 @@ def test_the_schema_refuses_bad_values_naming_them(
 @pytest.mark.parametrize(
     "values",
     [
-        *[["--set", f"provider={p}"] for p in PROVIDERS],
+        *[
+            ["--set", f"provider={p}", *(AZURE_MINIMUM if p in ("azure", "aci") else [])]
+            for p in PROVIDERS
+        ],
         ACI_INSTALL,
         ["--set", "servingCert.mode=secret", "--set", "servingCert.secretName=vk-tls"],
         ["--set", "servingCert.mode=selfSigned", "--set", "replicaCount=3"],
@@ -152,7 +163,12 @@ def test_the_aci_install_command_renders_config_secret_and_env(helm: list[str]) 
     container = vkpy_container(objects)
     assert "--provider=azure" in container["args"]
     config = yaml.safe_load(one(objects, "ConfigMap")["data"]["provider.yaml"])
-    assert config == {"subscription_id": "sub-1", "resource_group": "rg-1", "location": "eastus"}
+    assert config == {
+        "subscription_id": "sub-1",
+        "resource_group": "rg-1",
+        "region": "eastus",
+        "credentials": {"type": "client_secret"},
+    }
     secret = one(objects, "Secret")
     assert secret["stringData"] == {"clientSecret": "s3cr3t"}
     env = {e["name"]: e for e in container["env"]}
@@ -164,8 +180,47 @@ def test_the_aci_install_command_renders_config_secret_and_env(helm: list[str]) 
     )
     assert env["VKPY_NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     # `aci` is the same backend
-    aci = vkpy_container(template(helm, "virtual-kubelet", "--set", "provider=aci"))
+    aci = vkpy_container(template(helm, "virtual-kubelet", *ACI_INSTALL, "--set", "provider=aci"))
     assert "--provider=azure" in aci["args"]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["--set", "provider=sim", "--set", "capacity.cpu=8"],
+        ["--set", "provider=process"],
+        ["--set", "provider=lambda", "--set", "providers.lambda.role_arn=arn:aws:iam::1:role/x",
+         "--set", "providers.lambda.region=eu-west-1"],
+        ["--set", "provider=fargate", "--set", "providers.fargate.region=eu-west-1",
+         "--set", "providers.fargate.cluster=vkpy",
+         "--set", "providers.fargate.subnets[0]=subnet-1"],
+        ACI_INSTALL,
+        ["--set", "provider=aci", "--set", "providers.azure.subscriptionId=s",
+         "--set", "providers.azure.resourceGroup=rg", "--set", "providers.azure.location=westus",
+         "--set", "providers.azure.existingSecret=my-sp",
+         "--set", "providers.azure.clientId=c", "--set", "providers.azure.tenantId=t"],
+    ],
+    ids=["sim", "process", "lambda", "fargate", "aci-install", "aci-existing-secret"],
+)  # fmt: skip
+def test_the_rendered_provider_config_is_what_the_backend_reads(
+    helm: list[str], values: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The ConfigMap and the container's environment, given to vkpy's own backend
+    factory (as `python -m vkpy` in the pod would): accepted, no unknown keys."""
+    objects = template(helm, "vk", *values)
+    container = vkpy_container(objects)
+    args = dict(a.removeprefix("--").split("=", 1) for a in container["args"] if "=" in a)
+    config = yaml.safe_load(one(objects, "ConfigMap")["data"]["provider.yaml"])
+    for item in container.get("env", []):
+        if "value" in item:
+            monkeypatch.setenv(item["name"], item["value"])
+        elif "secretKeyRef" in item.get("valueFrom", {}):
+            monkeypatch.setenv(item["name"], "from-the-secret")
+    context = registry.ProviderContext(
+        node_name=args["node-name"], state_dir=str(tmp_path), internal_ip="10.0.0.7"
+    )
+    provider = registry.create(args["provider"], config, context)
+    assert provider is not None
 
 
 def test_the_pod_is_hardened_probed_and_configured_from_values(helm: list[str]) -> None:

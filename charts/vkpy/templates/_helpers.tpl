@@ -45,7 +45,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $config = omit $azure "clientId" "clientSecret" "tenantId" "existingSecret" "subscriptionId" "resourceGroup" "location" -}}
 {{- $_ := set $config "subscription_id" $azure.subscriptionId -}}
 {{- $_ := set $config "resource_group" $azure.resourceGroup -}}
-{{- $_ := set $config "location" $azure.location -}}
+{{- $_ := set $config "region" $azure.location -}}
+{{- if or $azure.clientSecret $azure.existingSecret -}}
+{{- /* tenant, client and secret come from AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET */ -}}
+{{- $_ := set $config "credentials" (dict "type" "client_secret") -}}
+{{- end -}}
 {{- else -}}
 {{- $config = deepCopy (get .Values.providers $provider | default dict) -}}
 {{- end -}}
