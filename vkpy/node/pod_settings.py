@@ -23,3 +23,7 @@ class PodControllerSettings:
     deletion_cost: int | None = None
     """`controller.kubernetes.io/pod-deletion-cost` written on the node's ReplicaSet
     pods (None: not written); see deletion_cost."""
+    operating_system: str | None = None
+    """The node's OS, when it overrides the backend's: pods for another are rejected."""
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    """Sysctl names or patterns (ending in `*`) pods may set beyond the safe ones."""
