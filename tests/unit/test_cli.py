@@ -114,3 +114,8 @@ def test_connection_caps_from_flags(tmp_path: Path) -> None:
         tmp_path, "--max-connections=5000", "--max-connections-per-client=1000"
     ).api.limits
     assert (limits.max_connections, limits.max_connections_per_client) == (5000, 1000)
+
+
+def test_the_default_state_directory_is_per_node() -> None:
+    assert cli.default_state_dir("vk-1") != cli.default_state_dir("vk-2")
+    assert cli.default_state_dir("vk-1").endswith("/vk-1")

@@ -14,9 +14,11 @@ timestamped directory, a `..data` link is switched to it in one rename, and the
 visible names are links through `..data`; a token refresh is thus atomic for
 readers. Files keep their mode and belong to the containers' user (a container's
 root could read them; ours must be able to), directories belong to root so a
-container cannot add, remove or rename entries. emptyDir is a plain directory
-(0777, like the kubelet's); hostPath links to the host directory (allowed prefixes
-are checked beforehand, see validation.py).
+container cannot add, remove or rename entries. With a pod identity of its own
+(identity.py) the files belong to root and the pod's private group instead, readable
+and never writable by the pod, and the pod's directory is closed to other pods.
+emptyDir is a plain directory (0777, like the kubelet's); hostPath links to the host
+directory (allowed prefixes are checked beforehand, see validation.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from vkpy.providers.process.validation import clean_absolute, clean_relative
 DATA_LINK = "..data"
 PRIVATE = 0o700
 TRAVERSE = 0o711
+CLOSED = 0o750
 
 
 def _chown(path: Path, run_as: RunAs) -> None:
@@ -58,14 +61,34 @@ def _makedirs(path: Path, mode: int, run_as: RunAs | None = None) -> None:
             _chown(directory, run_as)
 
 
-def prepare_pod_dir(pod_dir: PodDir) -> None:
+def prepare_pod_dir(pod_dir: PodDir, run_as: RunAs | None = None) -> None:
+    """The pod's directory: with a private group, root:<group> 0750, closed to every
+    other pod whatever the modes inside; otherwise 0711 (traversable, not listable)."""
+    group = run_as.private_group if run_as is not None else None
     for directory, mode in (
-        (pod_dir.path, TRAVERSE),
+        (pod_dir.path, TRAVERSE if group is None else CLOSED),
         (pod_dir.volumes, TRAVERSE),
         (pod_dir.containers, TRAVERSE),
     ):
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, mode)
+    if group is not None:
+        os.chown(pod_dir.path, 0, group, follow_symlinks=False)
+
+
+def _file_owner(path: Path, mode: int, run_as: RunAs) -> None:
+    """A file vkpy wrote for the pod (secret, configMap, token ...): with a private
+    group it belongs to root and that group, readable to the pod and never writable
+    (read-only for real: the pod cannot write, add, remove or rename); otherwise the
+    shared containers' user owns it with the mode asked for."""
+    if run_as.private_group is None:
+        os.chmod(path, mode)
+        _chown(path, run_as)
+        return
+    readable = 0o040 if mode & 0o444 else 0
+    executable = 0o010 if mode & 0o111 else 0
+    os.chown(path, 0, run_as.private_group, follow_symlinks=False)
+    os.chmod(path, (mode & 0o755 & ~0o070) | readable | executable)
 
 
 def write_volume_files(directory: Path, files: Iterable[VolumeFile], run_as: RunAs) -> None:
@@ -82,8 +105,7 @@ def write_volume_files(directory: Path, files: Iterable[VolumeFile], run_as: Run
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(item.data)
-        os.chmod(target, item.mode)
-        _chown(target, run_as)
+        _file_owner(target, item.mode, run_as)
         tops.add(item.path.split("/", 1)[0])
     old = os.readlink(directory / DATA_LINK) if (directory / DATA_LINK).is_symlink() else None
     swap = directory / f"{DATA_LINK}_tmp"
@@ -211,7 +233,7 @@ def prepare_root(
 
 def prepare_pod(pod_dir: PodDir, pod: PodConfig, run_as: RunAs) -> None:
     """Everything on disk a new pod needs before its first container starts."""
-    prepare_pod_dir(pod_dir)
+    prepare_pod_dir(pod_dir, run_as)
     for volume in pod.volumes:
         materialize_volume(pod_dir, volume, run_as)
     by_name = {v.name: v for v in pod.volumes}

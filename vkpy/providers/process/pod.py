@@ -90,7 +90,7 @@ class PodRuntime:
         cls, runtime: Runtime, config: PodConfig, pod_dir: PodDir, notify: Callable[[PodRef], None]
     ) -> PodRuntime:
         """Make the pod's directory and volumes; the lifecycle starts with `start`."""
-        await asyncio.to_thread(prepare_pod, pod_dir, config, runtime.run_as)
+        await asyncio.to_thread(prepare_pod, pod_dir, config, runtime.owner(config.ref))
         pod = cls(runtime, config, pod_dir, notify, time.time())
         write_json(pod_dir.config, pod_to_dict(config))
         pod.save()
@@ -145,9 +145,10 @@ class PodRuntime:
         fresh = [
             ephemeral_config(self.config, c) for c in containers if c.name not in known
         ]  # all checked before any starts
+        self.runtime.pool.check_added(self.config, fresh)
         for config in fresh:
             await asyncio.to_thread(
-                prepare_ephemeral_root, self.dir, self.config, config, self.runtime.run_as
+                prepare_ephemeral_root, self.dir, self.config, config, self.runtime.owner(self.ref)
             )
             self.config = dataclasses.replace(
                 self.config, ephemeral_containers=(*self.config.ephemeral_containers, config)
@@ -230,7 +231,7 @@ class PodRuntime:
     # --- changes ------------------------------------------------------------------------
 
     async def refresh_volumes(self, config: PodConfig) -> None:
-        await asyncio.to_thread(refresh_files, self.dir, config, self.runtime.run_as)
+        await asyncio.to_thread(refresh_files, self.dir, config, self.runtime.owner(self.ref))
 
     async def update(self, config: PodConfig) -> None:
         """Take changed images: the containers whose image changed are restarted."""
