@@ -20,6 +20,7 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     phase_is,
     process_pod,
     reachable_pods_dir,
+    shared_dir,
     start_process_agent,
     status_of,
 )
@@ -208,3 +209,37 @@ def test_two_nodes_sharing_a_state_directory_keep_each_others_pods(
     assert second_pod is not None
     assert (pods / second_pod["metadata"]["uid"]).is_dir()
     assert phase_is(kube, "second", "Running") and phase_is(kube, "first", "Running")
+
+
+def test_a_sub_path_through_a_planted_link_is_refused(
+    kube: Kube, start_process_agent: StartProcessAgent, shared_dir: Path, tmp_path: Path
+) -> None:
+    root_owned = tmp_path / "root-owned"
+    root_owned.mkdir(mode=0o755)
+    agent = start_process_agent(config={"host_path_prefixes": [str(shared_dir)]})
+    host = {"name": "hp", "hostPath": {"path": str(shared_dir), "type": "Directory"}}
+    kube.create(
+        process_pod(
+            "planter",
+            agent.node_name,
+            f"ln -s {root_owned} hp/z && echo planted",
+            container={"volumeMounts": [{"name": "hp", "mountPath": "/hp"}]},
+            volumes=[host],
+        )
+    )
+    wait_for("planter done", lambda: phase_is(kube, "planter", "Succeeded"))
+    assert (shared_dir / "z").is_symlink()
+    kube.create(
+        process_pod(
+            "escaper",
+            agent.node_name,
+            "echo x > conf/evil.conf",
+            container={
+                "volumeMounts": [{"name": "hp", "mountPath": "/conf", "subPath": "z/conf.d"}]
+            },
+            volumes=[host],
+        )
+    )
+    refused = _refused(kube, "escaper")
+    assert "symbolic link" in refused["pod"]["status"]["message"]
+    assert not (root_owned / "conf.d").exists()

@@ -90,7 +90,13 @@ class PodRuntime:
         cls, runtime: Runtime, config: PodConfig, pod_dir: PodDir, notify: Callable[[PodRef], None]
     ) -> PodRuntime:
         """Make the pod's directory and volumes; the lifecycle starts with `start`."""
-        await asyncio.to_thread(prepare_pod, pod_dir, config, runtime.owner(config.ref))
+        await asyncio.to_thread(
+            prepare_pod,
+            pod_dir,
+            config,
+            runtime.owner(config.ref),
+            runtime.config.host_path_prefixes,
+        )
         pod = cls(runtime, config, pod_dir, notify, time.time())
         write_json(pod_dir.config, pod_to_dict(config))
         pod.save()
