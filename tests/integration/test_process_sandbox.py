@@ -9,6 +9,7 @@ for root, privileges or identities outside the node's range.
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     start_process_agent,
     status_of,
 )
+from tests.integration.stream_helpers import Terminal, kubectl_env
+from vkpy.devcluster import ClusterAccess
 
 
 def _log(pods: Path, kube: Kube, name: str) -> str:
@@ -243,3 +246,30 @@ def test_a_sub_path_through_a_planted_link_is_refused(
     refused = _refused(kube, "escaper")
     assert "symbolic link" in refused["pod"]["status"]["message"]
     assert not (root_owned / "conf.d").exists()
+
+
+def test_kubectl_run_it_gets_a_prompt(
+    kube: Kube, cluster: ClusterAccess, start_process_agent: StartProcessAgent
+) -> None:
+    """Finding 6: a `tty: true` container runs on a terminal, so its shell prompts."""
+    agent = start_process_agent()
+    overrides = {
+        "apiVersion": "v1",
+        "spec": {"nodeName": agent.node_name, "tolerations": [{"operator": "Exists"}]},
+    }
+    argv = cluster.kubectl_argv(
+        *("run", "shell", "-it", "-n", kube.namespace, "--image=busybox"),
+        *("--restart=Never", f"--overrides={json.dumps(overrides)}", "--command", "--", "sh"),
+    )
+    terminal = Terminal(argv, kubectl_env(cluster), rows=30, cols=100)
+    try:
+        terminal.expect("If you don't see a command prompt", timeout=60)
+        terminal.send("\r")
+        terminal.expect(r"[$#] $")
+        terminal.send("echo $((6*7)); [ -t 0 ] && echo on-a-terminal\r")
+        assert "42" in terminal.expect("on-a-terminal")
+        terminal.send("exit\r")
+        terminal.wait()
+    finally:
+        terminal.kill()
+    assert status_of(kube.get("pod", "shell")).get("state", {}).get("terminated")
