@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from vkpy import __version__
+from vkpy import __version__, event_loop
 from vkpy import log as vklog
 from vkpy.api.config import AUTHORIZATION_MODES, ConnectionLimits
 from vkpy.api.tls_options import TLSOptionsError, tls_options
@@ -195,6 +195,14 @@ def parser() -> argparse.ArgumentParser:
         "60",
         type=float,
     )
+    _option(
+        p,
+        "--event-loop",
+        "asyncio, uvloop (the optional extra vkpy[uvloop]) or auto: uvloop when "
+        "installed (default asyncio)",
+        "asyncio",
+        choices=list(event_loop.CHOICES),
+    )
     _option(p, "--log-format", "text (key=value) or json", "text", choices=["text", "json"])
     _option(p, "--log-level", "log level", "info", choices=["debug", "info", "warning", "error"])
     return p
@@ -350,9 +358,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     vklog.setup(args.log_level, args.log_format)
     try:
         settings = settings_from_args(args)
-    except UsageError as error:
+        loop = event_loop.resolve(args.event_loop)
+    except (UsageError, event_loop.EventLoopError) as error:
         print(f"vkpy: error: {error}", file=sys.stderr)
         return 2
     from vkpy import runner  # noqa: PLC0415 - keeps --help fast
 
-    return asyncio.run(runner.run(settings))
+    with asyncio.Runner(loop_factory=event_loop.loop_factory(loop)) as run:
+        return run.run(runner.run(settings))

@@ -10,7 +10,6 @@ than everything else vkpy does with a pod. Every request is counted in the
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -22,7 +21,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from vkpy import metrics
+from vkpy import jsoncodec, metrics
 from vkpy.objects import KubeObject
 
 log = logging.getLogger(__name__)
@@ -142,7 +141,7 @@ class KubeClient:
         timeout: float | None = None,
     ) -> KubeObject:
         """Send one request and return the decoded JSON body; raise ApiError on failure."""
-        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        data = None if body is None else jsoncodec.dumps(body)
         headers = await self._headers(content_type if data is not None else None)
         started = time.monotonic()
         outcome = "error"
@@ -156,10 +155,10 @@ class KubeClient:
                 timeout=aiohttp.ClientTimeout(total=timeout or self._options.request_timeout),
             ) as response:
                 outcome = str(response.status)
-                text = await response.text()
+                raw = await response.read()
                 if response.status >= 400:
-                    raise _api_error(response.status, text)
-                result: KubeObject = json.loads(text) if text else {}
+                    raise _api_error(response.status, raw.decode("utf-8", "replace"))
+                result: KubeObject = jsoncodec.loads(raw) if raw.strip() else {}
                 return result
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             raise ApiError(0, "Unreachable", f"{method} {path}: {error!r}") from error
@@ -244,7 +243,7 @@ def _params(query: Query | None) -> list[tuple[str, str]]:
 def _api_error(status: int, text: str) -> ApiError:
     body: Any = None
     with contextlib.suppress(ValueError):
-        body = json.loads(text)
+        body = jsoncodec.loads(text)
     if isinstance(body, dict):
         return ApiError(status, str(body.get("reason", "")), str(body.get("message", text)), body)
     return ApiError(status, "", text[:500])

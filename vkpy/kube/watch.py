@@ -15,14 +15,13 @@ sees goes to a handler as plain dicts.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from vkpy import metrics
+from vkpy import jsoncodec, metrics
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.objects import KubeObject, meta
 
@@ -134,6 +133,7 @@ class Watcher:
         kind = str(body.get("kind", "List")).removesuffix("List")
         api_version = str(body.get("apiVersion", "v1"))
         for item in items:
+            _slim(item)
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", api_version)
         self._resource_version = str(meta(body).get("resourceVersion", ""))
@@ -171,7 +171,7 @@ class Watcher:
 def _decode(line: bytes) -> tuple[str, KubeObject]:
     """One watch event's type and object; _Malformed when the line is not one."""
     try:
-        event = json.loads(line)
+        event = jsoncodec.loads(line)
     except ValueError as error:
         raise _Malformed(f"not JSON ({error}): {line[:200]!r}") from error
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
@@ -182,7 +182,17 @@ def _decode(line: bytes) -> tuple[str, KubeObject]:
         return event_type, obj if isinstance(obj, dict) else {"message": str(obj)[:200]}
     if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
         raise _Malformed(f"{event_type} event without an object: {line[:200]!r}")
+    _slim(obj)
     return event_type, obj
+
+
+def _slim(obj: KubeObject) -> None:
+    """Drop what vkpy never reads and a watched pod carries the most of: the server-side
+    apply bookkeeping (`managedFields`, often a third of a pod's JSON). Done once, on the
+    freshly decoded object that nobody else holds yet."""
+    metadata = obj.get("metadata")
+    if metadata:
+        metadata.pop("managedFields", None)
 
 
 def _error(status: KubeObject) -> Exception:

@@ -53,6 +53,12 @@ class PodController:
         self._provider = provider
         self._clock = clock
         self._records: dict[str, PodRecord] = {}
+        self._names: dict[tuple[str, str], dict[str, None]] = {}
+        """(namespace, name) -> the UIDs of records with that name (usually one), so
+        the kubelet API finds a pod without walking every record."""
+        self._live = 0
+        """Records whose pod the API server has (the `vkpy_pods` gauge), kept as a count
+        so an event costs the same with 10 pods as with 10,000."""
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
@@ -90,10 +96,12 @@ class PodController:
         uid = str(meta(pod).get("uid"))
         record = self._records.get(uid)
         if record is None:
-            self._records[uid] = PodRecord(ref=pod_ref(pod), pod=pod)
+            self._remember(PodRecord(ref=pod_ref(pod), pod=pod))
+            self._live += 1
             self._wake(uid)
         elif record.pod is None or newer(pod, record.pod):
             relevant = needs_sync(record, pod)
+            self._live += record.pod is None
             record.pod = pod
             if relevant:
                 self._wake(uid)
@@ -102,7 +110,22 @@ class PodController:
         record = self._records.get(uid)
         if record is not None and record.pod is not None:
             record.pod = None
+            self._live -= 1
             self._wake(uid)
+
+    def _remember(self, record: PodRecord) -> PodRecord:
+        ref = record.ref
+        self._records[ref.uid] = record
+        self._names.setdefault((ref.namespace, ref.name), {})[ref.uid] = None
+        return record
+
+    def _forget(self, record: PodRecord) -> None:
+        ref = record.ref
+        del self._records[ref.uid]
+        uids = self._names.get((ref.namespace, ref.name), {})
+        uids.pop(ref.uid, None)
+        if not uids:
+            self._names.pop((ref.namespace, ref.name), None)
 
     def replace(self, items: list[KubeObject]) -> None:
         fresh = {str(meta(p).get("uid")) for p in items}
@@ -120,7 +143,7 @@ class PodController:
         self._count()
 
     def _count(self) -> None:
-        metrics.PODS.set(sum(1 for r in self._records.values() if r.pod is not None))
+        metrics.PODS.set(self._live)
 
     # --- the loop -----------------------------------------------------------------
 
@@ -149,7 +172,7 @@ class PodController:
                 delay = min(delay * 2, 10)
         orphans = 0
         for ref in existing:
-            record = self._records.setdefault(ref.uid, PodRecord(ref=ref, pod=None))
+            record = self._records.get(ref.uid) or self._remember(PodRecord(ref=ref, pod=None))
             if isinstance(record.stage, Absent):
                 record.stage = Created()
             orphans += record.pod is None
@@ -163,7 +186,7 @@ class PodController:
             await self._life.sync(record)
         finally:
             if record.pod is None and not record.in_backend:
-                del self._records[uid]  # forgetting a pod is removing its record
+                self._forget(record)  # forgetting a pod is removing its record
                 self._queue.drop(uid)
                 self._ephemeral.forget(uid)
 
@@ -175,10 +198,9 @@ class PodController:
 
     def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
         """The node's pod with this namespace and name (and uid, when given), if any."""
-        for record in self._records.values():
-            ref = record.ref
-            same = ref.namespace == namespace and ref.name == name
-            if record.pod is not None and same and (uid is None or ref.uid == uid):
+        for candidate in self._names.get((namespace, name), {}):
+            record = self._records[candidate]
+            if record.pod is not None and (uid is None or candidate == uid):
                 return record.pod
         return None
 
