@@ -49,7 +49,9 @@ def test_a_pod_cannot_read_write_or_signal_another_pod(
 ) -> None:
     pods = reachable_pods_dir
     agent = start_process_agent(config={"pods_dir": str(pods)})
-    kube.kubectl("create", "secret", "generic", "creds", "--from-literal=key=s3cret")
+    kube.kubectl(
+        "create", "secret", "generic", "creds", "--from-literal=key=s3cret", "-n", kube.namespace
+    )
     victim_script = (
         "echo hacked > sec/key 2>/dev/null && echo SECRET-WRITABLE; "
         "echo mine > scratch/mine && echo EMPTYDIR-OK; "
@@ -267,9 +269,12 @@ def test_kubectl_run_it_gets_a_prompt(
         terminal.send("\r")
         terminal.expect(r"[$#] $")
         terminal.send("echo $((6*7)); [ -t 0 ] && echo on-a-terminal\r")
-        assert "42" in terminal.expect("on-a-terminal")
+        assert "\r\n42\r\n" in terminal.expect(r"\non-a-terminal\r\n")
         terminal.send("exit\r")
         terminal.wait()
     finally:
         terminal.kill()
-    assert status_of(kube.get("pod", "shell")).get("state", {}).get("terminated")
+    wait_for(
+        "the shell's end reported",
+        lambda: status_of(kube.get("pod", "shell"), "shell").get("state", {}).get("terminated"),
+    )

@@ -113,3 +113,19 @@ def test_run_as_non_root_with_user_zero_is_a_config_error() -> None:
         check_run_as_non_root(raw, container)
     check_run_as_non_root(raw, {"name": "app", "securityContext": {"runAsUser": 5}})
     check_run_as_non_root(raw, {"name": "app"})  # runAsUser 0 without runAsNonRoot: not here
+
+
+def test_kubectl_debugs_sys_ptrace_is_tolerated_with_a_warning_other_capabilities_are_not() -> None:
+    ids = pool()
+    running = pod("a")
+    ids.allocate(running, "n1")
+
+    def debug(caps: list[str]) -> ContainerConfig:
+        return ContainerConfig(
+            "dbg", "busybox", ("sh",), (), spec={"securityContext": {"capabilities": {"add": caps}}}
+        )
+
+    warnings = ids.check_added(running, [debug(["SYS_PTRACE"])])
+    assert len(warnings) == 1 and "SYS_PTRACE not granted" in warnings[0]
+    with pytest.raises(UnsupportedError, match="NET_ADMIN"):
+        ids.check_added(running, [debug(["SYS_PTRACE", "NET_ADMIN"])])

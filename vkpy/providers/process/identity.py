@@ -31,6 +31,8 @@ from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.layout import read_json, write_json
 
 REASON = "UnsupportedSecurityContext"
+TOLERATED_EPHEMERAL = frozenset({"SYS_PTRACE"})
+"""Capabilities an ephemeral container may ask for and run without (see check_added)."""
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,11 @@ def _requested(pod: PodConfig) -> list[tuple[str, int]]:
     return asked
 
 
-def check_privileges(containers: Iterable[ContainerConfig]) -> None:
-    """Refuse what no process on this host can be given: privileged, added capabilities."""
+def check_privileges(
+    containers: Iterable[ContainerConfig], tolerated: frozenset[str] = frozenset()
+) -> None:
+    """Refuse what no process on this host can be given: privileged, added capabilities
+    (but those `tolerated`)."""
     for container in containers:
         mine = _security(container.spec)
         what = f"container {container.name!r}"
@@ -149,7 +154,7 @@ def check_privileges(containers: Iterable[ContainerConfig]) -> None:
                 f"{what} asks to be privileged, which the process backend never grants",
                 reason=REASON,
             )
-        added = (mine.get("capabilities") or {}).get("add") or []
+        added = [c for c in (mine.get("capabilities") or {}).get("add") or [] if c not in tolerated]
         if added:
             raise UnsupportedError(
                 f"{what} asks for capabilities {', '.join(map(str, added))}, which the "
@@ -230,11 +235,24 @@ class IdPool:
             ids.append(value)
         return ids
 
-    def check_added(self, pod: PodConfig, containers: Iterable[ContainerConfig]) -> None:
+    def check_added(self, pod: PodConfig, containers: Iterable[ContainerConfig]) -> list[str]:
         """Refuse containers added to a running pod (ephemeral) that ask for ids or
-        privileges the pod cannot have."""
+        privileges the pod cannot have; returns warnings for what is tolerated.
+
+        `kubectl debug` (its default profile) adds SYS_PTRACE to every ephemeral
+        container: that one is tolerated, not granted, with a warning, since the
+        container runs as the pod's user and can trace the pod's processes as far as
+        the host lets a user trace its own."""
         added = tuple(containers)
-        check_privileges(added)
+        warnings = []
+        for container in added:
+            caps = (_security(container.spec).get("capabilities") or {}).get("add") or []
+            if caps and set(caps) <= TOLERATED_EPHEMERAL:
+                warnings.append(
+                    f"container {container.name!r}: capabilities {', '.join(caps)} not "
+                    "granted; it runs as the pod's user without capabilities"
+                )
+        check_privileges(added, TOLERATED_EPHEMERAL)
         identity = self._held.get(pod.ref.uid)
         allowed = identity.ids() if identity is not None else frozenset()
         for container in added:
@@ -248,6 +266,7 @@ class IdPool:
                     )
                 if value is not None and not self.root:
                     self._check_shared(f"container {container.name!r} {key} {value}", int(value))
+        return warnings
 
     def allocate(self, pod: PodConfig, node: str) -> PodIdentity:
         """A new identity for `pod` (kept in the pool until `release`)."""

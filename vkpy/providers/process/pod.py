@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from vkpy.providers.base import ContainerConfig, PodConfig, PodRef, PodState
+from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent, PodRef, PodState
 from vkpy.providers.process.container import ContainerRunner
 from vkpy.providers.process.ephemeral import ephemeral_config, prepare_ephemeral_root
 from vkpy.providers.process.filesystem import prepare_pod, refresh_files
@@ -151,7 +151,10 @@ class PodRuntime:
         fresh = [
             ephemeral_config(self.config, c) for c in containers if c.name not in known
         ]  # all checked before any starts
-        self.runtime.pool.check_added(self.config, fresh)
+        for warning in self.runtime.pool.check_added(self.config, fresh):
+            self.runtime.report_event(
+                self.ref, PodEvent("Warning", "CapabilitiesNotGranted", warning)
+            )
         for config in fresh:
             await asyncio.to_thread(
                 prepare_ephemeral_root, self.dir, self.config, config, self.runtime.owner(self.ref)
