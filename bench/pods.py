@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import platform
+import pstats
 import socket
 import statistics
 import sys
@@ -99,14 +100,18 @@ async def wait_node_ready(client: KubeClient, node: str, timeout: float = 60) ->
     raise TimeoutError("node never became Ready")
 
 
-async def bench(kubeconfig: Path, count: int, concurrency: int, workdir: Path) -> dict[str, object]:
+async def bench(
+    kubeconfig: Path, count: int, concurrency: int, workdir: Path, profile: Path | None = None
+) -> dict[str, object]:
     client = await KubeClient.connect(ClientOptions(kubeconfig=str(kubeconfig)))
     node = f"bench-{os.getpid()}"
     namespace = f"bench-{os.getpid()}"
     await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
     agent_log = (workdir / "agent.log").open("wb")
+    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
     agent = await asyncio.create_subprocess_exec(
         sys.executable,
+        *profiler,
         "-m",
         "vkpy",
         f"--kubeconfig={kubeconfig}",
@@ -214,13 +219,22 @@ def main() -> int:
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
     parser.add_argument("--write", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--no-write", action="store_true", help="only print the figures")
+    parser.add_argument(
+        "--profile", type=Path, help="run the agent under cProfile, stats to this file"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-") as tmp:
         workdir = Path(tmp)
         with given_or_started(args.kubeconfig, workdir) as access:
-            result = asyncio.run(bench(access.kubeconfig, args.pods, args.concurrency, workdir))
+            result = asyncio.run(
+                bench(access.kubeconfig, args.pods, args.concurrency, workdir, args.profile)
+            )
     text = report(result)
     print(text)
+    if args.profile:
+        stats = pstats.Stats(str(args.profile))
+        stats.sort_stats("tottime").print_stats(30)
+        stats.sort_stats("cumulative").print_stats(40)
     if not args.no_write:
         existing = args.write.read_text() if args.write.exists() else "# Benchmarks\n\n"
         args.write.write_text(existing.rstrip() + "\n\n" + text)

@@ -11,6 +11,8 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,11 +20,12 @@ from typing import Any
 
 import yaml
 
-from vkpy import __version__, event_loop
+from vkpy import __version__, event_loop, node_set
 from vkpy import log as vklog
 from vkpy.api.config import AUTHORIZATION_MODES, ConnectionLimits
 from vkpy.api.tls_options import TLSOptionsError, tls_options
 from vkpy.kube.client import ClientOptions
+from vkpy.node.leader import ElectionSettings
 from vkpy.node.node_status import NodeSettings, Taint
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.providers import registry
@@ -72,7 +75,21 @@ def parser() -> argparse.ArgumentParser:
         os.environ.get("KUBECONFIG"),
     )
     _option(p, "--context", "kubeconfig context")
-    _option(p, "--node-name", "name of the Node", "vkpy")
+    _option(p, "--node-name", "name of the Node (with --nodes: the names' prefix)", "vkpy")
+    _option(
+        p,
+        "--nodes",
+        "serve this many nodes from one process, named <node-name>-<i> (default 0: one "
+        "node named --node-name)",
+        "0",
+        type=int,
+    )
+    _option(
+        p,
+        "--node-set",
+        "a YAML file listing the nodes to serve: groups of a count and name pattern, or "
+        "names, each with labels, taints, capacity and provider_config (see vkpy/node_set.py)",
+    )
     _option(
         p,
         "--provider",
@@ -171,6 +188,15 @@ def parser() -> argparse.ArgumentParser:
         "0",
         type=int,
     )
+    _option(
+        p,
+        "--health-port",
+        "plain-HTTP port of /healthz (liveness) and /readyz (readiness) for the pod's "
+        "probes; every replica answers (default 0: off)",
+        "0",
+        type=int,
+    )
+    _option(p, "--health-bind-address", "address of --health-port", "0.0.0.0")
     _option(p, "--pod-sync-workers", "pods reconciled at once (default 50)", "50", type=int)
     _option(
         p,
@@ -193,6 +219,56 @@ def parser() -> argparse.ArgumentParser:
         "--node-status-interval",
         "seconds between node status heartbeats when nothing changed",
         "60",
+        type=float,
+    )
+    election = p.add_argument_group(
+        "leader election",
+        "run several replicas for one node: one leads (runs the node and serves the "
+        "kubelet API), the others wait and take over when it goes",
+    )
+    _option(
+        election,
+        "--leader-elect",
+        "elect a leader among the replicas with a Lease (default false)",
+        "false",
+        nargs="?",
+        const="true",
+        type=_flag_bool,
+    )
+    _option(
+        election,
+        "--leader-elect-resource-namespace",
+        "namespace of the leader Lease",
+        "kube-node-lease",
+    )
+    _option(
+        election, "--leader-elect-resource-name", "name of the leader Lease (default vkpy-<node>)"
+    )
+    _option(
+        election,
+        "--leader-elect-identity",
+        "this replica's name in the Lease (default: host name and a random suffix)",
+    )
+    _option(
+        election,
+        "--leader-elect-lease-duration",
+        "seconds a standby waits after the leader's last renewal (default 15)",
+        "15",
+        type=float,
+    )
+    _option(
+        election,
+        "--leader-elect-renew-deadline",
+        "seconds the leader keeps writing after its last renewal; less than the lease "
+        "duration (default 10)",
+        "10",
+        type=float,
+    )
+    _option(
+        election,
+        "--leader-elect-retry-period",
+        "seconds between tries to acquire or renew the Lease (default 2)",
+        "2",
         type=float,
     )
     _option(
@@ -308,6 +384,23 @@ def _kubeconfig_exists(value: str) -> bool:
     return any(Path(part).expanduser().is_file() for part in value.split(os.pathsep) if part)
 
 
+def _election(args: argparse.Namespace) -> ElectionSettings | None:
+    if not args.leader_elect:
+        return None
+    identity = args.leader_elect_identity or f"{socket.gethostname()}_{secrets.token_hex(4)}"
+    try:
+        return ElectionSettings(
+            namespace=args.leader_elect_resource_namespace,
+            name=args.leader_elect_resource_name or f"vkpy-{args.node_name}",
+            identity=identity,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        )
+    except ValueError as error:
+        raise UsageError(f"--leader-elect-*: {error}") from error
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     if not args.state_dir:
         args.state_dir = default_state_dir(args.node_name)
@@ -323,6 +416,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise UsageError(f"--port {args.port} is not a port number")
     if args.node_lease_duration < 4:
         raise UsageError("--node-lease-duration must be at least 4 seconds")
+    if not 0 <= args.health_port < 65536:
+        raise UsageError(f"--health-port {args.health_port} is not a port number")
     if args.pod_sync_workers < 1:
         raise UsageError("--pod-sync-workers must be at least 1")
     node_ip = args.node_ip or ""  # "": found once the API client is loaded (runner)
@@ -339,18 +434,55 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         status_interval=args.node_status_interval,
         check_interval=min(10.0, args.node_status_interval),
     )
+    pods = PodControllerSettings(
+        node_name=args.node_name, host_ip=node_ip, workers=args.pod_sync_workers
+    )
+    provider_config = _read_provider_config(args.provider_config)
+    if args.leader_elect and (args.nodes or args.node_set):
+        raise UsageError(
+            "--leader-elect serves one node; it cannot be combined with --nodes or --node-set"
+        )
     return Settings(
         kube=ClientOptions(kubeconfig=args.kubeconfig, context=args.context),
         node=node,
-        pods=PodControllerSettings(
-            node_name=args.node_name, host_ip=node_ip, workers=args.pod_sync_workers
-        ),
+        pods=pods,
+        node_set=_node_set(args, node, pods, provider_config),
         api=_api_settings(args),
         provider=args.provider,
-        provider_config=_read_provider_config(args.provider_config),
+        provider_config=provider_config,
         state_dir=args.state_dir,
         startup_timeout=args.startup_timeout,
+        election=_election(args),
+        health_port=args.health_port,
+        health_bind_address=args.health_bind_address,
     )
+
+
+def _node_set(
+    args: argparse.Namespace,
+    node: NodeSettings,
+    pods: PodControllerSettings,
+    provider_config: dict[str, object],
+) -> tuple[node_set.Member, ...]:
+    if args.nodes < 0:
+        raise UsageError("--nodes must be 0 or more")
+    if args.nodes and args.node_set:
+        raise UsageError("give --nodes or --node-set, not both")
+    if args.nodes:
+        groups: list[object] = [{"count": args.nodes}]
+    elif args.node_set:
+        try:
+            groups = node_set.from_file(yaml.safe_load(Path(args.node_set).read_text()))
+        except OSError as error:
+            raise UsageError(f"cannot read --node-set {args.node_set}: {error.strerror}") from error
+        except (yaml.YAMLError, node_set.NodeSetError) as error:
+            raise UsageError(f"--node-set {args.node_set}: {error}") from error
+    else:
+        return ()
+    try:
+        return node_set.members(node, pods, provider_config, groups)
+    except node_set.NodeSetError as error:
+        raise UsageError(f"node set: {error}") from error
 
 
 def main(argv: Sequence[str] | None = None) -> int:

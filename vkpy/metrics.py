@@ -31,7 +31,8 @@ POD_QUEUE_DEPTH = Gauge(
 )
 PODS = Gauge(
     "vkpy_pods",
-    "Pods bound to this node that vkpy tracks.",
+    "Pods bound to this process's nodes that vkpy tracks (counted up and down as the "
+    "watch reports them, never by walking them all).",
 )
 WATCH_RESTARTS = Counter(
     "vkpy_watch_restarts_total",

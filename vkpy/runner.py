@@ -10,7 +10,10 @@ tasks (`RunsTasks`) run here too, under the TaskSupervisor, which restarts them 
 back-off and turns the node NotReady while they keep failing.
 SIGTERM and SIGINT stop everything gracefully: tasks are cancelled, queued Events
 flushed, the backend and the API client closed. Pods keep running in the backend,
-to be adopted next time.
+to be adopted next time. With `--leader-elect` the node's work runs only while this
+replica holds the leader Lease (vkpy.node.leader), through an API client whose writes
+are fenced by it; losing the Lease ends the process (status 1) so that it starts
+again as a standby, and stopping releases the Lease so a standby takes over at once.
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ from collections.abc import Coroutine
 from dataclasses import replace
 
 from vkpy.api import ApiDependencies, KubeletServer, ListenError
+from vkpy.api.health import HealthServer
+from vkpy.fleet import Fleet
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.node_address import node_address_towards
 from vkpy.node.backend_events import forward_backend_events
 from vkpy.node.background import TaskSupervisor
+from vkpy.node.leader import LeaderElector, LeadershipLost
 from vkpy.node.lease import LeaseKeeper
 from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
@@ -143,6 +149,14 @@ def with_node_address(settings: Settings, server: str) -> Settings:
         settings,
         node=replace(settings.node, internal_ip=address),
         pods=replace(settings.pods, host_ip=address),
+        node_set=tuple(
+            replace(
+                m,
+                node=replace(m.node, internal_ip=m.node.internal_ip or address),
+                pods=replace(m.pods, host_ip=m.pods.host_ip or address),
+            )
+            for m in settings.node_set
+        ),
     )
 
 
@@ -155,6 +169,8 @@ async def run(settings: Settings) -> int:
         return 2
     try:
         settings = with_node_address(settings, client.host)
+        if settings.node_set:
+            return await _serve_set(settings, client)
         try:
             provider = registry.create(
                 settings.provider,
@@ -163,6 +179,7 @@ async def run(settings: Settings) -> int:
                     node_name=settings.node.name,
                     state_dir=settings.state_dir,
                     internal_ip=settings.node.internal_ip,
+                    operating_system=settings.node.operating_system,
                 ),
             )
         except registry.ProviderConfigError as error:
@@ -182,20 +199,86 @@ async def run(settings: Settings) -> int:
         await client.close()
 
 
-async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> int:
+class Probes:
+    """The checks behind --health-port (vkpy.api.health): what this replica is doing now."""
+
+    def __init__(self, settings: Settings, elector: LeaderElector | None) -> None:
+        self._settings = settings
+        self._elector = elector
+        self.node: Node | None = None
+        """The node this replica runs, once it leads (always, without leader election)."""
+        self._started = time.monotonic()
+
+    def _stuck_after(self) -> float:
+        return max(60.0, 6 * self._settings.node.check_interval)
+
+    def loops(self) -> str | None:
+        """Liveness: the loop in charge (node status, or the Lease tries) keeps turning."""
+        now = time.monotonic()
+        if self.node is not None:
+            last = self.node.node.last_loop_at
+            if last is not None and now - last > self._stuck_after():
+                return f"the node status loop has not turned for {now - last:.0f} s"
+            return None
+        if self._elector is not None:
+            last = self._elector.last_try_at
+            election = self._settings.election
+            limit = max(60.0, 10 * (election.retry_period if election else 2.0))
+            if now - (last if last is not None else self._started) > limit:
+                return "the leader election loop has not turned"
+        return None
+
+    def api(self) -> str | None:
+        """Readiness: the API server answers, and a leading replica's node is registered."""
+        if self.node is not None:
+            if not self.node.node.registered.is_set():
+                return "the node is not registered yet"
+            return self.node.node.api_error
+        if self._elector is not None:
+            return self._elector.last_error
+        return "starting"
+
+
+async def _lead(settings: Settings, client: KubeClient, provider: Provider, probes: Probes) -> None:
+    """Run the node: start the backend, then every controller, until cancelled."""
+    node = Node(settings, client, provider)
+    probes.node = node
+    try:
+        await provider.start()
+        node.tasks.add_from(provider)
+        await node.run()
+    finally:
+        await node.events.flush(2.0)
+        await provider.close()
+
+
+async def _serve_set(settings: Settings, client: KubeClient) -> int:
+    """Serve a node set (vkpy.fleet) until a signal; the process exit status."""
+    try:
+        fleet = Fleet(settings, client)
+    except registry.ProviderConfigError as error:
+        log.error("invalid provider configuration", extra={"error": str(error)})
+        return 2
+    try:
+        version = await wait_for_api(client, settings.startup_timeout)
+    except ApiError as error:
+        log.error("cannot reach the API server", extra={"error": str(error)})
+        return 1
+    log.info(
+        "connected",
+        extra={"server": client.host, "version": version, "nodes": len(fleet.nodes)},
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    node = Node(settings, client, provider)
-    await provider.start()
-    node.tasks.add_from(provider)
-    task = asyncio.create_task(node.run(), name="node")
+    await fleet.start_backends()
+    task = asyncio.create_task(fleet.run(), name="fleet")
     stopper = asyncio.create_task(stop.wait(), name="signals")
     try:
         await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
-            log.info("stopping", extra={"node": settings.node.name})
+            log.info("stopping", extra={"nodes": len(fleet.nodes)})
             task.cancel()
         try:
             await task
@@ -208,6 +291,69 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
         stopper.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await node.events.flush(2.0)
-        await provider.close()
+        await fleet.events.flush(2.0)
+        await fleet.close_backends()
+        log.info("stopped", extra={"nodes": len(fleet.nodes)})
+
+
+async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    elector = None if settings.election is None else LeaderElector(client, settings.election)
+    probes = Probes(settings, elector)
+    health = None
+    if settings.health_port:
+        health = HealthServer(
+            settings.health_bind_address,
+            settings.health_port,
+            live={"loops": probes.loops},
+            ready={"api": probes.api},
+        )
+        try:
+            await health.start()
+        except OSError as error:
+            log.error(
+                "cannot listen on --health-port",
+                extra={"port": settings.health_port, "error": str(error)},
+            )
+            return 1
+    if elector is None or settings.election is None:
+        work = _lead(settings, client, provider, probes)
+    else:
+        fenced = client.fenced(elector.write_budget)
+        log.info(
+            "waiting to lead",
+            extra={"node": settings.node.name, "identity": settings.election.identity},
+        )
+        work = elector.run(lambda: _lead(settings, fenced, provider, probes))
+    task = asyncio.create_task(work, name="node")
+    stopper = asyncio.create_task(stop.wait(), name="signals")
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            log.info("stopping", extra={"node": settings.node.name})
+            task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return 0
+        except LeadershipLost as error:
+            log.error(
+                "leadership lost: exiting so that this replica starts again as a standby",
+                extra={"error": str(error)},
+            )
+            return 1
+        except BaseExceptionGroup:
+            return 1
+        return 1
+    finally:
+        stopper.cancel()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if elector is not None:
+            await elector.release()
+        if health is not None:
+            await health.close()
         log.info("stopped", extra={"node": settings.node.name})

@@ -1,9 +1,10 @@
 """An in-memory API server for controller unit tests, with faults on demand.
 
 It keeps objects by path with resourceVersions, answers list and watch of pods by
-node, status patches (strategic merge of conditions by type, UID precondition),
-deletes with preconditions, Events, Leases, Nodes and TokenRequests, records every
-request, and fails the requests a test scripts with `fail`.
+node (`spec.nodeName=x` or `!=x`), status patches (strategic merge of conditions by
+type, UID precondition), deletes with preconditions, Events, Leases, Nodes and
+TokenRequests, records every request, and fails the requests a test scripts with
+`fail`.
 """
 
 from __future__ import annotations
@@ -192,11 +193,18 @@ class FakeKube:
     async def get(self, path: str, query: Any = None) -> Obj:
         self._check("GET", path, None)
         if path == "/api/v1/pods":
-            node = str((query or {}).get("fieldSelector", "")).removeprefix("spec.nodeName=")
+            selector = str((query or {}).get("fieldSelector", ""))
+            field, negated, node = selector.partition("!=")
+            if not negated:
+                field, _, node = selector.partition("=")
+            assert field == "spec.nodeName", f"the fake filters pods by node only: {selector}"
+
+            def wanted(o: Obj) -> bool:
+                bound = (o.get("spec") or {}).get("nodeName") or ""
+                return bound != node if negated else bound == node
+
             items = [
-                copy.deepcopy(o)
-                for p, o in self.objects.items()
-                if POD_PATH.match(p) and (o.get("spec") or {}).get("nodeName") == node
+                copy.deepcopy(o) for p, o in self.objects.items() if POD_PATH.match(p) and wanted(o)
             ]
             return {
                 "kind": "PodList",

@@ -119,3 +119,10 @@ class ApiDependencies:
     """The cluster CA (PEM) used when no client CA file is configured."""
     running_pods: Callable[[], Awaitable[list[KubeObject]]] | None = None
     """The pods the backend runs, shaped for /runningpods/ (None: derived from `pods`)."""
+    provider_for: Callable[[KubeObject], Provider] | None = None
+    """The backend running a given pod, when one listener serves many nodes each with
+    its own (None: `provider` runs every pod)."""
+
+    def backend(self, pod: KubeObject) -> Provider:
+        """The backend that runs `pod` (found with `find_pod`)."""
+        return self.provider if self.provider_for is None else self.provider_for(pod)

@@ -171,7 +171,7 @@ async def container_logs(request: web.Request) -> web.StreamResponse:
         return plain(404, f'pod "{pod_name}" does not exist')
     if not _has_container(pod, container):
         return plain(404, f'container "{container}" not found in pod "{pod_name}"')
-    provider = deps.provider
+    provider = deps.backend(pod)
     if not isinstance(provider, LogsProvider):
         return plain(501, f"the {provider.name} backend does not provide container logs")
     ref = PodRef(namespace, pod_name, str(meta(pod).get("uid", "")))

@@ -59,7 +59,7 @@ async def port_forward_handler(request: web.Request) -> web.StreamResponse:
     target = find_target(request)
     if isinstance(target, web.Response):
         return target
-    provider = request.app[DEPS].provider
+    provider = request.app[DEPS].backend(target.pod)
     if is_websocket_upgrade(request):
         return await _serve_websocket(request, provider, target)
     offered = request.headers.getall(HEADER_PROTOCOL_VERSION, ())

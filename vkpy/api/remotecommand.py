@@ -103,7 +103,7 @@ async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
     problem = _command_problem(command)
     if problem:
         return plain(400, f"invalid command: {problem}")
-    call = _Call(kind, request.app[DEPS].provider, target, container, command, options)
+    call = _Call(kind, request.app[DEPS].backend(target.pod), target, container, command, options)
     if is_websocket_upgrade(request):
         return await _serve_websocket(request, call)
     offered = request.headers.getall(HEADER_PROTOCOL_VERSION, ())

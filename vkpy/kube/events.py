@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import time
 from collections import OrderedDict
@@ -55,6 +56,7 @@ class _Pending:
     type: str
     reason: str
     message: str
+    host: str
 
 
 class TokenBucket:
@@ -105,9 +107,19 @@ class EventRecorder:
     def emit(self, involved: InvolvedObject, event_type: str, reason: str, message: str) -> None:
         """Queue an event; never blocks, drops (and counts) when the queue is full."""
         try:
-            self._queue.put_nowait(_Pending(involved, event_type, reason, message[:1024]))
+            self._queue.put_nowait(
+                _Pending(involved, event_type, reason, message[:1024], self._host)
+            )
         except asyncio.QueueFull:
             metrics.EVENTS.labels("dropped").inc()
+
+    def for_host(self, host: str) -> EventRecorder:
+        """A recorder for another node of this process that shares this one's queue,
+        rate limit, aggregation and sender (only this one's `run` sends): many nodes,
+        one recorder, each Event still naming the node it is about."""
+        view = copy.copy(self)
+        view._host = host
+        return view
 
     async def run(self) -> None:
         while True:
@@ -161,9 +173,9 @@ class EventRecorder:
             "reason": pending.reason,
             "message": pending.message,
             "type": pending.type,
-            "source": {"component": self._component, "host": self._host},
+            "source": {"component": self._component, "host": pending.host},
             "reportingComponent": self._component,
-            "reportingInstance": self._host,
+            "reportingInstance": pending.host,
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -36,25 +37,31 @@ class LeaseKeeper:
         duration: int = 40,
         renew_interval: float = 10.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        spread: bool = False,
     ) -> None:
+        """`spread`: after the first renewal, wait a random part of the interval once, so
+        the Leases of many nodes in one process are renewed evenly over the interval."""
         self._client = client
         self._name = node_name
         self._node_uid = node_uid
         self._duration = duration
         self._interval = renew_interval
         self._sleep = sleep
+        self._spread = spread
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{node_name}"
         self._lease: KubeObject | None = None
         self.renewals = 0
 
     async def run(self) -> None:
+        offset = random.uniform(0, self._interval) if self._spread else 0.0
         while True:
             try:
                 await self.renew()
             except ApiError as error:
                 log.warning("lease renewal failed", extra={"node": self._name, "error": str(error)})
                 self._lease = None
-            await self._sleep(self._interval)
+            await self._sleep(self._interval + offset)
+            offset = 0.0
 
     def _desired(self, base: KubeObject | None) -> KubeObject:
         lease: KubeObject = {

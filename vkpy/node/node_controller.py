@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -58,15 +59,30 @@ class NodeController:
         self._conditions: list[KubeObject] = []
         self.registered = asyncio.Event()
         self.uid = ""
+        self.last_loop_at: float | None = None
+        """When the status loop last turned (monotonic), for the liveness probe."""
+        self.api_error: str | None = None
+        """Why the last status write failed (None: it worked), for the readiness probe."""
 
     async def run(self) -> None:
         await self.register()
+        await self.keep()
+
+    async def keep(self) -> None:
+        """After `register`: check the backend and keep the status true, until cancelled."""
+        if self._settings.spread:  # many nodes: each at its own point of the period
+            self._last_sent_at -= random.uniform(0, self._settings.status_interval)
+            await self._clock.sleep(random.uniform(0, self._settings.check_interval))
+        self.last_loop_at = self._clock.monotonic()
         while True:
             await self._clock.sleep(self._settings.check_interval)
             try:
                 await self.sync()
+                self.api_error = None
             except ApiError as error:
+                self.api_error = str(error)
                 log.warning("node status update failed", extra={"error": str(error)})
+            self.last_loop_at = self._clock.monotonic()
 
     async def _health(self) -> Health:
         try:

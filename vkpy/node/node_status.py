@@ -62,6 +62,12 @@ class NodeSettings:
     """How often the backend is pinged."""
     lease_duration: int = 40
     lease_renew_interval: float = 10.0
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    """Resources this node reports instead of the backend's (capacity and allocatable),
+    by name; the rest stay the backend's (a node set gives each node its own)."""
+    spread: bool = False
+    """Start the lease and status loops at a random point of their period, so many
+    nodes of one process do not all write in the same instant."""
 
 
 @dataclass(frozen=True)
@@ -124,8 +130,8 @@ def node_status(
     previous: list[KubeObject] | None = None,
 ) -> KubeObject:
     return {
-        "capacity": dict(resources.capacity),
-        "allocatable": dict(resources.allocatable),
+        "capacity": {**resources.capacity, **settings.capacity},
+        "allocatable": {**resources.allocatable, **settings.capacity},
         "conditions": conditions(health, now, previous or []),
         "addresses": [
             {"type": "InternalIP", "address": settings.internal_ip},

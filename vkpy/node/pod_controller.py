@@ -28,6 +28,7 @@ from vkpy.node.pod_reporting import PodReporter
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.node.polling import pushing
 from vkpy.node.running_pods import running_pods
+from vkpy.node.shared_pod_watch import SharedPodWatch
 from vkpy.node.volumes import VolumeSource
 from vkpy.objects import KubeObject, meta
 from vkpy.providers.base import PodRef, Provider
@@ -49,28 +50,36 @@ class PodController:
         objects: VolumeSource,
         settings: PodControllerSettings,
         clock: Clock = SYSTEM_CLOCK,
+        shared_watch: SharedPodWatch | None = None,
     ) -> None:
+        """`shared_watch`: the process's one pod watch for many nodes (this controller
+        attaches to it and does not watch on its own; whoever made it runs it)."""
         self._provider = provider
         self._clock = clock
         self._records: dict[str, PodRecord] = {}
         self._names: dict[tuple[str, str], dict[str, None]] = {}
         """(namespace, name) -> the UIDs of records with that name (usually one), so
         the kubelet API finds a pod without walking every record."""
-        self._live = 0
-        """Records whose pod the API server has (the `vkpy_pods` gauge), kept as a count
-        so an event costs the same with 10 pods as with 10,000."""
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
         self._life = PodLife(
             client, provider, report, objects, self._queue, settings, clock, self._ephemeral
         )
-        self._watcher = Watcher(
-            client,
-            WatchOptions(path="/api/v1/pods", field_selector=f"spec.nodeName={settings.node_name}"),
-            self,
-            sleep=clock.sleep,
-        )
+        self._watcher: Watcher | None = None
+        if shared_watch is None:
+            self._watcher = Watcher(
+                client,
+                WatchOptions(
+                    path="/api/v1/pods", field_selector=f"spec.nodeName={settings.node_name}"
+                ),
+                self,
+                sleep=clock.sleep,
+            )
+            self._synced = self._watcher.synced
+        else:
+            shared_watch.attach(settings.node_name, self)
+            self._synced = shared_watch.synced
         self._status, self._poller = pushing(
             provider, settings.poll_interval, clock, self._in_backend
         )
@@ -97,11 +106,12 @@ class PodController:
         record = self._records.get(uid)
         if record is None:
             self._remember(PodRecord(ref=pod_ref(pod), pod=pod))
-            self._live += 1
+            metrics.PODS.inc()
             self._wake(uid)
         elif record.pod is None or newer(pod, record.pod):
             relevant = needs_sync(record, pod)
-            self._live += record.pod is None
+            if record.pod is None:
+                metrics.PODS.inc()
             record.pod = pod
             if relevant:
                 self._wake(uid)
@@ -110,7 +120,7 @@ class PodController:
         record = self._records.get(uid)
         if record is not None and record.pod is not None:
             record.pod = None
-            self._live -= 1
+            metrics.PODS.dec()
             self._wake(uid)
 
     def _remember(self, record: PodRecord) -> PodRecord:
@@ -133,24 +143,20 @@ class PodController:
             self._gone(uid)
         for pod in items:
             self._seen(pod)
-        self._count()
 
     def apply(self, event_type: str, obj: KubeObject) -> None:
         if event_type == "DELETED":
             self._gone(str(meta(obj).get("uid")))
         else:
             self._seen(obj)
-        self._count()
-
-    def _count(self) -> None:
-        metrics.PODS.set(self._live)
 
     # --- the loop -----------------------------------------------------------------
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._watcher.run(), name="pod-watch")
-            await self._watcher.synced.wait()
+            if self._watcher is not None:
+                group.create_task(self._watcher.run(), name="pod-watch")
+            await self._synced.wait()
             await self._adopt()
             self.ready.set()
             for uid in list(self._records):

@@ -38,6 +38,7 @@ from vkpy.providers.base import (
     PodRef,
     PodState,
     Provider,
+    ReadsPullSecrets,
     ReadsVolumeFiles,
     RefreshesVolumes,
 )
@@ -145,6 +146,7 @@ class PodLife:
             self._settings.host_ip,
             allocatable,
             with_volume_files=isinstance(self._provider, ReadsVolumeFiles),
+            with_pull_secrets=isinstance(self._provider, ReadsPullSecrets),
         )
         due = None
         if tokens.refresh_at is not None and isinstance(self._provider, RefreshesVolumes):

@@ -116,7 +116,8 @@ def check_container(container: ContainerConfig, volumes: set[str]) -> None:
         raise InvalidInputError(
             f"{what} has no command: the process backend runs a container's command and "
             f"args as a process on the host and cannot run the entrypoint of image "
-            f"{container.image!r} (images are not pulled); set command",
+            f"{container.image!r} (images are not pulled); set command, or map the image "
+            "to a host program with the `images` setting",
             reason="NoCommand",
         )
     if container.working_dir:

@@ -1,0 +1,108 @@
+"""Many nodes from one process against the real control plane (issue 17): `--nodes 50`
+registers 50 Ready nodes with their Leases, runs pods bound to any of them through one
+pod watch, serves `kubectl logs` for a pod of any node from its one listener, and
+deletes each pod with exactly one DELETE."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+
+from tests.integration.agent import Kube, free_port, sim_pod, wait_for
+from tests.integration.conftest import StartAgent
+from vkpy.devcluster import ClusterAccess
+
+NODES = 50
+
+
+def agent_counts(metrics_port: int, name: str) -> dict[str, float]:
+    """Every sample of one metric of the agent, by its label text."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as got:
+        text = got.read().decode()
+    return {
+        labels: float(value)
+        for labels, value in re.findall(rf"^{re.escape(name)}\{{(.*)\}} (\S+)$", text, re.M)
+    }
+
+
+def ready_nodes(kube: Kube, selector: str) -> list[str]:
+    nodes = json.loads(kube.kubectl("get", "nodes", "-l", selector, "-o", "json"))["items"]
+    return sorted(
+        n["metadata"]["name"]
+        for n in nodes
+        if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in n["status"].get("conditions", [])
+        )
+    )
+
+
+def test_fifty_nodes_from_one_process(
+    cluster: ClusterAccess, kube: Kube, start_agent: StartAgent
+) -> None:
+    metrics_port = free_port()
+    agent = start_agent(
+        args=[
+            f"--nodes={NODES}",
+            "--label=vkpy.io/test-set=yes",
+            f"--metrics-port={metrics_port}",
+            "--log-level=info",
+        ]
+    )
+    prefix = agent.node_name
+    selector = f"kubernetes.io/hostname in ({','.join(f'{prefix}-{i}' for i in range(NODES))})"
+    names = sorted(f"{prefix}-{i}" for i in range(NODES))
+    try:
+        wait_for(
+            f"{NODES} Ready nodes",
+            lambda: ready_nodes(kube, selector) == names,
+            timeout=180,
+            interval=1,
+        )
+        leases = json.loads(kube.kubectl("get", "leases", "-n", "kube-node-lease", "-o", "json"))[
+            "items"
+        ]
+        held = {lease["spec"]["holderIdentity"] for lease in leases}
+        assert set(names) <= held
+        node = kube.get("node", names[7], namespaced=False)
+        assert node is not None
+        assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == agent.port
+        assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
+
+        pods = {f"p{i}": names[(i * 7) % NODES] for i in range(10)}
+        for pod, on in pods.items():
+            kube.create(sim_pod(pod, on))
+        wait_for(
+            "every pod Running",
+            lambda: all(kube.phase(p) == "Running" for p in pods),
+            timeout=120,
+            interval=1,
+        )
+        for pod, on in pods.items():
+            obj = kube.get("pod", pod)
+            assert obj is not None
+            assert obj["spec"]["nodeName"] == on
+            assert obj["status"]["hostIP"] == "127.0.0.1"
+        # one listener for all nodes: the pod's own node's backend answers
+        some = "p3"
+        text = wait_for(
+            "logs of a pod on another node",
+            lambda: kube.kubectl("logs", "-n", kube.namespace, some, check=False),
+            timeout=30,
+        )
+        assert text.strip()
+
+        watches = agent_counts(metrics_port, "vkpy_api_requests_total")
+        assert watches.get('code="started",method="WATCH"') == 1, watches
+
+        kube.kubectl("delete", "pods", "-n", kube.namespace, "--all", "--wait=true")
+        deletes = {
+            k: v
+            for k, v in agent_counts(metrics_port, "vkpy_api_requests_total").items()
+            if 'method="DELETE"' in k
+        }
+        assert deletes == {'code="200",method="DELETE"': len(pods)}, deletes
+    finally:
+        agent.stop()
+        kube.kubectl("delete", "nodes", "-l", selector, "--wait=false", check=False)

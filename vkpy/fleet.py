@@ -1,0 +1,174 @@
+"""Wiring for a node set: many virtual nodes in one process sharing what can be shared.
+
+kwok shows one process can fake thousands of nodes; doing it with one vkpy per node
+would cost a Python interpreter, an API connection pool, a pod watch and a listener
+each. Here every node keeps its own controller, Lease, pod controller and backend
+(so each can have its own settings), and the nodes share one API client (one
+connection pool), ONE pod watch routed by spec.nodeName (vkpy.node.shared_pod_watch),
+one kubelet API listener that finds the pod's node and backend from the path, and
+one Event recorder. Registration goes a few nodes at a time, and the Lease and status
+loops start at random points of their periods, so 1000 nodes cost the API server
+what 1000 kubelets' defaults would (a Lease renewal per node every 10 s, a status
+write on change and every 5 minutes), spread evenly rather than in bursts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+
+from vkpy.api import ApiDependencies, KubeletServer
+from vkpy.kube.client import KubeClient
+from vkpy.kube.events import EventRecorder
+from vkpy.node.backend_events import forward_backend_events
+from vkpy.node.background import TaskSupervisor
+from vkpy.node.lease import LeaseKeeper
+from vkpy.node.node_controller import NodeController
+from vkpy.node.pod_config import ApiObjectSource
+from vkpy.node.pod_controller import PodController
+from vkpy.node.shared_pod_watch import SharedPodWatch
+from vkpy.node_set import Member
+from vkpy.objects import KubeObject, spec
+from vkpy.providers import registry
+from vkpy.providers.base import Provider
+from vkpy.settings import Settings
+
+log = logging.getLogger(__name__)
+
+REGISTERING_AT_ONCE = 16
+"""Nodes registering (create, first status, first Lease) at the same time."""
+
+
+@dataclass
+class FleetNode:
+    """One node of the set: its controllers and its backend."""
+
+    member: Member
+    provider: Provider
+    node: NodeController
+    lease: LeaseKeeper
+    pods: PodController
+    tasks: TaskSupervisor
+
+
+class Fleet:
+    """The nodes of a set, ready to `run` (their backends started by the caller)."""
+
+    def __init__(self, settings: Settings, client: KubeClient) -> None:
+        members = settings.node_set
+        first = members[0].node
+        self.events = EventRecorder(client, host=first.name)
+        self.watch = SharedPodWatch(client)
+        self.nodes: dict[str, FleetNode] = {}
+        objects = ApiObjectSource(client)
+        for member in members:
+            name = member.node.name
+            provider = registry.create(
+                settings.provider,
+                member.provider_config,
+                registry.ProviderContext(
+                    node_name=name,
+                    state_dir=str(Path(settings.state_dir) / "nodes" / name),
+                    internal_ip=member.node.internal_ip,
+                ),
+            )
+            events = self.events.for_host(name)
+            tasks = TaskSupervisor()
+            node = NodeController(client, provider, events, member.node, task_problem=tasks.problem)
+            lease = LeaseKeeper(
+                client,
+                name,
+                lambda node=node: node.uid,  # type: ignore[misc]
+                duration=member.node.lease_duration,
+                renew_interval=member.node.lease_renew_interval,
+                spread=True,
+            )
+            pods = PodController(
+                client, provider, events, objects, member.pods, shared_watch=self.watch
+            )
+            forward_backend_events(provider, events, pods.find)
+            self.nodes[name] = FleetNode(member, provider, node, lease, pods, tasks)
+        addresses = tuple(dict.fromkeys(a for a in (first.internal_ip,) if a)) or (first.name,)
+        self.api = KubeletServer(
+            settings.api,
+            ApiDependencies(
+                node_name=first.name,
+                addresses=addresses,
+                pods=self.all_pods,
+                find_pod=self.find,
+                provider=self.nodes[first.name].provider,
+                provider_for=self.provider_for,
+                client=client,
+                events=self.events,
+                default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
+            ),
+        )
+        self.registered = 0
+
+    # --- what the one listener reads ------------------------------------------------
+
+    def all_pods(self) -> list[KubeObject]:
+        return [pod for n in self.nodes.values() for pod in n.pods.pods()]
+
+    def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
+        for node in self.nodes.values():
+            found = node.pods.find(namespace, name, uid)
+            if found is not None:
+                return found
+        return None
+
+    def provider_for(self, pod: KubeObject) -> Provider:
+        node = self.nodes.get(str(spec(pod).get("nodeName") or ""))
+        if node is None:  # find() only returns pods of our nodes
+            raise LookupError(f"no node of this process runs {spec(pod).get('nodeName')}")
+        return node.provider
+
+    # --- running --------------------------------------------------------------------
+
+    async def start_backends(self) -> None:
+        for node in self.nodes.values():
+            await node.provider.start()
+            node.tasks.add_from(node.provider)
+
+    async def close_backends(self) -> None:
+        for node in self.nodes.values():
+            await node.provider.close()
+
+    async def run(self) -> None:
+        gate = asyncio.Semaphore(REGISTERING_AT_ONCE)
+        async with asyncio.TaskGroup() as group:
+
+            def start(name: str, coro: Coroutine[object, object, None]) -> None:
+                group.create_task(_logged(name, coro), name=name)
+
+            start("events", self.events.run())
+            start("kubelet-api", self.api.run())
+            start("pod-watch", self.watch.run())
+            for name, node in self.nodes.items():
+                start(f"node/{name}", self._run_node(node, gate))
+
+    async def _run_node(self, n: FleetNode, gate: asyncio.Semaphore) -> None:
+        async with gate:
+            await n.node.register()
+        self.registered += 1
+        if self.registered == len(self.nodes):
+            log.info("all nodes registered", extra={"nodes": self.registered})
+        async with asyncio.TaskGroup() as group:
+            group.create_task(n.node.keep(), name="node")
+            group.create_task(n.lease.run(), name="lease")
+            group.create_task(n.pods.run(), name="pods")
+            group.create_task(n.tasks.run(), name="backend-tasks")
+
+
+async def _logged(name: str, coro: Coroutine[object, object, None]) -> None:
+    try:
+        await coro
+        raise RuntimeError(f"task {name} ended")
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("task failed", extra={"task": name})
+        raise
