@@ -10,6 +10,7 @@ for root, privileges or identities outside the node's range.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -269,7 +270,8 @@ def test_kubectl_run_it_gets_a_prompt(
         terminal.send("\r")
         terminal.expect(r"[$#] $")
         terminal.send("echo $((6*7)); [ -t 0 ] && echo on-a-terminal\r")
-        assert "\r\n42\r\n" in terminal.expect(r"\non-a-terminal\r\n")
+        answer = terminal.expect(r"\non-a-terminal\r\n")
+        assert re.search(r"[\r\n]42\r\non-a-terminal\r\n", answer), answer
         terminal.send("exit\r")
         terminal.wait()
     finally:
