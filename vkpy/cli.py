@@ -25,6 +25,7 @@ from vkpy import log as vklog
 from vkpy.api.config import AUTHORIZATION_MODES, ConnectionLimits
 from vkpy.api.tls_options import TLSOptionsError, tls_options
 from vkpy.kube.client import ClientOptions
+from vkpy.node.admission import SysctlPolicy
 from vkpy.node.leader import ElectionSettings
 from vkpy.node.node_status import NodeSettings, Taint
 from vkpy.node.pod_settings import PodControllerSettings
@@ -106,6 +107,14 @@ def parser() -> argparse.ArgumentParser:
         "(default virtual-kubelet.io/provider=<provider>:NoSchedule)",
     )
     p.add_argument("--label", action="append", default=None, help="extra node label key=value")
+    _option(
+        p,
+        "--allowed-unsafe-sysctls",
+        "comma-separated unsafe sysctls or patterns ending in '*' (e.g. 'kernel.msg*,"
+        "net.core.somaxconn') that pods may set besides the safe ones; others are "
+        "rejected (SysctlForbidden)",
+        "",
+    )
     _option(p, "--node-ip", "address the API server dials (default: this host's towards it)")
     _option(p, "--listen-address", "kubelet API address", "0.0.0.0")
     _option(p, "--port", "kubelet API port (written to the Node)", "10250", type=int)
@@ -378,6 +387,15 @@ def _labels(values: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _unsafe_sysctls(value: str) -> tuple[str, ...]:
+    patterns = tuple(part.strip() for part in value.split(",") if part.strip())
+    try:
+        SysctlPolicy.from_patterns(patterns)
+    except ValueError as error:
+        raise UsageError(f"--allowed-unsafe-sysctls: {error}") from None
+    return patterns
+
+
 def _kubeconfig_exists(value: str) -> bool:
     """Whether a --kubeconfig (or KUBECONFIG, a ":"-separated list) names a file that
     exists; the API client's loader (the one reader) merges the ones that do."""
@@ -435,7 +453,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         check_interval=min(10.0, args.node_status_interval),
     )
     pods = PodControllerSettings(
-        node_name=args.node_name, host_ip=node_ip, workers=args.pod_sync_workers
+        node_name=args.node_name,
+        host_ip=node_ip,
+        workers=args.pod_sync_workers,
+        operating_system=args.os,
+        allowed_unsafe_sysctls=_unsafe_sysctls(args.allowed_unsafe_sysctls),
     )
     provider_config = _read_provider_config(args.provider_config)
     if args.leader_elect and (args.nodes or args.node_set):

@@ -121,6 +121,17 @@ def test_the_default_state_directory_is_per_node() -> None:
     assert cli.default_state_dir("vk-1").endswith("/vk-1")
 
 
+def test_allowed_unsafe_sysctls_and_the_os_reach_pod_admission(tmp_path: Path) -> None:
+    got = settings(
+        tmp_path, "--allowed-unsafe-sysctls", "kernel.msg*, net.core.somaxconn", "--os", "linux"
+    )
+    assert got.pods.allowed_unsafe_sysctls == ("kernel.msg*", "net.core.somaxconn")
+    assert got.pods.operating_system == "linux"
+    assert settings(tmp_path).pods.allowed_unsafe_sysctls == ()
+    with pytest.raises(cli.UsageError, match="not known to be namespaced"):
+        settings(tmp_path, "--allowed-unsafe-sysctls", "vm.swappiness")
+
+
 def test_leader_election_flags(tmp_path: Path) -> None:
     assert settings(tmp_path).election is None
     elected = settings(
