@@ -209,6 +209,13 @@ def parser() -> argparse.ArgumentParser:
     _option(p, "--pod-sync-workers", "pods reconciled at once (default 50)", "50", type=int)
     _option(
         p,
+        "--pod-deletion-cost",
+        "write controller.kubernetes.io/pod-deletion-cost=N on this node's ReplicaSet pods "
+        "that have none, so a scale-in removes them before others (N < 0); default: off",
+        type=int,
+    )
+    _option(
+        p,
         "--state-dir",
         "where backends keep state that outlives vkpy (default /var/lib/vkpy/<node-name> "
         "as root, else ~/.local/state/vkpy/<node-name>)",
@@ -456,6 +463,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         node_name=args.node_name,
         host_ip=node_ip,
         workers=args.pod_sync_workers,
+        deletion_cost=args.pod_deletion_cost,
         operating_system=args.os,
         allowed_unsafe_sysctls=_unsafe_sysctls(args.allowed_unsafe_sysctls),
     )
