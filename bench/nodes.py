@@ -126,9 +126,13 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         cpu = cpu_seconds(agent.pid) - cpu_before
         rss = rss_mib(agent.pid)
         peak = peak_rss_mib(agent.pid)
+    except BaseException:
+        print((workdir / "agent.log").read_text(errors="replace")[-5000:], file=sys.stderr)
+        raise
     finally:
-        agent.terminate()
-        await asyncio.wait_for(agent.wait(), timeout=60)
+        if agent.returncode is None:
+            agent.terminate()
+            await asyncio.wait_for(agent.wait(), timeout=60)
         if args.pods_per_node:
             await client.request(
                 "DELETE", f"/api/v1/namespaces/{namespace}", query={"gracePeriodSeconds": 0}
