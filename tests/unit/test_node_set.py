@@ -164,3 +164,9 @@ def test_the_example_node_set_parses(tmp_path: Path) -> None:
     assert Taint("dedicated", "big", "NoSchedule") in big.node.taints
     assert big.provider_config == {"start_seconds": 2}
     assert s.node_set[0].node.labels["topology.kubernetes.io/zone"] == "a"
+
+
+def test_the_api_pool_grows_with_the_node_set(tmp_path: Path) -> None:
+    assert parse(tmp_path, "--provider=sim").kube.max_connections == 64
+    assert parse(tmp_path, "--provider=sim", "--nodes=1000").kube.max_connections == 250
+    assert parse(tmp_path, "--provider=sim", "--nodes=5000").kube.max_connections == 256
