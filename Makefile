@@ -5,13 +5,14 @@ PY := $(VENV)/bin/python
 CLUSTER_DIR ?= .cluster
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv controlplane cluster cluster-down run test test-unit lint bench clean
+.PHONY: help venv controlplane cluster cluster-down run test test-unit lint bench conformance clean
 
 help:
 	@echo "make run          local control plane (or KUBECONFIG) + a virtual node"
 	@echo "make test         the whole test suite against a real control plane"
 	@echo "make lint         ruff, mypy --strict, import-linter"
 	@echo "make bench        benchmarks, figures into docs/benchmarks.md"
+	@echo "make conformance  Kubernetes' node conformance specs on a vkpy node (root, ~1 h), into docs/conformance.md"
 	@echo "make cluster      start the local control plane in $(CLUSTER_DIR)"
 	@echo "make cluster-down stop it"
 
@@ -42,8 +43,8 @@ test-unit: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check vkpy tests bench
-	$(VENV)/bin/ruff format --check vkpy tests bench
+	$(VENV)/bin/ruff check vkpy tests bench conformance
+	$(VENV)/bin/ruff format --check vkpy tests bench conformance
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
@@ -53,6 +54,10 @@ bench: venv controlplane
 	$(PY) bench/pods.py --pods $${PODS:-1000}
 	$(PY) bench/kubelet_api.py
 	$(PY) bench/exec.py
+
+# Not part of `make test`: builds e2e.test and runs a few hundred specs (about an hour).
+conformance: venv controlplane
+	$(PY) conformance/run.py --procs $${PROCS:-4} $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

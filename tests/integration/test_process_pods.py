@@ -405,7 +405,9 @@ def test_unrunnable_pods_get_a_reason_and_an_event(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:
     agent = start_process_agent()
-    no_command = process_pod("imageonly", agent.node_name, "")
+    no_command = process_pod(
+        "imageonly", agent.node_name, "", container={"image": "example.com/team/app:1.0"}
+    )
     del no_command["spec"]["containers"][0]["command"]
     kube.create(no_command)
     kube.create(
@@ -429,6 +431,7 @@ def test_unrunnable_pods_get_a_reason_and_an_event(
     image_only = wait_for("Failed", lambda: phase_is(kube, "imageonly", "Failed"))
     assert image_only["status"]["reason"] == "NoCommand"
     assert "has no command" in image_only["status"]["message"]
+    assert "`images` setting" in image_only["status"]["message"]
     waiting = status_of(image_only)["state"]["waiting"]
     assert waiting["reason"] == "ContainerCannotRun"
     claims = wait_for("Failed", lambda: phase_is(kube, "claims", "Failed"))

@@ -19,12 +19,14 @@ from vkpy.providers.errors import InvalidInputError
 from vkpy.providers.process.provider import ProcessProvider
 
 
-def debug(name: str, script: str | None, target: str | None = "app") -> ContainerConfig:
-    spec = {"name": name, "image": "busybox"}
+def debug(
+    name: str, script: str | None, target: str | None = "app", image: str = "busybox"
+) -> ContainerConfig:
+    spec = {"name": name, "image": image}
     if target:
         spec["targetContainerName"] = target
     command = ("sh", "-c", script) if script is not None else ()
-    return ContainerConfig(name, "busybox", command, (), env=(("OWN", "mine"),), spec=spec)
+    return ContainerConfig(name, image, command, (), env=(("OWN", "mine"),), spec=spec)
 
 
 def ephemeral(state: PodState, name: str) -> str:
@@ -69,7 +71,8 @@ async def test_debug_containers_that_cannot_run_are_refused(tmp_path: Path) -> N
         await provider.create_pod(pod(container("app", "sleep 60")))
         await until(provider, lambda s: s.phase == "Running")
         with pytest.raises(InvalidInputError, match="has no command"):
-            await provider.run_ephemeral_containers(REF, [debug("shell", None)])
+            unknown = debug("shell", None, image="example.com/team/tools:1")
+            await provider.run_ephemeral_containers(REF, [unknown])
         with pytest.raises(InvalidInputError, match='target container "web"'):
             await provider.run_ephemeral_containers(REF, [debug("dbg", "true", target="web")])
         untargeted = debug("solo", "pwd", target=None)

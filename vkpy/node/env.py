@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 
 from vkpy.node.config_objects import ConfigError, Kind, ObjectSource, key_value, lookup
 
@@ -75,7 +76,9 @@ def field_value(pod: KubeObject, path: str, host_ip: str) -> str:
 
 
 def resource_value(container: KubeObject, ref: KubeObject, allocatable: Mapping[str, str]) -> str:
-    """The downward API's resourceFieldRef value: a limit (or the node's allocatable)."""
+    """The downward API's resourceFieldRef value: a limit (or the node's allocatable),
+    divided by the divisor and rounded up. A divisor of 0 (what the API server stores
+    when none was given) means 1, as the kubelet reads it."""
     resource = str(ref.get("resource", ""))
     kind, _, name = resource.partition(".")
     section = (container.get("resources") or {}).get(kind) or {}
@@ -92,7 +95,7 @@ def resource_value(container: KubeObject, ref: KubeObject, allocatable: Mapping[
     except QuantityError as error:
         raise ConfigError(str(error)) from error
     if divisor == 0:
-        raise ConfigError(f"resourceFieldRef {resource!r} has a zero divisor")
+        divisor = Decimal(1)
     return str(math.ceil(value / divisor))
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.env import ConfigError, ObjectSource, expand, resolve_env
+from vkpy.node.pull_secrets import pull_credentials
 from vkpy.node.volumes import TokenGrant, VolumeSource, resolve_volumes, token_grant, token_request
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
@@ -107,11 +108,13 @@ async def build_pod_config(
     host_ip: str,
     allocatable: Mapping[str, str],
     with_volume_files: bool = True,
+    with_pull_secrets: bool = False,
 ) -> PodConfig:
     """The backend's view of `pod`; raises ConfigError for missing references.
 
     `with_volume_files` is False for backends that do not read volume files
-    (see `ReadsVolumeFiles`): their volumes are described, not fetched."""
+    (see `ReadsVolumeFiles`): their volumes are described, not fetched.
+    `with_pull_secrets` reads the pod's imagePullSecrets (see `ReadsPullSecrets`)."""
     s = spec(pod)
     inits = [
         await _container(pod, c, source, host_ip, allocatable)
@@ -126,4 +129,5 @@ async def build_pod_config(
         init_containers=tuple(inits),
         containers=tuple(containers),
         volumes=await resolve_volumes(pod, source, host_ip, allocatable, with_volume_files),
+        registry_credentials=await pull_credentials(pod, source) if with_pull_secrets else (),
     )

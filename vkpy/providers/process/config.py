@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
+from vkpy.providers.process.images import ImageSpec, parse_images
 from vkpy.quantity import QuantityError, parse_quantity
 
 MemoryEnforcement = Literal["auto", "cgroup", "watchdog", "none"]
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def host_capacity(directory: str) -> dict[str, str]:
@@ -155,6 +155,9 @@ class ProcessConfig:
     """Overrides of the node's capacity (default: this host's CPUs, memory, disk)."""
     python: str = sys.executable
     """Interpreter that runs the supervisors and the exec helper."""
+    images: tuple[tuple[str, ImageSpec | None], ...] = ()
+    """What runs on the host for an image (images.py): pattern -> entrypoint, cmd,
+    path, working_dir, env (null: no entry); before the shipped defaults."""
     state_dir: str = ""
     internal_ip: str = "127.0.0.1"
 
@@ -175,6 +178,7 @@ class ProcessConfig:
         if not isinstance(capacity, Mapping):
             raise ValueError("capacity must be a mapping")
         values["capacity"] = {str(k): str(v) for k, v in capacity.items()}
+        values["images"] = parse_images(values.get("images"))
         for name, value in values["capacity"].items():  # type: ignore[attr-defined]
             try:
                 parse_quantity(value)

@@ -65,8 +65,10 @@ class PodRuntime:
             for c in config.ephemeral_containers
         ]
         if self.inits:
-            for app in self.apps:
-                app.waiting = ("PodInitializing", None)
+            # The kubelet's word for a container of a pod with init containers that
+            # has not started yet (init containers included), until it runs.
+            for runner in (*self.inits, *self.apps):
+                runner.waiting = ("PodInitializing", None)
         self.init_failed = False
         self._task: asyncio.Task[None] | None = None
         self._sidecars: list[asyncio.Task[None]] = []
@@ -174,9 +176,6 @@ class PodRuntime:
                     self._changed()
                     await self._stop_sidecars()
                     return
-            for app in self.apps:
-                if app.waiting == ("PodInitializing", None):
-                    app.waiting = None
             self._changed()
             async with asyncio.TaskGroup() as group:
                 for app in self.apps:

@@ -49,11 +49,13 @@ from vkpy.providers.errors import (
 from vkpy.providers.process import cgroups
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
+from vkpy.providers.process.images import ImageTable
 from vkpy.providers.process.layout import PodDir, remove_tree
 from vkpy.providers.process.logs import read_logs
 from vkpy.providers.process.pod import PodRuntime
 from vkpy.providers.process.records import MemoryMode
 from vkpy.providers.process.runtime import Runtime
+from vkpy.providers.process.standins import default_rules
 from vkpy.providers.process.stats import Sampler
 from vkpy.providers.process.streams import attach, exec_command, forward_port, running_instance
 from vkpy.providers.process.validation import check_pod
@@ -88,6 +90,12 @@ class ProcessProvider:
         self._runtime: Runtime | None = None
         self._sampler = Sampler()
         self._capacity = config.node_capacity()
+        # The Python stand-ins run as the containers' user: vkpy's interpreter may sit
+        # where that user cannot reach it (a venv under /root), the host's python3 not.
+        own_user = resolve_run_as(config.run_as).uid is None
+        self._images = ImageTable(
+            config.images, default_rules(config.python if own_user else "python3")
+        )
 
     # --- the backend --------------------------------------------------------------------
 
@@ -208,6 +216,7 @@ class ProcessProvider:
         runtime = self._runtime_or_fail()
         if pod.ref.uid in self._pods:
             return
+        pod = self._images.resolve_pod(pod)
         check_pod(pod, self._config.host_path_prefixes)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
         try:
@@ -223,7 +232,7 @@ class ProcessProvider:
         self._notify(pod.ref)
 
     async def update_pod(self, pod: PodConfig) -> None:
-        await self._pod(pod.ref).update(pod)
+        await self._pod(pod.ref).update(self._images.resolve_pod(pod))
 
     async def delete_pod(self, ref: PodRef, grace_period: float) -> None:
         pod = self._pods.get(ref.uid)
@@ -245,7 +254,7 @@ class ProcessProvider:
     async def run_ephemeral_containers(
         self, ref: PodRef, containers: Sequence[ContainerConfig]
     ) -> None:
-        await self._pod(ref).add_ephemeral(containers)
+        await self._pod(ref).add_ephemeral([self._images.resolve(c) for c in containers])
 
     async def refresh_volumes(self, pod: PodConfig) -> None:
         await self._pod(pod.ref).refresh_volumes(pod)
@@ -268,8 +277,11 @@ class ProcessProvider:
     async def exec_in_container(
         self, ref: PodRef, container: str, command: Sequence[str], io: StreamIO
     ) -> int:
-        instance = running_instance(self._pod(ref).container(container), container)
-        return await exec_command(self._config.python, instance, command, io)
+        runner = self._pod(ref).container(container)
+        instance = running_instance(runner, container)
+        assert runner is not None
+        argv = self._images.command(runner.config, command)
+        return await exec_command(self._config.python, instance, argv, io)
 
     async def attach_to_container(self, ref: PodRef, container: str, io: StreamIO) -> int | None:
         runner = self._pod(ref).container(container)

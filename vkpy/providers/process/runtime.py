@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from vkpy.providers.base import ContainerConfig, EventCallback, PodConfig, PodEvent, PodRef
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.cgroups import CgroupParent
-from vkpy.providers.process.config import DEFAULT_PATH, ProcessConfig, RunAs
+from vkpy.providers.process.config import ProcessConfig, RunAs
 from vkpy.providers.process.filesystem import working_dir
+from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import PodDir
 from vkpy.providers.process.records import MemoryMode, ProcessContext
 

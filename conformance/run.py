@@ -1,0 +1,276 @@
+"""`make conformance`: Kubernetes' own end-to-end specs against a vkpy node.
+
+Builds the pinned `e2e.test` and `ginkgo` (controlplane/tools/e2e) and agnhost
+(controlplane/tools/agnhost), then re-runs itself in a network namespace of its own
+(`unshare --net`, so it needs root) in which it makes a veth pair holding the node IP
+198.18.0.1/32: the API server refuses to proxy to a loopback node address, and
+nothing here reaches or disturbs the host's network. Inside it starts the local
+control plane (vkpy.devcluster), one vkpy node with the process backend as the only
+schedulable node (`--taint none`), and runs the `[NodeConformance]` specs (without
+Serial, Disruptive, Slow, Flaky) and the `[sig-cli]` kubectl logs/exec/attach/
+port-forward specs with a JUnit report. The results go into docs/conformance.md
+(report.py). Everything it starts is stopped at the end; the namespace goes with it.
+
+    sudo .venv/bin/python conformance/run.py [--procs 4] [--focus REGEX] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from conformance.report import Selection, write_report  # noqa: E402
+from vkpy.devcluster import DevCluster, find_bin_dir, pinned_release  # noqa: E402
+from vkpy.devcluster.binaries import tool_dir  # noqa: E402
+from vkpy.providers.process.standins import BUSYBOX_BIN  # noqa: E402
+
+NODE_IP = "198.18.0.1"
+NODE_NAME = "vkpy-conformance"
+KUBELET_PORT = 10250
+SELECTIONS = (
+    Selection("NodeConformance", r"\[NodeConformance\]"),
+    Selection(
+        "sig-cli logs/exec/attach/port-forward",
+        r"\[sig-cli\] Kubectl (logs|exec|Port forwarding|client Simple pod)",
+    ),
+)
+SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(argv, check=True)
+
+
+def setup_network() -> None:
+    """Inside the new network namespace: loopback up, a veth pair with the node IP,
+    and unprivileged ports from 0 (containers run as nobody; nginx listens on 80)."""
+    sh("ip", "link", "set", "lo", "up")
+    sh("ip", "link", "add", "vkpy0", "type", "veth", "peer", "name", "vkpy1")
+    sh("ip", "addr", "add", f"{NODE_IP}/32", "dev", "vkpy0")
+    sh("ip", "link", "set", "vkpy0", "up")
+    sh("ip", "link", "set", "vkpy1", "up")
+    Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").write_text("0\n")
+    Path("/proc/sys/net/ipv4/ping_group_range").write_text("0 2147483647\n")
+
+
+def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
+    """The process backend's settings for the run: agnhost from the pinned build (a
+    copy the containers' user can reach), hostPath under /tmp, the API server as the
+    `kubernetes` Service."""
+    bin_dir = run_dir / "bin"
+    bin_dir.mkdir(mode=0o755)
+    shutil.copy2(agnhost, bin_dir / "agnhost")
+    port = int(cluster.server.rsplit(":", 1)[1])
+    settings = {
+        "images": {
+            "*/agnhost": {"entrypoint": ["agnhost"], "path": [str(bin_dir), BUSYBOX_BIN]},
+        },
+        "host_path_prefixes": ["/tmp"],
+        "kubernetes_service_host": "127.0.0.1",
+        "kubernetes_service_port": port,
+        "pods_dir": str(run_dir / "pods"),
+    }
+    path = run_dir / "process.json"
+    path.write_text(json.dumps(settings, indent=2))
+    return path
+
+
+def node_ready(cluster: DevCluster) -> bool:
+    got = cluster.access().run_kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
+    if got.returncode != 0:
+        return False
+    conditions = json.loads(got.stdout).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def start_node(
+    run_dir: Path, cluster: DevCluster, config: Path, provider: str
+) -> subprocess.Popen[bytes]:
+    argv = [
+        sys.executable,
+        "-m",
+        "vkpy",
+        f"--kubeconfig={cluster.kubeconfig}",
+        f"--node-name={NODE_NAME}",
+        f"--provider={provider}",
+        f"--node-ip={NODE_IP}",
+        "--listen-address=0.0.0.0",
+        f"--port={KUBELET_PORT}",
+        f"--state-dir={run_dir / 'state'}",
+        "--taint=none",
+        "--log-level=info",
+    ]
+    if provider == "process":
+        argv.append(f"--provider-config={config}")
+    log = (run_dir / "vkpy.log").open("ab")
+    node = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while not node_ready(cluster):
+        if node.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"vkpy did not become Ready; see {run_dir / 'vkpy.log'}")
+        time.sleep(1)
+    return node
+
+
+def ginkgo_argv(
+    tools: Path, run_dir: Path, cluster: DevCluster, procs: int, focus: str
+) -> list[str]:
+    return [
+        str(tools / "ginkgo"),
+        f"--procs={procs}",
+        f"--focus={focus}",
+        f"--skip={SKIP}",
+        "--timeout=3h",
+        "--no-color",
+        "--silence-skips",
+        f"--output-dir={run_dir}",
+        "--junit-report=junit.xml",
+        "--json-report=report.json",
+        str(tools / "e2e.test"),
+        "--",
+        f"--kubeconfig={cluster.kubeconfig}",
+        f"--kubectl-path={cluster.kubectl}",
+        "--provider=skeleton",
+        "--disable-log-dump",
+        "--minStartupPods=0",
+        "--node-schedulable-timeout=2m",
+        f"--report-dir={run_dir / 'e2e'}",
+    ]
+
+
+def stop_everything(cluster: DevCluster, node: subprocess.Popen[bytes] | None, pods: Path) -> None:
+    """Delete the suite's pods through the node, stop it, end what is left of them."""
+    if node is not None and node.poll() is None:
+        cluster.access().run_kubectl(
+            "delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--timeout=120s",
+            check=False,
+        )  # fmt: skip
+        node.send_signal(signal.SIGTERM)
+        try:
+            node.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            node.kill()
+    for run_file in pods.glob("*/containers/*/instances/*/run.json"):
+        try:
+            run = json.loads(run_file.read_text())
+        except (OSError, ValueError):
+            continue
+        with contextlib.suppress(OSError, TypeError):
+            os.kill(run["supervisor_pid"], signal.SIGKILL)
+        with contextlib.suppress(OSError, TypeError):
+            os.killpg(run["pid"], signal.SIGKILL)
+    cluster.down()
+
+
+def inside(options: argparse.Namespace) -> int:
+    setup_network()
+    run_dir = Path(options.run_dir)
+    cluster = DevCluster(run_dir / "cluster", bin_dir=Path(options.bin_dir))
+    node: subprocess.Popen[bytes] | None = None
+    focus = options.focus or "|".join(f"({s.focus})" for s in SELECTIONS)
+    argv = ginkgo_argv(Path(options.tools), run_dir, cluster, options.procs, focus)
+    try:
+        cluster.up()
+        config = provider_config(run_dir, Path(options.agnhost), cluster)
+        node = start_node(run_dir, cluster, config, options.provider)
+        print("running:", shlex.join(argv), flush=True)
+        began = time.monotonic()
+        with (run_dir / "suite.log").open("wb") as log:
+            suite = subprocess.run(
+                argv, stdout=log, stderr=subprocess.STDOUT, cwd=run_dir, check=False
+            )
+        minutes = (time.monotonic() - began) / 60
+        print(f"suite exit {suite.returncode} after {minutes:.0f} min", flush=True)
+    finally:
+        stop_everything(cluster, node, run_dir / "pods")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--procs", type=int, default=4, help="specs run in parallel (default 4)")
+    parser.add_argument("--focus", default="", help="run only specs matching this regex")
+    parser.add_argument("--provider", default="process", choices=("process", "sim"))
+    parser.add_argument(
+        "--report",
+        default=str(ROOT / "docs" / "conformance.md"),
+        help="markdown report to write ('' for none)",
+    )
+    parser.add_argument(
+        "--keep",
+        default="",
+        help="run directory to use and keep (default: a temporary one, removed)",
+    )
+    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--run-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--tools", help=argparse.SUPPRESS)
+    parser.add_argument("--agnhost", help=argparse.SUPPRESS)
+    parser.add_argument("--bin-dir", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.inside:
+        return inside(options)
+    if os.geteuid() != 0:
+        print("conformance/run.py needs root: it makes a network namespace", file=sys.stderr)
+        return 1
+    tools = tool_dir("e2e")
+    agnhost = tool_dir("agnhost") / "agnhost"
+    bin_dir = find_bin_dir()
+    if options.keep:
+        run_dir = Path(options.keep).absolute()
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        run_dir = Path(tempfile.mkdtemp(prefix="vkpy-conformance-"))
+    run_dir.chmod(0o755)  # the containers' user reaches agnhost and the pods under it
+    command = (
+        "make conformance"
+        if os.environ.get("MAKELEVEL")
+        else shlex.join(["conformance/run.py", *sys.argv[1:]])
+    )
+    started = datetime.now(UTC)
+    child = [
+        "unshare", "--net", "--", sys.executable, str(Path(__file__).resolve()), "--inside",
+        f"--run-dir={run_dir}", f"--tools={tools}", f"--agnhost={agnhost}", f"--bin-dir={bin_dir}",
+        f"--procs={options.procs}", f"--provider={options.provider}", f"--focus={options.focus}",
+    ]  # fmt: skip
+    print(f"run directory {run_dir}; suite log {run_dir / 'suite.log'}", flush=True)
+    result = subprocess.run(child, check=False)
+    junit = run_dir / "junit.xml"
+    if not junit.exists():
+        print(f"no JUnit report: see {run_dir}", file=sys.stderr)
+        return result.returncode or 1
+    if options.report:
+        summary = write_report(
+            Path(options.report),
+            junit,
+            SELECTIONS,
+            started=started,
+            command=command,
+            provider=options.provider,
+            release=pinned_release(),
+            procs=options.procs,
+        )
+        print(summary)
+    if not options.keep:
+        shutil.copy2(junit, Path(tempfile.gettempdir()) / "vkpy-conformance-junit.xml")
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
