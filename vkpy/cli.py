@@ -472,11 +472,16 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise UsageError(
             "--leader-elect serves one node; it cannot be combined with --nodes or --node-set"
         )
+    members = _node_set(args, node, pods, provider_config)
     return Settings(
-        kube=ClientOptions(kubeconfig=args.kubeconfig, context=args.context),
+        kube=ClientOptions(
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            max_connections=node_set.api_connections(len(members)),
+        ),
         node=node,
         pods=pods,
-        node_set=_node_set(args, node, pods, provider_config),
+        node_set=members,
         api=_api_settings(args),
         provider=args.provider,
         provider_config=provider_config,
