@@ -217,6 +217,10 @@ class AciProvider:
         note = "; ".join(record.notes) or None
         state = status.pod_state(record.group, note)
         failure = record.failure
+        deploying = record.follower is not None and not record.follower.done()
+        if deploying and state.phase == "Failed" and state.reason == "ProviderFailed":
+            # the deployment's operation is about to say why: wait for its words
+            return status.pod_state(_deploying(record.group), note)
         if failure is not None and state.phase == "Failed" and state.reason == "ProviderFailed":
             message = str(failure).removeprefix("deploying the container group: ")
             state = status.failed(state, failure.reason, message)
@@ -418,3 +422,12 @@ class AciProvider:
             if not r.deleting and not r.gone and r.state is not None and r.state.phase == "Running"
         ]
         return await self._stats.sample(self.clients, self._config, running)
+
+
+def _deploying(group: m.ContainerGroup) -> m.ContainerGroup:
+    """The group as it was while its deployment ran (for a status that waits on the
+    deployment's outcome)."""
+    body = group.serialize(keep_readonly=True)
+    body.setdefault("properties", {})["provisioningState"] = "Creating"
+    copy: m.ContainerGroup = m.ContainerGroup.deserialize(body)
+    return copy
