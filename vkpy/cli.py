@@ -53,12 +53,12 @@ def _option(
     group.add_argument(flag, default=_env(flag.removeprefix("--"), default), help=help, **kw)
 
 
-def _default_state_dir() -> str:
-    """/var/lib/vkpy for root (pods run as another user and must traverse it), else
-    ~/.local/state/vkpy."""
-    if os.geteuid() == 0:
-        return "/var/lib/vkpy"
-    return str(Path.home() / ".local/state/vkpy")
+def default_state_dir(node_name: str) -> str:
+    """/var/lib/vkpy/<node> for root (pods run as other users and must traverse it),
+    else ~/.local/state/vkpy/<node>: one directory per node, so two nodes on one host
+    never share pods or certificates."""
+    base = "/var/lib/vkpy" if os.geteuid() == 0 else str(Path.home() / ".local/state/vkpy")
+    return str(Path(base) / node_name)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -209,9 +209,16 @@ def parser() -> argparse.ArgumentParser:
     _option(p, "--pod-sync-workers", "pods reconciled at once (default 50)", "50", type=int)
     _option(
         p,
+        "--pod-deletion-cost",
+        "write controller.kubernetes.io/pod-deletion-cost=N on this node's ReplicaSet pods "
+        "that have none, so a scale-in removes them before others (N < 0); default: off",
+        type=int,
+    )
+    _option(
+        p,
         "--state-dir",
-        "where backends keep state that outlives vkpy",
-        _default_state_dir(),
+        "where backends keep state that outlives vkpy (default /var/lib/vkpy/<node-name> "
+        "as root, else ~/.local/state/vkpy/<node-name>)",
     )
     _option(
         p, "--startup-timeout", "seconds to keep trying to reach the API server", "60", type=float
@@ -420,6 +427,8 @@ def _election(args: argparse.Namespace) -> ElectionSettings | None:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    if not args.state_dir:
+        args.state_dir = default_state_dir(args.node_name)
     if args.kubeconfig and not _kubeconfig_exists(args.kubeconfig):
         raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
     if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -454,6 +463,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         node_name=args.node_name,
         host_ip=node_ip,
         workers=args.pod_sync_workers,
+        deletion_cost=args.pod_deletion_cost,
         operating_system=args.os,
         allowed_unsafe_sysctls=_unsafe_sysctls(args.allowed_unsafe_sysctls),
     )
@@ -462,11 +472,16 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise UsageError(
             "--leader-elect serves one node; it cannot be combined with --nodes or --node-set"
         )
+    members = _node_set(args, node, pods, provider_config)
     return Settings(
-        kube=ClientOptions(kubeconfig=args.kubeconfig, context=args.context),
+        kube=ClientOptions(
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            max_connections=node_set.api_connections(len(members)),
+        ),
         node=node,
         pods=pods,
-        node_set=_node_set(args, node, pods, provider_config),
+        node_set=members,
         api=_api_settings(args),
         provider=args.provider,
         provider_config=provider_config,

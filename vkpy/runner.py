@@ -132,6 +132,9 @@ class Node:
 
             start("events", self.events.run())
             start("kubelet-api", self.api.run())
+            # The Node's status names this process's address and port: write it only
+            # once something listens there (a replica taking over moves the node here).
+            await self.api.listening.wait()
             start("node", self.node.run())
             await self.node.registered.wait()
             start("lease", self.lease.run())
@@ -205,20 +208,20 @@ class Probes:
     def __init__(self, settings: Settings, elector: LeaderElector | None) -> None:
         self._settings = settings
         self._elector = elector
-        self.node: Node | None = None
-        """The node this replica runs, once it leads (always, without leader election)."""
+        self.controllers: list[NodeController] = []
+        """The node controllers this process runs: set once it leads (at once without
+        leader election; every node of a node set)."""
         self._started = time.monotonic()
 
-    def _stuck_after(self) -> float:
-        return max(60.0, 6 * self._settings.node.check_interval)
-
     def loops(self) -> str | None:
-        """Liveness: the loop in charge (node status, or the Lease tries) keeps turning."""
+        """Liveness: the loops in charge (node status, or the Lease tries) keep turning."""
         now = time.monotonic()
-        if self.node is not None:
-            last = self.node.node.last_loop_at
-            if last is not None and now - last > self._stuck_after():
-                return f"the node status loop has not turned for {now - last:.0f} s"
+        if self.controllers:
+            limit = max(60.0, 6 * self._settings.node.check_interval)
+            for controller in self.controllers:
+                last = controller.last_loop_at
+                if last is not None and now - last > limit:
+                    return f"a node status loop has not turned for {now - last:.0f} s"
             return None
         if self._elector is not None:
             last = self._elector.last_try_at
@@ -229,20 +232,35 @@ class Probes:
         return None
 
     def api(self) -> str | None:
-        """Readiness: the API server answers, and a leading replica's node is registered."""
-        if self.node is not None:
-            if not self.node.node.registered.is_set():
-                return "the node is not registered yet"
-            return self.node.node.api_error
+        """Readiness: the API server answers, and the nodes run here are registered."""
+        if self.controllers:
+            waiting = sum(not c.registered.is_set() for c in self.controllers)
+            if waiting:
+                return f"{waiting} of {len(self.controllers)} nodes not registered yet"
+            return next((c.api_error for c in self.controllers if c.api_error), None)
         if self._elector is not None:
             return self._elector.last_error
         return "starting"
 
 
+async def _start_health(settings: Settings, probes: Probes) -> HealthServer | None:
+    """The --health-port site, if asked for; OSError when the port is taken."""
+    if not settings.health_port:
+        return None
+    health = HealthServer(
+        settings.health_bind_address,
+        settings.health_port,
+        live={"loops": probes.loops},
+        ready={"api": probes.api},
+    )
+    await health.start()
+    return health
+
+
 async def _lead(settings: Settings, client: KubeClient, provider: Provider, probes: Probes) -> None:
     """Run the node: start the backend, then every controller, until cancelled."""
     node = Node(settings, client, provider)
-    probes.node = node
+    probes.controllers = [node.node]
     try:
         await provider.start()
         node.tasks.add_from(provider)
@@ -268,6 +286,13 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
         "connected",
         extra={"server": client.host, "version": version, "nodes": len(fleet.nodes)},
     )
+    probes = Probes(settings, None)
+    probes.controllers = [n.node for n in fleet.nodes.values()]
+    try:
+        health = await _start_health(settings, probes)
+    except OSError as error:
+        log.error("cannot listen on --health-port", extra={"error": str(error)})
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -293,6 +318,8 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
             loop.remove_signal_handler(sig)
         await fleet.events.flush(2.0)
         await fleet.close_backends()
+        if health is not None:
+            await health.close()
         log.info("stopped", extra={"nodes": len(fleet.nodes)})
 
 
@@ -303,22 +330,11 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
         loop.add_signal_handler(sig, stop.set)
     elector = None if settings.election is None else LeaderElector(client, settings.election)
     probes = Probes(settings, elector)
-    health = None
-    if settings.health_port:
-        health = HealthServer(
-            settings.health_bind_address,
-            settings.health_port,
-            live={"loops": probes.loops},
-            ready={"api": probes.api},
-        )
-        try:
-            await health.start()
-        except OSError as error:
-            log.error(
-                "cannot listen on --health-port",
-                extra={"port": settings.health_port, "error": str(error)},
-            )
-            return 1
+    try:
+        health = await _start_health(settings, probes)
+    except OSError as error:
+        log.error("cannot listen on --health-port", extra={"error": str(error)})
+        return 1
     if elector is None or settings.election is None:
         work = _lead(settings, client, provider, probes)
     else:

@@ -116,6 +116,11 @@ def test_connection_caps_from_flags(tmp_path: Path) -> None:
     assert (limits.max_connections, limits.max_connections_per_client) == (5000, 1000)
 
 
+def test_the_default_state_directory_is_per_node() -> None:
+    assert cli.default_state_dir("vk-1") != cli.default_state_dir("vk-2")
+    assert cli.default_state_dir("vk-1").endswith("/vk-1")
+
+
 def test_allowed_unsafe_sysctls_and_the_os_reach_pod_admission(tmp_path: Path) -> None:
     got = settings(
         tmp_path, "--allowed-unsafe-sysctls", "kernel.msg*, net.core.somaxconn", "--os", "linux"

@@ -282,5 +282,10 @@ def _normalize(value: object) -> object:
     if isinstance(value, list):
         return [_normalize(v) for v in value]
     if isinstance(value, dict):
-        return {k: _normalize(v) for k, v in value.items() if _normalize(v) is not None}
+        out = {}
+        for k, v in value.items():
+            normal = _normalize(v)  # once per value: twice made it 2^depth
+            if normal is not None:
+                out[k] = normal
+        return out
     return value

@@ -77,7 +77,10 @@ def _process(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
         "process",
         lambda: provider.ProcessProvider(
             config.ProcessConfig.from_dict(
-                raw, state_dir=ctx.state_dir, internal_ip=ctx.internal_ip
+                raw,
+                state_dir=ctx.state_dir,
+                internal_ip=ctx.internal_ip,
+                node_name=ctx.node_name,
             )
         ),
     )

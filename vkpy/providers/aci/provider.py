@@ -41,6 +41,8 @@ from vkpy.providers.base import (
 from vkpy.providers.errors import NotFoundError, ProviderError
 
 log = logging.getLogger(__name__)
+logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
+"""The SDK logs every request and response at INFO: far too much for a node's log."""
 T = TypeVar("T")
 API_VERSION = "2023-05-01"
 FETCH_CONCURRENCY = 8
