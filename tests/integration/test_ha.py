@@ -183,3 +183,32 @@ def test_failover_keeps_pods_running_and_nothing_duplicated(
         kube.kubectl("get", "lease", "-n", "kube-node-lease", f"vkpy-{node}", "-o", "json")
     )["spec"]["leaseTransitions"]
     assert transitions == 2
+
+    # a leader frozen (SIGSTOP: as if cut off) is replaced; once it runs again its
+    # right to write has run out: it writes nothing, says so, and exits to be restarted
+    # as a standby, while the Node stays with the new leader
+    standby = next(a for a in replicas if not a.alive())
+    standby.start()
+    wait_for("the restarted replica ready", lambda: probe(standby, "/readyz") == 200)
+    frozen = leader
+    assert frozen.process is not None
+    frozen.process.send_signal(signal.SIGSTOP)
+    try:
+        leader = by_name[
+            wait_for(
+                "the standby to take over from the frozen leader",
+                lambda: (h := holder(kube, node)) not in ("", frozen.log_path.stem) and h,
+                timeout=60,
+            )
+        ]
+        wait_for(
+            "the Node to point at the new leader",
+            lambda: node_port_and_ready(kube, node) == (leader.port, "True"),
+        )
+    finally:
+        frozen.process.send_signal(signal.SIGCONT)
+    assert frozen.process.wait(timeout=60) == 1
+    assert "leadership lost" in frozen.logs()
+    assert node_port_and_ready(kube, node) == (leader.port, "True")
+    assert identity(kube, names) == before
+    assert logs_through_the_new_leader(kube, "ha2").startswith("line ")
