@@ -5,10 +5,11 @@ PY := $(VENV)/bin/python
 CLUSTER_DIR ?= .cluster
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv controlplane cluster cluster-down run test test-unit lint bench conformance clean
+.PHONY: help venv controlplane test-tools cluster cluster-down run demo test test-unit lint bench conformance clean
 
 help:
-	@echo "make run          local control plane (or KUBECONFIG) + a virtual node"
+	@echo "make run          local control plane (or KUBECONFIG) + a virtual node (WORKERS=N: + N regular nodes)"
+	@echo "make demo         hybrid node pools: a burst overflowing onto the virtual node, live"
 	@echo "make test         the whole test suite against a real control plane"
 	@echo "make lint         ruff, mypy --strict, import-linter"
 	@echo "make bench        benchmarks, figures into docs/benchmarks.md"
@@ -26,6 +27,13 @@ venv: $(STAMP)
 
 controlplane:
 	@controlplane/build.sh >/dev/null
+	@controlplane/build.sh metrics-server >/dev/null
+
+# The Go tools the test suite runs, built before pytest starts so that a cold build
+# never counts against a test timeout.
+test-tools: controlplane
+	@controlplane/build.sh helm >/dev/null
+	@controlplane/build.sh agnhost >/dev/null
 
 cluster: venv controlplane
 	$(PY) -m vkpy.devcluster up --dir $(CLUSTER_DIR)
@@ -33,10 +41,14 @@ cluster: venv controlplane
 cluster-down: venv
 	$(PY) -m vkpy.devcluster down --dir $(CLUSTER_DIR)
 
-run: venv
-	@$(PY) -m vkpy.devcluster run --dir $(CLUSTER_DIR)
+run: venv controlplane
+	@$(PY) -m vkpy.devcluster run --dir $(CLUSTER_DIR) --workers $${WORKERS:-0}
 
-test: venv controlplane
+demo: venv controlplane
+	$(PY) -m pip install --quiet -e '.[demo]'
+	$(PY) -m vkpy.devcluster demo hybrid --dir $(CLUSTER_DIR)
+
+test: venv test-tools
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 test-unit: venv

@@ -98,7 +98,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             if agent.returncode is not None:
                 raise RuntimeError("the agent exited; see its log")
             if time.monotonic() - started > args.timeout:
-                raise TimeoutError(f"only {ready} of {args.nodes} nodes Ready")
+                break  # reported: how many were Ready, and how many during the window
             await asyncio.sleep(2)
         all_ready = time.monotonic() - started
         register_cpu = cpu_seconds(agent.pid) - cpu0
@@ -117,18 +117,24 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         cpu_before = cpu_seconds(agent.pid)
         window_start = time.monotonic()
         late, oldest = 0, 0.0
+        fewest_ready = args.nodes
         while time.monotonic() - window_start < args.window:
             await asyncio.sleep(min(5.0, args.window))
             count, age = await late_leases(client, prefix, 11.0)
             late, oldest = max(late, count), max(oldest, age)
+            fewest_ready = min(fewest_ready, await ready_count(client, selector))
         elapsed = time.monotonic() - window_start
         after = await apiserver_requests(client)
         cpu = cpu_seconds(agent.pid) - cpu_before
         rss = rss_mib(agent.pid)
         peak = peak_rss_mib(agent.pid)
+    except BaseException:
+        print((workdir / "agent.log").read_text(errors="replace")[-5000:], file=sys.stderr)
+        raise
     finally:
-        agent.terminate()
-        await asyncio.wait_for(agent.wait(), timeout=60)
+        if agent.returncode is None:
+            agent.terminate()
+            await asyncio.wait_for(agent.wait(), timeout=60)
         if args.pods_per_node:
             await client.request(
                 "DELETE", f"/api/v1/namespaces/{namespace}", query={"gracePeriodSeconds": 0}
@@ -145,7 +151,9 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         "nodes": args.nodes,
         "pods": args.nodes * args.pods_per_node,
         "event_loop": args.event_loop,
-        "all_ready_seconds": round(all_ready, 1),
+        "ready_at_start": ready,
+        "seconds_to_that": round(all_ready, 1),
+        "fewest_ready_in_window": fewest_ready,
         "registration_cpu_seconds": round(register_cpu, 1),
         "window_seconds": round(elapsed),
         "agent_cpu_share_of_one_core": round(cpu / elapsed, 3),

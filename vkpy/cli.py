@@ -11,6 +11,8 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +25,8 @@ from vkpy import log as vklog
 from vkpy.api.config import AUTHORIZATION_MODES, ConnectionLimits
 from vkpy.api.tls_options import TLSOptionsError, tls_options
 from vkpy.kube.client import ClientOptions
+from vkpy.node.admission import SysctlPolicy
+from vkpy.node.leader import ElectionSettings
 from vkpy.node.node_status import NodeSettings, Taint
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.providers import registry
@@ -49,12 +53,12 @@ def _option(
     group.add_argument(flag, default=_env(flag.removeprefix("--"), default), help=help, **kw)
 
 
-def _default_state_dir() -> str:
-    """/var/lib/vkpy for root (pods run as another user and must traverse it), else
-    ~/.local/state/vkpy."""
-    if os.geteuid() == 0:
-        return "/var/lib/vkpy"
-    return str(Path.home() / ".local/state/vkpy")
+def default_state_dir(node_name: str) -> str:
+    """/var/lib/vkpy/<node> for root (pods run as other users and must traverse it),
+    else ~/.local/state/vkpy/<node>: one directory per node, so two nodes on one host
+    never share pods or certificates."""
+    base = "/var/lib/vkpy" if os.geteuid() == 0 else str(Path.home() / ".local/state/vkpy")
+    return str(Path(base) / node_name)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -103,6 +107,14 @@ def parser() -> argparse.ArgumentParser:
         "(default virtual-kubelet.io/provider=<provider>:NoSchedule)",
     )
     p.add_argument("--label", action="append", default=None, help="extra node label key=value")
+    _option(
+        p,
+        "--allowed-unsafe-sysctls",
+        "comma-separated unsafe sysctls or patterns ending in '*' (e.g. 'kernel.msg*,"
+        "net.core.somaxconn') that pods may set besides the safe ones; others are "
+        "rejected (SysctlForbidden)",
+        "",
+    )
     _option(p, "--node-ip", "address the API server dials (default: this host's towards it)")
     _option(p, "--listen-address", "kubelet API address", "0.0.0.0")
     _option(p, "--port", "kubelet API port (written to the Node)", "10250", type=int)
@@ -185,12 +197,28 @@ def parser() -> argparse.ArgumentParser:
         "0",
         type=int,
     )
+    _option(
+        p,
+        "--health-port",
+        "plain-HTTP port of /healthz (liveness) and /readyz (readiness) for the pod's "
+        "probes; every replica answers (default 0: off)",
+        "0",
+        type=int,
+    )
+    _option(p, "--health-bind-address", "address of --health-port", "0.0.0.0")
     _option(p, "--pod-sync-workers", "pods reconciled at once (default 50)", "50", type=int)
     _option(
         p,
+        "--pod-deletion-cost",
+        "write controller.kubernetes.io/pod-deletion-cost=N on this node's ReplicaSet pods "
+        "that have none, so a scale-in removes them before others (N < 0); default: off",
+        type=int,
+    )
+    _option(
+        p,
         "--state-dir",
-        "where backends keep state that outlives vkpy",
-        _default_state_dir(),
+        "where backends keep state that outlives vkpy (default /var/lib/vkpy/<node-name> "
+        "as root, else ~/.local/state/vkpy/<node-name>)",
     )
     _option(
         p, "--startup-timeout", "seconds to keep trying to reach the API server", "60", type=float
@@ -207,6 +235,56 @@ def parser() -> argparse.ArgumentParser:
         "--node-status-interval",
         "seconds between node status heartbeats when nothing changed",
         "60",
+        type=float,
+    )
+    election = p.add_argument_group(
+        "leader election",
+        "run several replicas for one node: one leads (runs the node and serves the "
+        "kubelet API), the others wait and take over when it goes",
+    )
+    _option(
+        election,
+        "--leader-elect",
+        "elect a leader among the replicas with a Lease (default false)",
+        "false",
+        nargs="?",
+        const="true",
+        type=_flag_bool,
+    )
+    _option(
+        election,
+        "--leader-elect-resource-namespace",
+        "namespace of the leader Lease",
+        "kube-node-lease",
+    )
+    _option(
+        election, "--leader-elect-resource-name", "name of the leader Lease (default vkpy-<node>)"
+    )
+    _option(
+        election,
+        "--leader-elect-identity",
+        "this replica's name in the Lease (default: host name and a random suffix)",
+    )
+    _option(
+        election,
+        "--leader-elect-lease-duration",
+        "seconds a standby waits after the leader's last renewal (default 15)",
+        "15",
+        type=float,
+    )
+    _option(
+        election,
+        "--leader-elect-renew-deadline",
+        "seconds the leader keeps writing after its last renewal; less than the lease "
+        "duration (default 10)",
+        "10",
+        type=float,
+    )
+    _option(
+        election,
+        "--leader-elect-retry-period",
+        "seconds between tries to acquire or renew the Lease (default 2)",
+        "2",
         type=float,
     )
     _option(
@@ -316,13 +394,41 @@ def _labels(values: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _unsafe_sysctls(value: str) -> tuple[str, ...]:
+    patterns = tuple(part.strip() for part in value.split(",") if part.strip())
+    try:
+        SysctlPolicy.from_patterns(patterns)
+    except ValueError as error:
+        raise UsageError(f"--allowed-unsafe-sysctls: {error}") from None
+    return patterns
+
+
 def _kubeconfig_exists(value: str) -> bool:
     """Whether a --kubeconfig (or KUBECONFIG, a ":"-separated list) names a file that
     exists; the API client's loader (the one reader) merges the ones that do."""
     return any(Path(part).expanduser().is_file() for part in value.split(os.pathsep) if part)
 
 
+def _election(args: argparse.Namespace) -> ElectionSettings | None:
+    if not args.leader_elect:
+        return None
+    identity = args.leader_elect_identity or f"{socket.gethostname()}_{secrets.token_hex(4)}"
+    try:
+        return ElectionSettings(
+            namespace=args.leader_elect_resource_namespace,
+            name=args.leader_elect_resource_name or f"vkpy-{args.node_name}",
+            identity=identity,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        )
+    except ValueError as error:
+        raise UsageError(f"--leader-elect-*: {error}") from error
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    if not args.state_dir:
+        args.state_dir = default_state_dir(args.node_name)
     if args.kubeconfig and not _kubeconfig_exists(args.kubeconfig):
         raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
     if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -335,6 +441,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise UsageError(f"--port {args.port} is not a port number")
     if args.node_lease_duration < 4:
         raise UsageError("--node-lease-duration must be at least 4 seconds")
+    if not 0 <= args.health_port < 65536:
+        raise UsageError(f"--health-port {args.health_port} is not a port number")
     if args.pod_sync_workers < 1:
         raise UsageError("--pod-sync-workers must be at least 1")
     node_ip = args.node_ip or ""  # "": found once the API client is loaded (runner)
@@ -352,19 +460,36 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         check_interval=min(10.0, args.node_status_interval),
     )
     pods = PodControllerSettings(
-        node_name=args.node_name, host_ip=node_ip, workers=args.pod_sync_workers
+        node_name=args.node_name,
+        host_ip=node_ip,
+        workers=args.pod_sync_workers,
+        deletion_cost=args.pod_deletion_cost,
+        operating_system=args.os,
+        allowed_unsafe_sysctls=_unsafe_sysctls(args.allowed_unsafe_sysctls),
     )
     provider_config = _read_provider_config(args.provider_config)
+    if args.leader_elect and (args.nodes or args.node_set):
+        raise UsageError(
+            "--leader-elect serves one node; it cannot be combined with --nodes or --node-set"
+        )
+    members = _node_set(args, node, pods, provider_config)
     return Settings(
-        kube=ClientOptions(kubeconfig=args.kubeconfig, context=args.context),
+        kube=ClientOptions(
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            max_connections=node_set.api_connections(len(members)),
+        ),
         node=node,
         pods=pods,
-        node_set=_node_set(args, node, pods, provider_config),
+        node_set=members,
         api=_api_settings(args),
         provider=args.provider,
         provider_config=provider_config,
         state_dir=args.state_dir,
         startup_timeout=args.startup_timeout,
+        election=_election(args),
+        health_port=args.health_port,
+        health_bind_address=args.health_bind_address,
     )
 
 

@@ -38,7 +38,7 @@ from vkpy.settings import Settings
 
 log = logging.getLogger(__name__)
 
-REGISTERING_AT_ONCE = 16
+REGISTERING_AT_ONCE = 32
 """Nodes registering (create, first status, first Lease) at the same time."""
 
 

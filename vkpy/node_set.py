@@ -37,6 +37,14 @@ _GROUP_KEYS = frozenset(
 )
 
 
+def api_connections(nodes: int) -> int:
+    """Connections in the one API pool: 64 for one node, one per 4 nodes of a set
+    (up to 256). HTTP/1.1 carries one request per connection at a time, and 1000 nodes
+    renew 100 Leases a second: with 64 connections a slow API server (1 s answers)
+    would hold every renewal back."""
+    return max(64, min(256, nodes // 4))
+
+
 class NodeSetError(ValueError):
     """The node set is invalid; the message says where and why."""
 

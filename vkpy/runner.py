@@ -10,7 +10,10 @@ tasks (`RunsTasks`) run here too, under the TaskSupervisor, which restarts them 
 back-off and turns the node NotReady while they keep failing.
 SIGTERM and SIGINT stop everything gracefully: tasks are cancelled, queued Events
 flushed, the backend and the API client closed. Pods keep running in the backend,
-to be adopted next time.
+to be adopted next time. With `--leader-elect` the node's work runs only while this
+replica holds the leader Lease (vkpy.node.leader), through an API client whose writes
+are fenced by it; losing the Lease ends the process (status 1) so that it starts
+again as a standby, and stopping releases the Lease so a standby takes over at once.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from collections.abc import Coroutine
 from dataclasses import replace
 
 from vkpy.api import ApiDependencies, KubeletServer, ListenError
+from vkpy.api.health import HealthServer
 from vkpy.fleet import Fleet
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.node_address import node_address_towards
 from vkpy.node.backend_events import forward_backend_events
 from vkpy.node.background import TaskSupervisor
+from vkpy.node.leader import LeaderElector, LeadershipLost
 from vkpy.node.lease import LeaseKeeper
 from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
@@ -127,6 +132,9 @@ class Node:
 
             start("events", self.events.run())
             start("kubelet-api", self.api.run())
+            # The Node's status names this process's address and port: write it only
+            # once something listens there (a replica taking over moves the node here).
+            await self.api.listening.wait()
             start("node", self.node.run())
             await self.node.registered.wait()
             start("lease", self.lease.run())
@@ -174,6 +182,7 @@ async def run(settings: Settings) -> int:
                     node_name=settings.node.name,
                     state_dir=settings.state_dir,
                     internal_ip=settings.node.internal_ip,
+                    operating_system=settings.node.operating_system,
                 ),
             )
         except registry.ProviderConfigError as error:
@@ -193,6 +202,74 @@ async def run(settings: Settings) -> int:
         await client.close()
 
 
+class Probes:
+    """The checks behind --health-port (vkpy.api.health): what this replica is doing now."""
+
+    def __init__(self, settings: Settings, elector: LeaderElector | None) -> None:
+        self._settings = settings
+        self._elector = elector
+        self.controllers: list[NodeController] = []
+        """The node controllers this process runs: set once it leads (at once without
+        leader election; every node of a node set)."""
+        self._started = time.monotonic()
+
+    def loops(self) -> str | None:
+        """Liveness: the loops in charge (node status, or the Lease tries) keep turning."""
+        now = time.monotonic()
+        if self.controllers:
+            limit = max(60.0, 6 * self._settings.node.check_interval)
+            for controller in self.controllers:
+                last = controller.last_loop_at
+                if last is not None and now - last > limit:
+                    return f"a node status loop has not turned for {now - last:.0f} s"
+            return None
+        if self._elector is not None:
+            last = self._elector.last_try_at
+            election = self._settings.election
+            limit = max(60.0, 10 * (election.retry_period if election else 2.0))
+            if now - (last if last is not None else self._started) > limit:
+                return "the leader election loop has not turned"
+        return None
+
+    def api(self) -> str | None:
+        """Readiness: the API server answers, and the nodes run here are registered."""
+        if self.controllers:
+            waiting = sum(not c.registered.is_set() for c in self.controllers)
+            if waiting:
+                return f"{waiting} of {len(self.controllers)} nodes not registered yet"
+            return next((c.api_error for c in self.controllers if c.api_error), None)
+        if self._elector is not None:
+            return self._elector.last_error
+        return "starting"
+
+
+async def _start_health(settings: Settings, probes: Probes) -> HealthServer | None:
+    """The --health-port site, if asked for; OSError when the port is taken."""
+    if not settings.health_port:
+        return None
+    health = HealthServer(
+        settings.health_bind_address,
+        settings.health_port,
+        live={"loops": probes.loops},
+        ready={"api": probes.api},
+    )
+    await health.start()
+    return health
+
+
+async def _lead(settings: Settings, client: KubeClient, provider: Provider, probes: Probes) -> None:
+    """Run the node: start the backend, then every controller, until cancelled."""
+    node = Node(settings, client, provider)
+    probes.controllers = [node.node]
+    try:
+        await provider.start()
+        node.tasks.add_from(provider)
+        await node.run()
+    finally:
+        await node.events.flush(2.0)
+        await provider.close()
+
+
 async def _serve_set(settings: Settings, client: KubeClient) -> int:
     """Serve a node set (vkpy.fleet) until a signal; the process exit status."""
     try:
@@ -209,6 +286,13 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
         "connected",
         extra={"server": client.host, "version": version, "nodes": len(fleet.nodes)},
     )
+    probes = Probes(settings, None)
+    probes.controllers = [n.node for n in fleet.nodes.values()]
+    try:
+        health = await _start_health(settings, probes)
+    except OSError as error:
+        log.error("cannot listen on --health-port", extra={"error": str(error)})
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -234,6 +318,8 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
             loop.remove_signal_handler(sig)
         await fleet.events.flush(2.0)
         await fleet.close_backends()
+        if health is not None:
+            await health.close()
         log.info("stopped", extra={"nodes": len(fleet.nodes)})
 
 
@@ -242,10 +328,23 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    node = Node(settings, client, provider)
-    await provider.start()
-    node.tasks.add_from(provider)
-    task = asyncio.create_task(node.run(), name="node")
+    elector = None if settings.election is None else LeaderElector(client, settings.election)
+    probes = Probes(settings, elector)
+    try:
+        health = await _start_health(settings, probes)
+    except OSError as error:
+        log.error("cannot listen on --health-port", extra={"error": str(error)})
+        return 1
+    if elector is None or settings.election is None:
+        work = _lead(settings, client, provider, probes)
+    else:
+        fenced = client.fenced(elector.write_budget)
+        log.info(
+            "waiting to lead",
+            extra={"node": settings.node.name, "identity": settings.election.identity},
+        )
+        work = elector.run(lambda: _lead(settings, fenced, provider, probes))
+    task = asyncio.create_task(work, name="node")
     stopper = asyncio.create_task(stop.wait(), name="signals")
     try:
         await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -256,6 +355,12 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
             await task
         except asyncio.CancelledError:
             return 0
+        except LeadershipLost as error:
+            log.error(
+                "leadership lost: exiting so that this replica starts again as a standby",
+                extra={"error": str(error)},
+            )
+            return 1
         except BaseExceptionGroup:
             return 1
         return 1
@@ -263,6 +368,8 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
         stopper.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await node.events.flush(2.0)
-        await provider.close()
+        if elector is not None:
+            await elector.release()
+        if health is not None:
+            await health.close()
         log.info("stopped", extra={"node": settings.node.name})

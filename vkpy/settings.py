@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from vkpy.api.config import ApiSettings
 from vkpy.kube.client import ClientOptions
+from vkpy.node.leader import ElectionSettings
 from vkpy.node.node_status import NodeSettings
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.node_set import Member
@@ -31,6 +32,12 @@ class Settings:
     """Where backends keep what must outlive vkpy (records, logs, pod directories)."""
     startup_timeout: float = 60.0
     """How long to keep trying to reach the API server before giving up."""
+    health_port: int = 0
+    """Plain-HTTP port of /healthz and /readyz for the pod's probes (0: off)."""
+    health_bind_address: str = "0.0.0.0"
+    """Address of the health port (the kubelet probes the pod's IP)."""
+    election: ElectionSettings | None = None
+    """Leader election among replicas (`--leader-elect`); None: this process leads."""
     node_set: tuple[Member, ...] = ()
     """The nodes this process serves when it serves a set (`--nodes`, `--node-set`);
     empty: the one node of `node`."""

@@ -392,13 +392,17 @@ def devcluster_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProc
 @pytest.mark.cluster
 def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -> None:
     cluster_dir = tmp_path / "cli-cluster"
-    up = devcluster_cli("up", "--dir", str(cluster_dir))
+    up = devcluster_cli("up", "--dir", str(cluster_dir), "--workers", "1")
     assert up.returncode == 0, up.stderr
     kubeconfig = cluster_dir / "kubeconfig"
     assert f"export KUBECONFIG={kubeconfig}" in up.stdout
     state = json.loads((cluster_dir / "state.json").read_text())
     pids = {p["name"]: p["pid"] for p in state["processes"]}
+    addons = json.loads((cluster_dir / "addons.json").read_text())
+    addon_pids = {a["process"]["name"]: a["process"]["pid"] for a in addons}
     try:
+        assert set(addon_pids) == {"metrics-server", "vkpy-worker-1"}
+        assert all(map(pid_alive, addon_pids.values()))
         assert set(pids) == {
             "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"
         }  # fmt: skip
@@ -420,6 +424,7 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
         down = devcluster_cli("down", "--dir", str(cluster_dir))
     assert down.returncode == 0, down.stderr
     assert [name for name, pid in pids.items() if pid_alive(pid)] == []
+    assert [name for name, pid in addon_pids.items() if pid_alive(pid)] == []
     stopped_env = devcluster_cli("env", "--dir", str(cluster_dir))
     assert stopped_env.returncode == 1
     assert "no cluster is running" in stopped_env.stderr

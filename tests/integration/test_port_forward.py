@@ -11,6 +11,7 @@ answer is checked the same way.
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
+import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -86,6 +87,26 @@ def test_port_forward_to_a_closed_port_is_reported(
         err = client.stderr.read().decode()
     assert f"error forwarding port {closed} to pod box_{namespace}" in err
     assert "connection refused" in err
+
+
+def test_port_forward_never_reaches_a_host_service(
+    cluster: ClusterAccess, process_box: Box, namespace: str
+) -> None:
+    """Issue 12, finding 3: the pod shares the host's network, but port-forward reaches
+    only what a process of the pod listens on, not a loopback-only service of the host."""
+    with socket.socket() as host_service:
+        host_service.bind(("127.0.0.1", 0))
+        host_service.listen()
+        host_service.setblocking(False)
+        port = host_service.getsockname()[1]
+        with port_forward(cluster, namespace, "box", port, TRANSPORTS[0]) as (local, client):
+            with pytest.raises(OSError):
+                get(local, "/")
+            wait_for("kubectl to report the error", lambda: client.poll() is not None, timeout=30)
+            assert client.stderr is not None
+            assert "connection refused" in client.stderr.read().decode()
+        with pytest.raises(BlockingIOError):
+            host_service.accept()  # nobody ever connected to it
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -233,9 +233,11 @@ def test_volumes_and_env_are_what_the_container_sees(
     assert modes == {
         "cfg/color": "640",
         "cfg/renamed": "640",
-        "sec/password": "400",
+        # Owner-only modes gain group read: the files are root's, read through the
+        # pod's own group (as the kubelet does for fsGroup), never writable by the pod.
+        "sec/password": "440",
         "down/labels": "644",
-        "down/name": "600",
+        "down/name": "640",
         "proj/color": "444",
         "proj/ns": "444",
         "var/run/secrets/kubernetes.io/serviceaccount/token": "644",

@@ -19,6 +19,8 @@ import json
 import secrets
 import socket
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -31,7 +33,8 @@ from cryptography.x509.oid import NameOID
 from cryptography.x509.verification import PolicyBuilder, Store
 
 from tests.integration.agent import Agent, Kube, sim_pod, wait_for
-from vkpy.api.csr import CURRENT, CertificateRotator
+from vkpy.api.certs import serving_csr
+from vkpy.api.csr import CURRENT, USAGES, CertificateRotator
 from vkpy.api.tls import ServingTLS
 from vkpy.devcluster import CertificateAuthority, DevCluster
 from vkpy.kube.client import ClientOptions, KubeClient
@@ -332,3 +335,142 @@ async def test_renewal_by_the_real_signer_without_a_restart(
         await client.close()
     assert events.reasons.count("ServingCertificateIssued") == 2
     assert events.reasons[0] == "ServingCertificatePending"
+
+
+# --- the opt-in approver (python -m vkpy.approver) ----------------------------------------
+
+
+@pytest.fixture
+def approver(verifying: DevCluster, tmp_path: Path) -> Iterator[Path]:
+    """`python -m vkpy.approver` allowing the test's own user (who starts vkpy here);
+    yields its log."""
+    access = verifying.access()
+    me = json.loads(access.run_kubectl("auth", "whoami", "-o", "json").stdout)
+    user = me["status"]["userInfo"]["username"]
+    log_path = tmp_path / "approver.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "vkpy.approver",
+                f"--kubeconfig={verifying.kubeconfig}",
+                f"--allowed-requester={user}",
+                "--interval=0.5", "--settle-seconds=5", "--log-format=text",
+            ],
+            stdout=log, stderr=log,
+        )  # fmt: skip
+    try:
+        yield log_path
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        print(f"--- approver log ---\n{log_path.read_text(errors='replace')[-8000:]}")
+
+
+def submit_csr(kube: Kube, request_pem: bytes, signer: str, usages: list[str]) -> str:
+    name = f"probe-{secrets.token_hex(3)}"
+    kube.create(
+        {
+            "apiVersion": "certificates.k8s.io/v1",
+            "kind": "CertificateSigningRequest",
+            "metadata": {"name": name},
+            "spec": {
+                "request": base64.b64encode(request_pem).decode(),
+                "signerName": signer,
+                "usages": usages,
+            },
+        }
+    )
+    return name
+
+
+def csr_conditions(kube: Kube, name: str) -> list[str]:
+    csr = json.loads(kube.kubectl("get", "csr", name, "-o", "json"))
+    return [c["type"] for c in csr.get("status", {}).get("conditions", [])]
+
+
+def test_the_approver_approves_vkpy_and_refuses_the_rest(
+    verifying: DevCluster, kube: Kube, agents: list[Agent], tmp_path: Path, approver: Path
+) -> None:
+    agent = start(verifying, tmp_path, agents, "--rotate-server-certificates")
+    cert = wait_for("the approved certificate served", lambda: served_certificate(agent.port), 60)
+    assert issued_by_kubelet_ca(cert, verifying)
+    assert logs_reach_vkpy(kube, agent.node_name).startswith("line ")
+    ours = [
+        c for c in json.loads(kube.kubectl("get", "csr", "-o", "json"))["items"]
+        if any(x.get("reason") == "VkpyServingApprover" for x in c["status"].get("conditions", []))
+        and f"system:node:{agent.node_name}" in x509.load_pem_x509_csr(
+            base64.b64decode(c["spec"]["request"])
+        ).subject.rfc4514_string()
+    ]  # fmt: skip
+    assert [c["status"]["conditions"][0]["type"] for c in ours] == ["Approved"]
+
+    # the node's name with an address that is not the node's: denied once it settled
+    wide, _ = serving_csr(agent.node_name, ["127.0.0.1", "10.99.0.1", "kubernetes.default"])
+    wide_name = submit_csr(kube, wide, "kubernetes.io/kubelet-serving", USAGES)
+    # a client certificate for a node through the serving signer: denied at once
+    client_usage = submit_csr(
+        kube,
+        serving_csr(agent.node_name, ["127.0.0.1"])[0],
+        "kubernetes.io/kubelet-serving",
+        ["digital signature", "client auth"],
+    )
+    # another signer: none of the approver's business, left pending
+    other, _ = serving_csr(agent.node_name, ["127.0.0.1"])
+    other_name = submit_csr(kube, other, "kubernetes.io/kube-apiserver-client", ["client auth"])
+    wait_for("client usage denied", lambda: csr_conditions(kube, client_usage) == ["Denied"], 30)
+    wait_for("extra SANs denied", lambda: csr_conditions(kube, wide_name) == ["Denied"], 30)
+    time.sleep(2)
+    assert csr_conditions(kube, other_name) == []
+    assert agent.alive()
+    for name in (wide_name, client_usage, other_name):
+        kube.kubectl("delete", "csr", name)
+
+
+# --- secret mode: a mounted TLS Secret, rotated by the kubelet's atomic writer ----------
+
+
+def write_like_a_secret_volume(mount: Path, files: dict[str, bytes]) -> None:
+    """What the kubelet does to a Secret volume on change: a new timestamped directory,
+    then `..data` swapped atomically to it; tls.crt/tls.key are links via `..data`."""
+    stamp = mount / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{secrets.token_hex(4)}"
+    stamp.mkdir()
+    for name, data in files.items():
+        (stamp / name).write_bytes(data)
+    staging = mount / "..data_tmp"
+    staging.symlink_to(stamp.name)
+    staging.rename(mount / "..data")
+    for name in files:
+        link = mount / name
+        if not link.is_symlink():
+            link.symlink_to(f"..data/{name}")
+
+
+def test_a_mounted_tls_secret_is_reloaded_when_rotated(
+    verifying: DevCluster, kube: Kube, agents: list[Agent], tmp_path: Path
+) -> None:
+    ca = CertificateAuthority.load(verifying.kubelet_ca_cert, verifying.kubelet_ca_key)
+    mount = tmp_path / "secret-volume"
+    mount.mkdir()
+
+    def rotate(common_name: str) -> None:
+        cert, key = ca.issue(common_name, ip_addresses=["127.0.0.1"], server=True)
+        write_like_a_secret_volume(mount, {"tls.crt": cert, "tls.key": key})
+
+    rotate("first")
+    agent = start(
+        verifying,
+        tmp_path,
+        agents,
+        f"--tls-cert-file={mount / 'tls.crt'}",
+        f"--tls-private-key-file={mount / 'tls.key'}",
+    )
+    assert logs_reach_vkpy(kube, agent.node_name).startswith("line ")
+    first = served_certificate(agent.port)
+    assert first is not None and first.subject.rfc4514_string() == "CN=first"
+    rotate("second")
+    wait_for(
+        "the rotated Secret served",
+        lambda: (c := served_certificate(agent.port)) and c.subject.rfc4514_string() == "CN=second",
+        timeout=30,
+    )
+    assert agent.alive()

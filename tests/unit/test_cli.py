@@ -114,3 +114,39 @@ def test_connection_caps_from_flags(tmp_path: Path) -> None:
         tmp_path, "--max-connections=5000", "--max-connections-per-client=1000"
     ).api.limits
     assert (limits.max_connections, limits.max_connections_per_client) == (5000, 1000)
+
+
+def test_the_default_state_directory_is_per_node() -> None:
+    assert cli.default_state_dir("vk-1") != cli.default_state_dir("vk-2")
+    assert cli.default_state_dir("vk-1").endswith("/vk-1")
+
+
+def test_allowed_unsafe_sysctls_and_the_os_reach_pod_admission(tmp_path: Path) -> None:
+    got = settings(
+        tmp_path, "--allowed-unsafe-sysctls", "kernel.msg*, net.core.somaxconn", "--os", "linux"
+    )
+    assert got.pods.allowed_unsafe_sysctls == ("kernel.msg*", "net.core.somaxconn")
+    assert got.pods.operating_system == "linux"
+    assert settings(tmp_path).pods.allowed_unsafe_sysctls == ()
+    with pytest.raises(cli.UsageError, match="not known to be namespaced"):
+        settings(tmp_path, "--allowed-unsafe-sysctls", "vm.swappiness")
+
+
+def test_leader_election_flags(tmp_path: Path) -> None:
+    assert settings(tmp_path).election is None
+    elected = settings(
+        tmp_path,
+        "--node-name=vk-9",
+        "--leader-elect",
+        "--leader-elect-identity=pod-a",
+        "--leader-elect-lease-duration=20",
+        "--health-port=10248",
+    )
+    assert elected.election is not None
+    assert elected.election.name == "vkpy-vk-9"
+    assert elected.election.namespace == "kube-node-lease"
+    assert elected.election.identity == "pod-a"
+    assert (elected.election.lease_duration, elected.election.renew_deadline) == (20, 10)
+    assert elected.health_port == 10248
+    with pytest.raises(cli.UsageError, match="renew deadline"):
+        settings(tmp_path, "--leader-elect", "--leader-elect-renew-deadline=40")

@@ -111,3 +111,53 @@ async def test_missing_key_is_a_config_error() -> None:
     }
     with pytest.raises(ConfigError, match="couldn't find key k"):
         await resolve_env(POD, container, objects, "192.0.2.1", {})
+
+
+@pytest.mark.parametrize(
+    ("resource", "divisor", "expected"),
+    [
+        ("limits.memory", "0", str(64 * 1024 * 1024)),
+        ("limits.cpu", "0", "1"),
+        ("requests.cpu", "0", "1"),
+        ("limits.cpu", "1m", "250"),
+        ("requests.memory", "1Mi", "32"),
+    ],
+)
+async def test_resource_field_ref_zero_divisor_means_one(
+    resource: str, divisor: str, expected: str
+) -> None:
+    """The API server stores an unset divisor as "0"; the kubelet reads it as 1."""
+    container = {
+        "name": "app",
+        "resources": {
+            "limits": {"memory": "64Mi", "cpu": "250m"},
+            "requests": {"memory": "32Mi", "cpu": "100m"},
+        },
+        "env": [
+            {
+                "name": "VALUE",
+                "valueFrom": {"resourceFieldRef": {"resource": resource, "divisor": divisor}},
+            }
+        ],
+    }
+    env = dict(await resolve_env(POD, container, Objects({}, {}), "192.0.2.1", {}))
+    assert env == {"VALUE": expected}
+
+
+async def test_without_a_container_limit_the_pod_level_limit_then_allocatable() -> None:
+    """The upstream spec's pod: pod-level resources, none on the container; a node
+    reporting its memory in Ki."""
+    pod = {**POD, "spec": {**POD["spec"], "resources": {"limits": {"cpu": "1250m"}}}}
+    container = {
+        "name": "app",
+        "env": [
+            {"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+            {
+                "name": "MEM",
+                "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "0"}},
+            },
+        ],
+    }
+    allocatable = {"cpu": "8", "memory": "24683584Ki"}
+    env = dict(await resolve_env(pod, container, Objects({}, {}), "192.0.2.1", allocatable))
+    assert env == {"CPU": "2", "MEM": str(24683584 * 1024)}

@@ -27,6 +27,7 @@ class Lease:
             duration=40,
             renew_interval=10,
             sleep=self.clock.sleep,
+            monotonic=self.clock.monotonic,
         )
         self.task: asyncio.Task[None] | None = None
 
@@ -97,3 +98,48 @@ async def test_lease_deleted_by_someone_is_created_again(lease: Lease) -> None:
     await lease.clock.advance(10)
     assert LEASE in lease.kube.objects
     assert lease.keeper.renewals == 2
+
+
+async def test_many_spread_leases_are_renewed_evenly_and_never_late() -> None:
+    """A node set's Leases (spread=True): after the first renewal each keeps its own
+    point in the 10 s period, so renewals are spread over the period, and no Lease
+    ever waits longer than the period between two renewals."""
+    clock = FakeClock()
+    kube = FakeKube(clock)
+    keepers = [
+        LeaseKeeper(
+            kube,  # type: ignore[arg-type]
+            f"vk-{n}",
+            lambda: "uid",
+            renew_interval=10,
+            sleep=clock.sleep,
+            monotonic=clock.monotonic,
+            spread=True,
+        )
+        for n in range(40)
+    ]
+    tasks = [asyncio.create_task(k.run()) for k in keepers]
+    try:
+        await settle()
+        seen = [k.renewals for k in keepers]
+        last = [0.0] * len(keepers)
+        longest_gap = 0.0
+        per_second: list[int] = []
+        for second in range(1, 61):
+            await clock.advance(1)
+            now = [k.renewals for k in keepers]
+            per_second.append(sum(now) - sum(seen))
+            for n, (before, after) in enumerate(zip(seen, now, strict=True)):
+                if after > before:
+                    longest_gap = max(longest_gap, second - last[n])
+                    last[n] = second
+            seen = now
+        assert longest_gap <= 10
+        assert min(seen) >= 6  # the first, then at least one every 10 s
+        steady = per_second[10:]  # after the first period: 40 Leases / 10 s = 4 a second
+        assert sum(steady) == 40 * 5
+        assert max(steady) < 40, "the renewals are not all in the same instant"
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

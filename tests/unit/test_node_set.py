@@ -153,3 +153,20 @@ async def test_one_watch_feeds_every_node_only_its_own_pods() -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_the_example_node_set_parses(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "node-set.yaml"
+    s = parse(tmp_path, "--provider=sim", f"--node-set={example}")
+    assert len(s.node_set) == 202
+    big = s.node_set[-1]
+    assert big.node.name == "big-1"
+    assert Taint("dedicated", "big", "NoSchedule") in big.node.taints
+    assert big.provider_config == {"start_seconds": 2}
+    assert s.node_set[0].node.labels["topology.kubernetes.io/zone"] == "a"
+
+
+def test_the_api_pool_grows_with_the_node_set(tmp_path: Path) -> None:
+    assert parse(tmp_path, "--provider=sim").kube.max_connections == 64
+    assert parse(tmp_path, "--provider=sim", "--nodes=1000").kube.max_connections == 250
+    assert parse(tmp_path, "--provider=sim", "--nodes=5000").kube.max_connections == 256

@@ -44,7 +44,7 @@ def test_running_pod_is_ready_with_ips_and_container_status() -> None:
     assert container["image"] == "busybox"
 
 
-def test_failed_container_reports_exit_code_and_pod_completed() -> None:
+def test_failed_container_reports_exit_code_and_pod_failed() -> None:
     state = PodState(
         phase="Failed",
         containers=(
@@ -59,7 +59,7 @@ def test_failed_container_reports_exit_code_and_pod_completed() -> None:
     assert terminated["reason"] == "Error"
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False"
-    assert ready["reason"] == "PodCompleted"
+    assert ready["reason"] == "PodFailed"  # the kubelet's word for a Failed pod
 
 
 def test_no_patch_when_nothing_changed() -> None:

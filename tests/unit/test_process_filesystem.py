@@ -112,11 +112,11 @@ def test_container_root_links_mounts_relatively(tmp_path: Path) -> None:
             "clusterTrustBundle",
         ),
         (
-            {"livenessProbe": {"grpc": {"port": 1}}},
+            {"lifecycle": {"preStop": {"tcpSocket": {"port": 1}}}},
             (),
             UnsupportedError,
             "UnsupportedProbe",
-            "grpc",
+            "tcpSocket",
         ),
         (
             {"volumeMounts": [{"name": "e", "mountPath": "relative"}]},

@@ -4,6 +4,7 @@ memory limits, and finding a supervisor again by pid and start time."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sys
@@ -16,6 +17,7 @@ from vkpy.providers.process.layout import InstanceDir, read_json
 from vkpy.providers.process.logfile import parse_record
 from vkpy.providers.process.proc import session_members
 from vkpy.providers.process.records import (
+    STDIN_FIFO,
     ExitRecord,
     LaunchSpec,
     MemoryMode,
@@ -162,3 +164,32 @@ async def test_a_vanished_supervisor_is_reported_and_its_child_killed(tmp_path: 
     record = collect(InstanceDir(Path(spec(tmp_path, "").instance_dir), 0), started.run)
     assert (record.exit_code, record.reason) == (137, "ContainerStatusUnknown")
     assert await gone(started.run.pid)
+
+
+async def test_a_tty_container_runs_on_its_own_terminal_fed_by_the_stdin_fifo(
+    tmp_path: Path,
+) -> None:
+    """Issue 12, finding 6: `tty: true` gets a pseudo-terminal (a shell shows a prompt)."""
+    launch_spec = dataclasses.replace(
+        spec(
+            tmp_path,
+            'tty; [ -t 0 ] && [ -t 1 ] && echo both-terminals; read -r line; echo "got $line"',
+        ),
+        tty=True,
+        stdin_pipe=True,
+    )
+    started = await launch(launch_spec, sys.executable)
+    assert isinstance(started, Supervised)
+    assert started.run.tty is not None and started.run.tty.startswith("/dev/pts/")
+    fifo = os.open(Path(launch_spec.instance_dir) / STDIN_FIFO, os.O_WRONLY)
+    os.write(fifo, b"hello\n")
+    os.close(fifo)
+    await asyncio.wait_for(started.wait(), 30)
+    record = collect(InstanceDir(Path(launch_spec.instance_dir), 0), started.run)
+    assert record.exit_code == 0
+    log = Path(launch_spec.instance_dir) / "output.log"
+    lines = [parse_record(line) for line in log.read_bytes().splitlines()]
+    text = b"".join(r.data + b"\n" for r in lines if r is not None and r.stream == "stdout")
+    assert started.run.tty.encode() in text
+    assert b"both-terminals" in text
+    assert b"got hello" in text

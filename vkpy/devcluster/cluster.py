@@ -34,7 +34,9 @@ from .components import (
     etcd_args,
     scheduler_args,
 )
+from .extras import Extras
 from .kubeconfig import write_kubeconfig
+from .nodes import NodeSpec
 from .probes import Pending, apiserver_pending, etcd_pending, rest_pending
 from .processes import ProcessRecord
 from .state import ClusterState, free_ports
@@ -158,6 +160,22 @@ class DevCluster:
         """KUBECONFIG, PATH (with the pinned kubectl first) and VKPY_CLUSTER_DIR."""
         return {**self.access().env(), "VKPY_CLUSTER_DIR": str(self.dir)}
 
+    def extras(self) -> Extras:
+        """metrics-server and the nodes started on top of this control plane."""
+        return Extras(self.layout, self.access(), _child_env())
+
+    def start_metrics_server(self) -> None:
+        """Run metrics-server and register the metrics API (`kubectl top`, the HPA)."""
+        self.extras().start_metrics_server()
+
+    def start_nodes(self, specs: Sequence[NodeSpec]) -> list[str]:
+        """Start vkpy nodes (see nodes.py) and wait until they are Ready."""
+        return self.extras().start_nodes(specs)
+
+    def stop_nodes(self, names: set[str] | None = None) -> list[str]:
+        """Stop nodes started by `start_nodes`, with their pods (all when `names` is None)."""
+        return self.extras().stop_nodes(names)
+
     def is_running(self) -> bool:
         """True when every component recorded in state.json is running."""
         state = self._read_state()
@@ -166,7 +184,10 @@ class DevCluster:
     def running_components(self) -> list[str]:
         """Names of the recorded components that are still running."""
         state = self._read_state()
-        return [p.name for p in state.processes if processes.is_running(p)] if state else []
+        if state is None:
+            return []
+        extras = Extras(self.layout, self.access(), _child_env()).running()
+        return [p.name for p in state.processes if processes.is_running(p)] + extras
 
     # -- up -------------------------------------------------------------------------
 
@@ -294,6 +315,8 @@ class DevCluster:
         with self._locked():
             state = self._read_state()
             if state is not None:
+                api_up = apiserver_pending(self.pki, state.ports) is None
+                Extras(self.layout, self.access(), _child_env()).stop_all(api_up)
                 left = self._stop(state.processes)
                 if left:
                     names = ", ".join(f"{r.name} (pid {r.pid})" for r in left)

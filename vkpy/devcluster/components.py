@@ -118,6 +118,9 @@ class Layout:
             self.apiserver_cert_dir,
             self.state,
             self.lock,
+            self.dir / "addons.json",
+            self.dir / "nodes",
+            self.dir / "metrics-server",
         ]
 
 

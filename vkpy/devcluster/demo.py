@@ -1,10 +1,12 @@
 """`make run`: a virtual node doing real work, on the local control plane or yours.
 
-Brings up the local control plane (unless KUBECONFIG names a cluster), starts
-`python -m vkpy` with the default backend as a child process, waits for its Node to
+Brings up the local control plane (unless KUBECONFIG names a cluster) with
+metrics-server (so `kubectl top` works) and any regular workers asked for, starts
+`python -m vkpy` with the default backend as a child process (its serving certificate
+from the kubelet signing CA, so metrics-server can verify it), waits for its Node to
 be Ready, applies `examples/hello.yaml`, prints the kubectl commands to try, and then
 stays in the foreground with vkpy's logs until Ctrl-C, which stops vkpy (the control
-plane keeps running; `make cluster-down` stops it).
+plane and the workers keep running; `make cluster-down` stops them).
 """
 
 from __future__ import annotations
@@ -16,28 +18,37 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from .access import ClusterAccess
 from .binaries import find_bin_dir
 from .cluster import DevCluster
+from .nodes import NodeSpec, issue_serving_cert
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
 
 
-def _cluster(directory: Path) -> ClusterAccess:
+def _cluster(
+    directory: Path, pool: Sequence[NodeSpec], metrics: bool
+) -> tuple[ClusterAccess, DevCluster | None]:
     external = os.environ.get("KUBECONFIG")
     if external:
         print(f"using the cluster in KUBECONFIG={external}")
-        return ClusterAccess(
-            kubeconfig=Path(external).absolute(), kubectl=find_bin_dir() / "kubectl"
-        )
+        kubectl = find_bin_dir() / "kubectl"
+        return ClusterAccess(kubeconfig=Path(external).absolute(), kubectl=kubectl), None
     cluster = DevCluster(directory)
     began = time.monotonic()
     started = cluster.up()
     what = f"started in {time.monotonic() - began:.0f} s" if started else "reused"
     print(f"local control plane at {cluster.server} ({what})")
-    return cluster.access()
+    if metrics:
+        cluster.start_metrics_server()
+        print("metrics-server is serving v1beta1.metrics.k8s.io (kubectl top)")
+    if pool:
+        cluster.start_nodes(pool)
+        print(f"regular workers Ready: {', '.join(s.name for s in pool)}")
+    return cluster.access(), cluster
 
 
 def _node_ready(access: ClusterAccess, node: str) -> bool:
@@ -48,8 +59,14 @@ def _node_ready(access: ClusterAccess, node: str) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def run(directory: Path, node: str, provider: str | None) -> int:
-    access = _cluster(directory)
+def run(
+    directory: Path,
+    node: str,
+    provider: str | None,
+    pool: Sequence[NodeSpec] = (),
+    metrics: bool = True,
+) -> int:
+    access, local = _cluster(directory, pool, metrics)
     argv = [
         sys.executable,
         "-m",
@@ -59,8 +76,10 @@ def run(directory: Path, node: str, provider: str | None) -> int:
     ]
     if provider:
         argv.append(f"--provider={provider}")
-    if not os.environ.get("KUBECONFIG"):
+    if local is not None:
         argv += ["--node-ip=127.0.0.1", "--listen-address=127.0.0.1"]
+        cert = issue_serving_cert(node, local.dir / "nodes" / node, local.pki)
+        argv += [f"--tls-cert-file={cert.cert}", f"--tls-private-key-file={cert.key}"]
     print("starting:", shlex.join(argv))
     child = subprocess.Popen(argv)
     try:
@@ -78,6 +97,7 @@ def run(directory: Path, node: str, provider: str | None) -> int:
             f"  {kubectl} get pod hello -o wide\n"
             f"  {kubectl} describe pod hello\n"
             f"  {kubectl} logs -f hello\n"
+            f"  {kubectl} top node; {kubectl} top pod\n"
             "Ctrl-C stops vkpy; `make cluster-down` stops the control plane.\n",
             flush=True,
         )

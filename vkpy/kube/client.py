@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,13 +76,38 @@ class ClientOptions:
     request_timeout: float = 30.0
 
 
+WriteBudget = Callable[[], float]
+"""Seconds the caller may still write (vkpy.node.leader.LeaderElector.write_budget)."""
+
+READS = frozenset({"GET", "HEAD"})
+
+
+class NotLeaderError(ApiError):
+    """A write refused before it was sent: this replica does not hold the leader Lease."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(503, "NotLeader", f"{method} {path}: not the leader, writes are fenced")
+
+
 class KubeClient:
     """Raw JSON requests and streaming watches over kubernetes-asyncio's session."""
 
-    def __init__(self, api_client: k8s_client.ApiClient, options: ClientOptions) -> None:
+    def __init__(
+        self,
+        api_client: k8s_client.ApiClient,
+        options: ClientOptions,
+        write_budget: WriteBudget | None = None,
+    ) -> None:
         self._api = api_client
         self._options = options
         self._host = str(api_client.configuration.host).rstrip("/")
+        self._write_budget = write_budget
+
+    def fenced(self, write_budget: WriteBudget) -> KubeClient:
+        """The same connection, refusing every write once `write_budget()` is spent and
+        ending any write request when it runs out (leader election's write fencing).
+        Closing it closes nothing: the unfenced client owns the session."""
+        return KubeClient(self._api, self._options, write_budget)
 
     @classmethod
     async def connect(cls, options: ClientOptions) -> KubeClient:
@@ -121,7 +146,8 @@ class KubeClient:
         return session
 
     async def close(self) -> None:
-        await self._api.close()
+        if self._write_budget is None:
+            await self._api.close()
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         headers: dict[str, str] = {"Accept": "application/json", "User-Agent": "vkpy"}
@@ -141,6 +167,12 @@ class KubeClient:
         timeout: float | None = None,
     ) -> KubeObject:
         """Send one request and return the decoded JSON body; raise ApiError on failure."""
+        limit = timeout or self._options.request_timeout
+        if self._write_budget is not None and method not in READS:
+            budget = self._write_budget()
+            if budget <= 0:
+                raise NotLeaderError(method, path)
+            limit = min(limit, budget)
         data = None if body is None else jsoncodec.dumps(body)
         headers = await self._headers(content_type if data is not None else None)
         started = time.monotonic()
@@ -152,7 +184,7 @@ class KubeClient:
                 params=_params(query),
                 data=data,
                 headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout or self._options.request_timeout),
+                timeout=aiohttp.ClientTimeout(total=limit),
             ) as response:
                 outcome = str(response.status)
                 raw = await response.read()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
@@ -38,9 +39,11 @@ class LeaseKeeper:
         renew_interval: float = 10.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         spread: bool = False,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`spread`: after the first renewal, wait a random part of the interval once, so
-        the Leases of many nodes in one process are renewed evenly over the interval."""
+        """`spread`: the second renewal comes a random part of the interval after the
+        first (never later than the interval), so the Leases of many nodes in one process
+        are renewed evenly over the interval rather than in the bursts they registered in."""
         self._client = client
         self._name = node_name
         self._node_uid = node_uid
@@ -48,20 +51,27 @@ class LeaseKeeper:
         self._interval = renew_interval
         self._sleep = sleep
         self._spread = spread
+        self._monotonic = monotonic
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{node_name}"
         self._lease: KubeObject | None = None
         self.renewals = 0
 
     async def run(self) -> None:
-        offset = random.uniform(0, self._interval) if self._spread else 0.0
+        """Renew every `renew_interval` s on a fixed schedule: a slow answer does not push
+        the next renewal back (sleeping a whole interval after each answer made a loaded
+        API server's Leases drift late)."""
+        due = self._monotonic()
+        first = True
         while True:
             try:
                 await self.renew()
             except ApiError as error:
                 log.warning("lease renewal failed", extra={"node": self._name, "error": str(error)})
                 self._lease = None
-            await self._sleep(self._interval + offset)
-            offset = 0.0
+            step = random.uniform(0, self._interval) if first and self._spread else self._interval
+            first = False
+            due = max(due + step, self._monotonic())
+            await self._sleep(due - self._monotonic())
 
     def _desired(self, base: KubeObject | None) -> KubeObject:
         lease: KubeObject = {

@@ -59,6 +59,10 @@ class NodeController:
         self._conditions: list[KubeObject] = []
         self.registered = asyncio.Event()
         self.uid = ""
+        self.last_loop_at: float | None = None
+        """When the status loop last turned (monotonic), for the liveness probe."""
+        self.api_error: str | None = None
+        """Why the last status write failed (None: it worked), for the readiness probe."""
 
     async def run(self) -> None:
         await self.register()
@@ -69,12 +73,16 @@ class NodeController:
         if self._settings.spread:  # many nodes: each at its own point of the period
             self._last_sent_at -= random.uniform(0, self._settings.status_interval)
             await self._clock.sleep(random.uniform(0, self._settings.check_interval))
+        self.last_loop_at = self._clock.monotonic()
         while True:
             await self._clock.sleep(self._settings.check_interval)
             try:
                 await self.sync()
+                self.api_error = None
             except ApiError as error:
+                self.api_error = str(error)
                 log.warning("node status update failed", extra={"error": str(error)})
+            self.last_loop_at = self._clock.monotonic()
 
     async def _health(self) -> Health:
         try:

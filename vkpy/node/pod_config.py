@@ -4,7 +4,8 @@ This is where the kubelet's reading of a pod spec happens once for every backend
 each container's environment is resolved (ConfigMaps and Secrets read from the API
 server), `$(VAR)` references in command and args are expanded, and volumes are
 resolved into files (vkpy.node.volumes: configMap, secret, downwardAPI, projected with
-service account tokens). A missing required reference raises `ConfigError`.
+service account tokens). A missing required reference raises `ConfigError`, and so
+does `runAsNonRoot` with `runAsUser: 0`, as the kubelet refuses it before any start.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.env import ConfigError, ObjectSource, expand, resolve_env
+from vkpy.node.pull_secrets import pull_credentials
 from vkpy.node.volumes import TokenGrant, VolumeSource, resolve_volumes, token_grant, token_request
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
@@ -68,6 +70,22 @@ def pod_ref(pod: KubeObject) -> PodRef:
     return PodRef(str(m.get("namespace", "")), str(m.get("name", "")), str(m.get("uid", "")))
 
 
+def check_run_as_non_root(pod: KubeObject, container: KubeObject) -> None:
+    """The kubelet's non-root check: `runAsNonRoot` with `runAsUser: 0` (the
+    container's settings over the pod's) is a CreateContainerConfigError, never run."""
+    pod_security = spec(pod).get("securityContext") or {}
+    mine = container.get("securityContext") or {}
+    non_root = mine.get("runAsNonRoot", pod_security.get("runAsNonRoot"))
+    user = mine.get("runAsUser", pod_security.get("runAsUser"))
+    if non_root and user is not None and int(user) == 0:
+        m = meta(pod)
+        raise ConfigError(
+            "container's runAsUser breaks non-root policy "
+            f'(pod: "{m.get("name")}_{m.get("namespace")}({m.get("uid")})", '
+            f"container: {container.get('name')})"
+        )
+
+
 async def _container(
     pod: KubeObject,
     container: KubeObject,
@@ -75,6 +93,7 @@ async def _container(
     host_ip: str,
     allocatable: Mapping[str, str],
 ) -> ContainerConfig:
+    check_run_as_non_root(pod, container)
     env = await resolve_env(pod, container, source, host_ip, allocatable)
     variables = dict(env)
     return ContainerConfig(
@@ -107,11 +126,13 @@ async def build_pod_config(
     host_ip: str,
     allocatable: Mapping[str, str],
     with_volume_files: bool = True,
+    with_pull_secrets: bool = False,
 ) -> PodConfig:
     """The backend's view of `pod`; raises ConfigError for missing references.
 
     `with_volume_files` is False for backends that do not read volume files
-    (see `ReadsVolumeFiles`): their volumes are described, not fetched."""
+    (see `ReadsVolumeFiles`): their volumes are described, not fetched.
+    `with_pull_secrets` reads the pod's imagePullSecrets (see `ReadsPullSecrets`)."""
     s = spec(pod)
     inits = [
         await _container(pod, c, source, host_ip, allocatable)
@@ -126,4 +147,5 @@ async def build_pod_config(
         init_containers=tuple(inits),
         containers=tuple(containers),
         volumes=await resolve_volumes(pod, source, host_ip, allocatable, with_volume_files),
+        registry_credentials=await pull_credentials(pod, source) if with_pull_secrets else (),
     )

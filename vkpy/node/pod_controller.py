@@ -19,6 +19,7 @@ from vkpy.clock import SYSTEM_CLOCK, Clock
 from vkpy.kube.client import KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.watch import Watcher, WatchOptions
+from vkpy.node.deletion_cost import DeletionCost
 from vkpy.node.ephemeral import EphemeralContainers
 from vkpy.node.keyed_queue import KeyedQueue
 from vkpy.node.pod_config import pod_ref
@@ -63,6 +64,7 @@ class PodController:
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
+        self._cost = DeletionCost(client, settings.deletion_cost)
         self._life = PodLife(
             client, provider, report, objects, self._queue, settings, clock, self._ephemeral
         )
@@ -189,12 +191,14 @@ class PodController:
         if record is None:
             return
         try:
+            await self._cost.ensure(record.pod)
             await self._life.sync(record)
         finally:
             if record.pod is None and not record.in_backend:
                 self._forget(record)  # forgetting a pod is removing its record
                 self._queue.drop(uid)
                 self._ephemeral.forget(uid)
+                self._cost.forget(uid)
 
     # --- what the kubelet API reads ------------------------------------------------
 

@@ -20,6 +20,7 @@ from vkpy import metrics
 from vkpy.clock import Clock, utcnow
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING
+from vkpy.node.admission import Rejection, SysctlPolicy, admit
 from vkpy.node.deadline import DEADLINE_MESSAGE, deadline_at, deadline_exceeded, deadline_state
 from vkpy.node.env import ConfigError
 from vkpy.node.ephemeral import EphemeralContainers
@@ -30,6 +31,7 @@ from vkpy.node.pod_record import Absent, Created, Deleted, Final, PodRecord, Sto
 from vkpy.node.pod_reporting import PodReporter, pod_path
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.node.pod_status import TERMINAL_PHASES
+from vkpy.node.terminating import stop_reporting
 from vkpy.node.volumes import TokenTracker, VolumeSource, has_token_volumes
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import (
@@ -38,6 +40,7 @@ from vkpy.providers.base import (
     PodRef,
     PodState,
     Provider,
+    ReadsPullSecrets,
     ReadsVolumeFiles,
     RefreshesVolumes,
 )
@@ -83,6 +86,7 @@ class PodLife:
         self._queue = queue
         self._settings = settings
         self._clock = clock
+        self._sysctls = SysctlPolicy.from_patterns(settings.allowed_unsafe_sysctls)
 
     async def sync(self, r: PodRecord) -> None:
         pod = r.pod
@@ -145,6 +149,7 @@ class PodLife:
             self._settings.host_ip,
             allocatable,
             with_volume_files=isinstance(self._provider, ReadsVolumeFiles),
+            with_pull_secrets=isinstance(self._provider, ReadsPullSecrets),
         )
         due = None
         if tokens.refresh_at is not None and isinstance(self._provider, RefreshesVolumes):
@@ -155,6 +160,11 @@ class PodLife:
 
     async def _create(self, r: PodRecord, pod: KubeObject) -> bool:
         """Start the pod in the backend; False when it cannot be (status written)."""
+        node_os = self._settings.operating_system or self._provider.node_info().operating_system
+        rejection = admit(pod, node_os, self._sysctls)
+        if rejection is not None:
+            await self._reject(r, pod, rejection)
+            return False
         try:
             config, token_due = await self._config(pod)
         except ConfigError as error:
@@ -189,6 +199,18 @@ class PodLife:
             quiet=True,
         )
 
+    async def _reject(self, r: PodRecord, pod: KubeObject, rejection: Rejection) -> None:
+        """The kubelet's rejectPod: a Warning Event, and Failed without running anything."""
+        log.warning(
+            "pod rejected",
+            extra={"pod": str(r.ref), "reason": rejection.reason, "error": rejection.message},
+        )
+        self._report.event(pod, WARNING, rejection.reason, rejection.message)
+        message = f"Pod was rejected: {rejection.message}"
+        state = PodState(phase="Failed", reason=rejection.reason, message=message)
+        r.stage = Final(state)
+        await self._write(r, pod, state, sandbox_ready=False)
+
     async def _fail_permanently(self, r: PodRecord, pod: KubeObject, error: ProviderError) -> None:
         message = str(error)
         log.warning(
@@ -197,6 +219,8 @@ class PodLife:
         )
         self._report.event(pod, WARNING, error.reason, message)
         reason = "ContainerCannotRun" if isinstance(error, InvalidInputError) else error.reason
+        if isinstance(error, InvalidInputError):  # no container can start: the kubelet's Event
+            self._report.event(pod, WARNING, "Failed", f"Error: {message}")
         state = PodState(
             phase="Failed",
             reason=error.reason,
@@ -337,7 +361,8 @@ class PodLife:
                     name = container.get("name")
                     self._report.event(pod, NORMAL, "Killing", f"Stopping container {name}", name)
             r.stage = Stopping()
-            await self._stop(r, self._grace_period(pod))
+            stop = self._stop(r, self._grace_period(pod))
+            await stop_reporting(stop, lambda: self._report_stopping(r), self._clock)
         try:
             await self._client.delete(
                 pod_path(r.ref), {"gracePeriodSeconds": 0, "preconditions": {"uid": r.ref.uid}}
@@ -348,6 +373,12 @@ class PodLife:
                 raise Retry(f"delete {r.ref}: {error}") from error
         r.stage = Deleted()
         self._queue.drop(r.ref.uid)
+
+    async def _report_stopping(self, r: PodRecord) -> None:
+        """The status of a pod being stopped (its readiness still changes)."""
+        if r.pod is not None:
+            with contextlib.suppress(NotFoundError):
+                await self._write(r, r.pod, await self._get_status(r.ref), sandbox_ready=True)
 
     async def _stop(self, r: PodRecord, grace: float) -> None:
         """Stop the pod in the backend (gone already is fine); then it is final when

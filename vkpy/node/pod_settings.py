@@ -20,3 +20,10 @@ class PodControllerSettings:
     config_retry_max: float = 10.0
     """Longest wait before a pod missing a ConfigMap or Secret is tried again."""
     default_grace_period: float = 30.0
+    deletion_cost: int | None = None
+    """`controller.kubernetes.io/pod-deletion-cost` written on the node's ReplicaSet
+    pods (None: not written); see deletion_cost."""
+    operating_system: str | None = None
+    """The node's OS, when it overrides the backend's: pods for another are rejected."""
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    """Sysctl names or patterns (ending in `*`) pods may set beyond the safe ones."""

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from vkpy.node.pod_conditions import Condition, pod_conditions, restartable
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import ContainerState, PodState
 from vkpy.rfc3339 import format_time, parse_or_none
@@ -65,7 +66,9 @@ def desired_status(pod: KubeObject, state: PodState, ctx: StatusContext) -> Kube
     init_statuses = _container_statuses(
         init_specs, state.init_containers, current, "PodInitializing", init=True
     )
-    waiting = "PodInitializing" if not _initialized(init_statuses) else "ContainerCreating"
+    # The kubelet's default for a container it has not started: PodInitializing in a
+    # pod with init containers (until it runs), else ContainerCreating.
+    waiting = "PodInitializing" if init_specs else "ContainerCreating"
     container_statuses = _container_statuses(container_specs, state.containers, current, waiting)
     started = state.started_at or parse_or_none(current.get("startTime")) or ctx.now
     out: KubeObject = {
@@ -116,7 +119,8 @@ def _container_statuses(
         if state is None:
             out.append(_waiting_status(name, image, waiting_reason, previous.get(name)))
             continue
-        out.append(_container_status(state, image))
+        completed_init = init and not restartable(container)
+        out.append(_container_status(state, image, completed_init))
     return out
 
 
@@ -163,14 +167,19 @@ def _state_dict(state: ContainerState) -> KubeObject:
     return {"waiting": waiting}
 
 
-def _container_status(state: ContainerState, spec_image: str) -> KubeObject:
+def _container_status(state: ContainerState, spec_image: str, init: bool = False) -> KubeObject:
+    """One container's status; `init` for a regular (not restartable) init container,
+    which the kubelet reports ready once it completed (exit code 0)."""
     running = state.state == "running"
     started = state.started if state.started is not None else running
+    ready = bool(state.ready and running)
+    if init:
+        ready = state.state == "terminated" and state.exit_code == 0
     out: KubeObject = {
         "name": state.name,
         "image": state.image or spec_image,
         "imageID": state.image_id,
-        "ready": bool(state.ready and running),
+        "ready": ready,
         "started": bool(started and running),
         "restartCount": state.restart_count,
         "state": _state_dict(state),
@@ -181,10 +190,6 @@ def _container_status(state: ContainerState, spec_image: str) -> KubeObject:
     return out
 
 
-def _initialized(init_statuses: list[KubeObject]) -> bool:
-    return all(s["state"].get("terminated", {}).get("exitCode", -1) == 0 for s in init_statuses)
-
-
 def _conditions(
     pod: KubeObject,
     state: PodState,
@@ -192,52 +197,32 @@ def _conditions(
     init_statuses: list[KubeObject],
     container_statuses: list[KubeObject],
 ) -> list[KubeObject]:
-    """The five conditions the kubelet owns, as the kubelet words them."""
-    values: list[tuple[str, bool, str | None]]
-    if state.phase in TERMINAL_PHASES:
-        done = "PodCompleted"
-        values = [
-            ("PodReadyToStartContainers", False, None),
-            ("Initialized", True, done),
-            ("ContainersReady", False, done),
-            ("Ready", False, done),
-        ]
-    else:
-        initialized = _initialized(init_statuses)
-        ready = bool(container_statuses) and all(s["ready"] for s in container_statuses)
-        gates = _readiness_gates_ready(pod)
-        not_ready = "ContainersNotReady" if not ready else "ReadinessGatesNotReady"
-        values = [
-            ("PodReadyToStartContainers", ctx.sandbox_ready, None),
-            ("Initialized", initialized, None if initialized else "ContainersNotInitialized"),
-            ("ContainersReady", ready, None if ready else "ContainersNotReady"),
-            ("Ready", ready and gates, None if ready and gates else not_ready),
-        ]
-    values.append(("PodScheduled", True, None))
-    current = {c.get("type"): c for c in status(pod).get("conditions") or []}
+    """The five conditions the kubelet owns, as the kubelet words them (pod_conditions.py)."""
+    current = status(pod).get("conditions") or []
+    sandbox = ctx.sandbox_ready and state.phase not in TERMINAL_PHASES
+    values = [
+        Condition("PodReadyToStartContainers", sandbox),
+        *pod_conditions(pod, state.phase, init_statuses, container_statuses, current),
+        Condition("PodScheduled", True),
+    ]
+    have = {c.get("type"): c for c in current}
     out = []
-    for kind, ok, why in values:
-        value = "True" if ok else "False"
-        previous = current.get(kind) or {}
+    for item in values:
+        value = "True" if item.ok else "False"
+        previous = have.get(item.kind) or {}
         changed_at = previous.get("lastTransitionTime") if previous.get("status") == value else None
         condition: KubeObject = {
-            "type": kind,
+            "type": item.kind,
             "status": value,
             "lastProbeTime": None,
             "lastTransitionTime": changed_at or timestamp(ctx.now),
         }
-        if why:
-            condition["reason"] = why
+        if item.reason:
+            condition["reason"] = item.reason
+        if item.message:
+            condition["message"] = item.message
         out.append(condition)
     return out
-
-
-def _readiness_gates_ready(pod: KubeObject) -> bool:
-    gates = [g.get("conditionType") for g in spec(pod).get("readinessGates") or []]
-    if not gates:
-        return True
-    current = {c.get("type"): c.get("status") for c in status(pod).get("conditions") or []}
-    return all(current.get(g) == "True" for g in gates)
 
 
 def _condition_core(condition: KubeObject) -> tuple[object, ...]:
@@ -297,5 +282,10 @@ def _normalize(value: object) -> object:
     if isinstance(value, list):
         return [_normalize(v) for v in value]
     if isinstance(value, dict):
-        return {k: _normalize(v) for k, v in value.items() if _normalize(v) is not None}
+        out = {}
+        for k, v in value.items():
+            normal = _normalize(v)  # once per value: twice made it 2^depth
+            if normal is not None:
+                out[k] = normal
+        return out
     return value

@@ -19,6 +19,7 @@ for what it cannot:
   it declares them and the kubelet side runs them, supervised (vkpy.node.background).
 - `ReadsVolumeFiles`: the backend wants volume contents (ConfigMaps, Secrets,
   tokens); others are spared the API calls.
+- `ReadsPullSecrets`: the backend pulls images and wants the pod's registry logins.
 - `RefreshesVolumes`: the backend takes renewed volume contents (service account
   tokens) for running pods.
 - `LogsProvider`, `ExecProvider`, `AttachProvider`, `PortForwardProvider`,
@@ -114,6 +115,15 @@ class ContainerConfig:
 
 
 @dataclass(frozen=True)
+class RegistryCredential:
+    """A login for an image registry, from one of the pod's `imagePullSecrets`."""
+
+    server: str
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class PodConfig:
     """Everything a backend needs to run a pod."""
 
@@ -125,6 +135,8 @@ class PodConfig:
     volumes: tuple[VolumeConfig, ...] = ()
     ephemeral_containers: tuple[ContainerConfig, ...] = ()
     """`kubectl debug` containers the backend runs (see `RunsEphemeralContainers`)."""
+    registry_credentials: tuple[RegistryCredential, ...] = ()
+    """Logins from the pod's `imagePullSecrets` (see `ReadsPullSecrets`)."""
 
     @property
     def restart_policy(self) -> str:
@@ -183,6 +195,8 @@ class NodeInfo:
     runtime_version: str
     kernel_version: str = ""
     os_image: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Node labels the backend adds (e.g. how the process backend isolates pods)."""
 
 
 @dataclass(frozen=True)
@@ -325,6 +339,17 @@ class ReadsVolumeFiles(Protocol):
     alone, and costs the API server nothing for them."""
 
     reads_volume_files: Literal[True]
+
+
+@runtime_checkable
+class ReadsPullSecrets(Protocol):
+    """A backend that pulls images itself and needs the pod's registry logins.
+
+    Only for such a backend does the kubelet side read the pod's `imagePullSecrets`
+    (kubernetes.io/dockerconfigjson or dockercfg) into `PodConfig.registry_credentials`;
+    a missing Secret is skipped, as the kubelet does, and the pull may then fail."""
+
+    reads_pull_secrets: Literal[True]
 
 
 @runtime_checkable

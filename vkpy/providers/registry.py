@@ -20,6 +20,8 @@ class ProviderContext:
     node_name: str
     state_dir: str
     internal_ip: str
+    operating_system: str | None = None
+    """`--os`, for backends that run one operating system or another (aci)."""
 
 
 Factory = Callable[[Mapping[str, object], ProviderContext], Provider]
@@ -58,6 +60,16 @@ def _fargate(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
     )
 
 
+def _aci(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
+    aci = importlib.import_module("vkpy.providers.aci")
+    return _build(
+        "aci",
+        lambda: aci.AciProvider(
+            aci.AciConfig.from_dict(raw, os_type=ctx.operating_system), ctx.node_name
+        ),
+    )
+
+
 def _process(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
     config = importlib.import_module("vkpy.providers.process.config")
     provider = importlib.import_module("vkpy.providers.process.provider")
@@ -65,7 +77,10 @@ def _process(raw: Mapping[str, object], ctx: ProviderContext) -> Provider:
         "process",
         lambda: provider.ProcessProvider(
             config.ProcessConfig.from_dict(
-                raw, state_dir=ctx.state_dir, internal_ip=ctx.internal_ip
+                raw,
+                state_dir=ctx.state_dir,
+                internal_ip=ctx.internal_ip,
+                node_name=ctx.node_name,
             )
         ),
     )
@@ -76,6 +91,8 @@ _FACTORIES: dict[str, Factory] = {
     "lambda": _lambda,
     "fargate": _fargate,
     "process": _process,
+    "aci": _aci,
+    "azure": _aci,  # Virtual Kubelet's Helm chart and AKS virtual nodes call it so
 }
 
 

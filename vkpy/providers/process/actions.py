@@ -1,4 +1,4 @@
-"""Probe and lifecycle hook handlers: exec, httpGet, tcpSocket and sleep.
+"""Probe and lifecycle hook handlers: exec, httpGet, tcpSocket, grpc and sleep.
 
 Probes and hooks share their handlers in the pod spec, so they share this code. An
 exec handler runs in the container's context (its cgroup, user, environment and
@@ -8,6 +8,7 @@ timeout kills everything it started. httpGet and tcpSocket go to the pod's addre
 ports are looked up in the container's ports. HTTP probes follow the kubelet:
 no keep-alive, `User-Agent: kube-probe/<version>`, success for 200-399, no TLS
 verification for HTTPS, redirects not followed (a redirect counts as success).
+gRPC probes call the standard health service (grpc_probe.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from vkpy.objects import KubeObject
+from vkpy.providers.process import grpc_probe
 from vkpy.providers.process.layout import InstanceDir
 from vkpy.providers.process.supervision import helper_argv, helper_env
 
@@ -106,6 +108,16 @@ class Actions:
                 return await self.http_get(handler["httpGet"] or {}, container, timeout)
             if "tcpSocket" in handler:
                 return await self.tcp_socket(handler["tcpSocket"] or {}, container, timeout)
+            if "grpc" in handler:
+                grpc = handler["grpc"] or {}
+                result = await grpc_probe.check(
+                    self._pod_host,
+                    int(grpc.get("port", 0)),
+                    str(grpc.get("service") or ""),
+                    timeout,
+                    USER_AGENT,
+                )
+                return Outcome(result.ok, result.message)
             if "sleep" in handler:
                 seconds = float((handler["sleep"] or {}).get("seconds", 0))
                 await asyncio.sleep(min(seconds, timeout))

@@ -56,6 +56,9 @@ class RunAs:
     gid: int | None
     groups: tuple[int, ...] = ()
     name: str = ""
+    private_group: int | None = None
+    """A group only this pod has (per-pod identities, see identity.py): the pod's
+    directory and the files vkpy makes for it belong to root and this group."""
 
 
 def resolve_run_as(value: str | int | None) -> RunAs:
@@ -127,8 +130,12 @@ class ProcessConfig:
     pods_dir: str = ""
     """Where pod directories live; default `<state-dir>/process/pods`."""
     run_as: str = ""
-    """User for containers: name, uid or uid:gid. Default `nobody` when vkpy is root;
-    when vkpy is not root, containers run as vkpy's user and this must be empty."""
+    """One user for every pod's containers: name, uid or uid:gid. Default (empty): when
+    vkpy is root, each pod runs as an id of its own from `pod_uid_range`; when vkpy is
+    not root, containers run as vkpy's user and this must be empty."""
+    pod_uid_range: str = "200000-265535"
+    """`first-last`: the uids (and gids) given to pods when vkpy is root, one per pod;
+    `runAsUser`, `runAsGroup`, `fsGroup` and `supplementalGroups` must be inside it."""
     host_path_prefixes: tuple[str, ...] = ()
     """hostPath volumes are allowed only under these directories (none by default)."""
     log_max_bytes: int = 10 * 2**20
@@ -160,12 +167,18 @@ class ProcessConfig:
     path, working_dir, env (null: no entry); before the shipped defaults."""
     state_dir: str = ""
     internal_ip: str = "127.0.0.1"
+    node_name: str = ""
 
     @classmethod
     def from_dict(
-        cls, raw: Mapping[str, object], *, state_dir: str, internal_ip: str
+        cls,
+        raw: Mapping[str, object],
+        *,
+        state_dir: str,
+        internal_ip: str,
+        node_name: str = "",
     ) -> ProcessConfig:
-        known = {f.name for f in fields(cls)} - {"state_dir", "internal_ip"}
+        known = {f.name for f in fields(cls)} - {"state_dir", "internal_ip", "node_name"}
         unknown = set(raw) - known
         if unknown:
             raise ValueError(f"unknown process settings: {', '.join(sorted(unknown))}")
@@ -184,7 +197,7 @@ class ProcessConfig:
                 parse_quantity(value)
             except QuantityError as error:
                 raise ValueError(f"capacity {name}: {error}") from None
-        config = cls(**values, state_dir=state_dir, internal_ip=internal_ip)  # type: ignore[arg-type]
+        config = cls(**values, state_dir=state_dir, internal_ip=internal_ip, node_name=node_name)  # type: ignore[arg-type]
         if config.memory_enforcement not in ("auto", "cgroup", "watchdog", "none"):
             raise ValueError("memory_enforcement must be auto, cgroup, watchdog or none")
         if config.log_max_bytes < 4096 or config.log_max_files < 1:
@@ -192,7 +205,23 @@ class ProcessConfig:
         if config.backoff_base_seconds <= 0 or config.backoff_max_seconds < 0:
             raise ValueError("backoff delays must be positive")
         resolve_run_as(config.run_as)
+        config.uid_range()
         return config
+
+    def uid_range(self) -> tuple[int, int]:
+        """`pod_uid_range` as (first, last); ValueError when it is not a range."""
+        first, sep, last = str(self.pod_uid_range).partition("-")
+        if not sep or not first.strip().isdigit() or not last.strip().isdigit():
+            raise ValueError(f"pod_uid_range must be first-last, not {self.pod_uid_range!r}")
+        low, high = int(first), int(last)
+        if low < 1000 or high < low:
+            raise ValueError(f"pod_uid_range {self.pod_uid_range!r}: must be within 1000 and up")
+        return low, high
+
+    @property
+    def per_pod_ids(self) -> bool:
+        """Whether each pod runs as an id of its own (vkpy is root, no shared run_as)."""
+        return os.geteuid() == 0 and not self.run_as
 
     @property
     def pods_path(self) -> Path:

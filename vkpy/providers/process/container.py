@@ -34,6 +34,7 @@ from vkpy.providers.process.probes import run_probe as probe_loop
 from vkpy.providers.process.records import ExitRecord, LaunchSpec, RunRecord
 from vkpy.providers.process.runtime import Runtime, container_context
 from vkpy.providers.process.supervision import SIGNAL_KILL, Supervised, collect, launch
+from vkpy.providers.process.termination import prepare_message_file, with_message
 from vkpy.providers.process.validation import memory_limit
 
 log = logging.getLogger(__name__)
@@ -122,17 +123,18 @@ class ContainerRunner:
         instance = self.dir.instance(self.instance)
         if len(numbers) > 1:
             raw = read_json(self.dir.instance(numbers[-2]).exit)
-            self.previous_exit = ExitRecord.from_dict(raw) if raw else None
+            previous = ExitRecord.from_dict(raw) if raw else None
+            self.previous_exit = previous and self._ended(previous, numbers[-2], compute=False)
         run_raw = read_json(instance.run)
         self.run_record = RunRecord.from_dict(run_raw) if run_raw else None
         exit_raw = read_json(instance.exit)
         if exit_raw is not None:
-            self.exit = ExitRecord.from_dict(exit_raw)
+            self.exit = self._ended(ExitRecord.from_dict(exit_raw), self.instance)
             return
         if self.run_record is not None:
             self.supervised = Supervised.attach(self.run_record)
             if self.supervised is None:
-                self.exit = collect(instance, self.run_record)
+                self.exit = self._ended(collect(instance, self.run_record), self.instance)
 
     def state(self) -> ContainerState:
         name, image = self.config.name, self.config.image
@@ -234,6 +236,13 @@ class ContainerRunner:
         instance = self.dir.instance(number)
         instance.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         spec = self._launch_spec(instance)
+        try:
+            prepare_message_file(self.dir, self.config.spec, self.runtime.owner(self.pod.ref))
+        except OSError as error:
+            log.warning(
+                "cannot prepare the termination message file",
+                extra={"pod": str(self.pod.ref), "container": self.config.name, "error": error},
+            )
         self._launching = asyncio.create_task(self._launch(spec, number), name="launch")
         await asyncio.shield(self._launching)
 
@@ -253,6 +262,7 @@ class ContainerRunner:
             cgroup_name=f"{self.pod.ref.uid}_{self.config.name}_{instance.number}",
             watchdog_interval=settings.watchdog_interval,
             stdin_pipe=bool(self.config.spec.get("stdin")),
+            tty=bool(self.config.spec.get("tty")),
         )
 
     async def _launch(self, spec: LaunchSpec, number: int) -> None:
@@ -285,11 +295,12 @@ class ContainerRunner:
         self.trackers = self._new_trackers()
         if isinstance(result, ExitRecord):
             self.run_record = None
-            self.exit = result
+            self.exit = self._ended(result, number)
             log.info(
                 "container could not start",
                 extra={"pod": str(self.pod.ref), "container": self.config.name},
             )
+            self._report_start_failure()
         else:
             self.supervised = result
             self.run_record = result.run
@@ -327,8 +338,9 @@ class ContainerRunner:
                 await watcher
         self.started_event.clear()
         instance = self.dir.instance(self.instance)
-        self.exit = collect(instance, record)
+        self.exit = self._ended(collect(instance, record), self.instance)
         self.supervised = None
+        self._report_start_failure()
         log.info(
             "container ended",
             extra={
@@ -376,6 +388,16 @@ class ContainerRunner:
             message = f"{spec.kind.capitalize()} probe failed: {outcome.message}"
             self._event("Warning", "Unhealthy", message)
         return outcome
+
+    def _ended(self, record: ExitRecord, number: int, compute: bool = True) -> ExitRecord:
+        """How run `number` ended, with its termination message (termination.py)."""
+        instance = self.dir.instance(number)
+        return with_message(record, self.dir, instance, self.config.spec, compute)
+
+    def _report_start_failure(self) -> None:
+        """The kubelet's Warning Event for a container that could not be started."""
+        if self.exit is not None and self.exit.reason == "ContainerCannotRun":
+            self._event("Warning", "Failed", f"Error: {self.exit.message or 'cannot run'}")
 
     def _event(self, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.runtime.report_event(self.pod.ref, PodEvent(kind, reason, message, self.config.name))
@@ -442,7 +464,14 @@ class ContainerRunner:
         if self._launching is not None and not self._launching.done():
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._launching)
-        await self.kill(grace)
+        readiness = self._readiness_while_stopping()
+        try:
+            await self.kill(grace)
+        finally:
+            if readiness is not None:
+                readiness.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await readiness
         for task in list(self._helpers):
             task.cancel()
         if self.supervised is not None and self.run_record is not None:
@@ -452,8 +481,23 @@ class ContainerRunner:
                     extra={"pod": str(self.pod.ref), "container": self.config.name},
                 )
                 self.supervised.detach()
-            self.exit = collect(self.dir.instance(self.instance), self.run_record)
+            instance = self.dir.instance(self.instance)
+            self.exit = self._ended(collect(instance, self.run_record), self.instance)
             self.supervised = None
+
+    def _readiness_while_stopping(self) -> asyncio.Task[None] | None:
+        """The kubelet keeps probing readiness until the container has stopped (liveness
+        and startup probes end with the pod's deletion)."""
+        tracker = self.trackers.get("readiness")
+        record = self.run_record
+        startup = self.trackers.get("startup")
+        if tracker is None or record is None or self.supervised is None:
+            return None
+        if startup is not None and not startup.passing:
+            return None
+        started = time.monotonic() - max(0.0, time.time() - record.started_ns / 1e9)
+        loop = probe_loop(tracker, self._attempt, self._probe_changed, started)
+        return asyncio.create_task(loop, name="probe-readiness-stopping")
 
     async def detach(self) -> None:
         """Stop watching the instance (vkpy closes); the container keeps running.

@@ -48,8 +48,14 @@ def drop_privileges(uid: int | None, gid: int | None, groups: list[int]) -> None
         os.setuid(uid)
 
 
-def enter_ids(context: ProcessContext, cgroup: str | os.PathLike[str] | None) -> None:
-    """In the new process, before it executes: join the cgroup, then drop privileges."""
+def enter_ids(
+    context: ProcessContext, cgroup: str | os.PathLike[str] | None, tty: bool = False
+) -> None:
+    """In the new process, before it executes: take its terminal (`tty`, stdin is a
+    pseudo-terminal and the process leads a new session), join the cgroup, then drop
+    privileges."""
+    if tty:
+        take_terminal()
     if cgroup is not None:
         join_cgroup(cgroup)
     drop_privileges(context.uid, context.gid, list(context.groups))

@@ -14,9 +14,11 @@ timestamped directory, a `..data` link is switched to it in one rename, and the
 visible names are links through `..data`; a token refresh is thus atomic for
 readers. Files keep their mode and belong to the containers' user (a container's
 root could read them; ours must be able to), directories belong to root so a
-container cannot add, remove or rename entries. emptyDir is a plain directory
-(0777, like the kubelet's); hostPath links to the host directory (allowed prefixes
-are checked beforehand, see validation.py).
+container cannot add, remove or rename entries. With a pod identity of its own
+(identity.py) the files belong to root and the pod's private group instead, readable
+and never writable by the pod, and the pod's directory is closed to other pods.
+emptyDir is a plain directory (0777, like the kubelet's); hostPath links to the host
+directory (allowed prefixes are checked beforehand, see validation.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig, VolumeFile
+from vkpy.providers.process.beneath import LinkRefused, resolve_beneath
 from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.layout import ContainerDir, PodDir, remove_tree
 from vkpy.providers.process.validation import clean_absolute, clean_relative
@@ -35,6 +38,7 @@ from vkpy.providers.process.validation import clean_absolute, clean_relative
 DATA_LINK = "..data"
 PRIVATE = 0o700
 TRAVERSE = 0o711
+CLOSED = 0o750
 
 
 def _chown(path: Path, run_as: RunAs) -> None:
@@ -58,14 +62,34 @@ def _makedirs(path: Path, mode: int, run_as: RunAs | None = None) -> None:
             _chown(directory, run_as)
 
 
-def prepare_pod_dir(pod_dir: PodDir) -> None:
+def prepare_pod_dir(pod_dir: PodDir, run_as: RunAs | None = None) -> None:
+    """The pod's directory: with a private group, root:<group> 0750, closed to every
+    other pod whatever the modes inside; otherwise 0711 (traversable, not listable)."""
+    group = run_as.private_group if run_as is not None else None
     for directory, mode in (
-        (pod_dir.path, TRAVERSE),
+        (pod_dir.path, TRAVERSE if group is None else CLOSED),
         (pod_dir.volumes, TRAVERSE),
         (pod_dir.containers, TRAVERSE),
     ):
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, mode)
+    if group is not None:
+        os.chown(pod_dir.path, 0, group, follow_symlinks=False)
+
+
+def _file_owner(path: Path, mode: int, run_as: RunAs) -> None:
+    """A file vkpy wrote for the pod (secret, configMap, token ...): with a private
+    group it belongs to root and that group, readable to the pod and never writable
+    (read-only for real: the pod cannot write, add, remove or rename); otherwise the
+    shared containers' user owns it with the mode asked for."""
+    if run_as.private_group is None:
+        os.chmod(path, mode)
+        _chown(path, run_as)
+        return
+    readable = 0o040 if mode & 0o444 else 0
+    executable = 0o010 if mode & 0o111 else 0
+    os.chown(path, 0, run_as.private_group, follow_symlinks=False)
+    os.chmod(path, (mode & 0o755 & ~0o070) | readable | executable)
 
 
 def write_volume_files(directory: Path, files: Iterable[VolumeFile], run_as: RunAs) -> None:
@@ -82,8 +106,7 @@ def write_volume_files(directory: Path, files: Iterable[VolumeFile], run_as: Run
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(item.data)
-        os.chmod(target, item.mode)
-        _chown(target, run_as)
+        _file_owner(target, item.mode, run_as)
         tops.add(item.path.split("/", 1)[0])
     old = os.readlink(directory / DATA_LINK) if (directory / DATA_LINK).is_symlink() else None
     swap = directory / f"{DATA_LINK}_tmp"
@@ -104,7 +127,9 @@ def write_volume_files(directory: Path, files: Iterable[VolumeFile], run_as: Run
         remove_tree(directory / old)
 
 
-def materialize_volume(pod_dir: PodDir, volume: VolumeConfig, run_as: RunAs) -> None:
+def materialize_volume(
+    pod_dir: PodDir, volume: VolumeConfig, run_as: RunAs, prefixes: tuple[str, ...] = ()
+) -> None:
     """Make the volume's directory (and contents) under the pod directory."""
     path = pod_dir.volume(volume.name)
     if volume.kind == "emptyDir":
@@ -115,14 +140,27 @@ def materialize_volume(pod_dir: PodDir, volume: VolumeConfig, run_as: RunAs) -> 
     elif volume.kind == "hostPath":
         host = Path(str(volume.source.get("path", "")))
         kind = str(volume.source.get("type") or "")
+        what = f"volume {volume.name!r} hostPath"
         if kind == "DirectoryOrCreate" and not host.exists():
-            host.mkdir(mode=0o755, parents=True)
+            _create_beneath_prefix(host, prefixes, what)
         elif kind == "FileOrCreate" and not host.exists():
-            host.parent.mkdir(parents=True, exist_ok=True)
-            host.touch(mode=0o644)
+            parent = _create_beneath_prefix(host.parent, prefixes, what)
+            fd = os.open(parent / host.name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            os.close(fd)
         _check_host_type(host, kind, volume.name)
     else:
         write_volume_files(path, volume.files, run_as)
+
+
+def _create_beneath_prefix(path: Path, prefixes: tuple[str, ...], what: str) -> Path:
+    """Make the directory `path` under the allowed prefix holding it, as root (the
+    kubelet's DirectoryOrCreate), without following links below the prefix."""
+    real = Path(os.path.realpath(path))
+    for prefix in prefixes:
+        base = Path(os.path.realpath(prefix))
+        if real == base or base in real.parents:
+            return resolve_beneath(base, str(real.relative_to(base)), what, create=True)
+    raise LinkRefused(f"{what}: {str(path)!r} is outside the allowed host_path_prefixes")
 
 
 def _check_host_type(host: Path, kind: str, name: str) -> None:
@@ -166,7 +204,11 @@ def prepare_root(
     cdir.instances.mkdir(mode=PRIVATE, exist_ok=True)
     os.chmod(cdir.instances, PRIVATE)
     root = cdir.root
-    _makedirs(root, 0o755, run_as)
+    security = container.spec.get("securityContext") or {}
+    # readOnlyRootFilesystem: the container's root and the directories vkpy makes in it
+    # stay root's, so the container writes only into its (writable) volumes.
+    root_owner = None if security.get("readOnlyRootFilesystem") else run_as
+    _makedirs(root, 0o755, root_owner)
     mounts = sorted(
         container.spec.get("volumeMounts") or [],
         key=lambda m: len(clean_absolute(str(m.get("mountPath", "")), "mountPath").split("/")),
@@ -176,14 +218,22 @@ def prepare_root(
         volume = volumes[str(mount.get("name", ""))]
         target = volume_target(pod_dir, volume)
         sub_path = clean_relative(str(mount.get("subPath") or ""), "subPath")
-        if sub_path:
+        if sub_path and volume.kind in ("emptyDir", "hostPath"):
+            # The pod can write here: no link it planted is followed (beneath.py).
+            target = resolve_beneath(
+                Path(os.path.realpath(target)),
+                sub_path,
+                f"container {container.name!r} subPath",
+                create=True,
+                mode=0o777 if volume.kind == "emptyDir" else 0o755,
+                owner=run_as,
+            )
+        elif sub_path:
             target = target / sub_path
-            if volume.kind in ("emptyDir", "hostPath") and not target.exists():
-                _makedirs(target, 0o777 if volume.kind == "emptyDir" else 0o755, run_as)
         if not relative:
             raise FileNotFoundError(f"container {container.name!r} mounts over its root")
         link = root / relative
-        _makedirs(link.parent, 0o755, run_as)
+        _makedirs(link.parent, 0o755, root_owner)
         # A mount inside another mount is made where the outer one really is.
         real_parent = Path(os.path.realpath(link.parent))
         real_link = real_parent / link.name
@@ -205,15 +255,17 @@ def prepare_root(
             os.symlink(os.path.relpath(target, real_parent), real_link)
     cwd = root / working_dir(container)
     if not cwd.exists():
-        _makedirs(cwd, 0o755, run_as)
+        _makedirs(cwd, 0o755, root_owner)
     return cwd
 
 
-def prepare_pod(pod_dir: PodDir, pod: PodConfig, run_as: RunAs) -> None:
+def prepare_pod(
+    pod_dir: PodDir, pod: PodConfig, run_as: RunAs, prefixes: tuple[str, ...] = ()
+) -> None:
     """Everything on disk a new pod needs before its first container starts."""
-    prepare_pod_dir(pod_dir)
+    prepare_pod_dir(pod_dir, run_as)
     for volume in pod.volumes:
-        materialize_volume(pod_dir, volume, run_as)
+        materialize_volume(pod_dir, volume, run_as, prefixes)
     by_name = {v.name: v for v in pod.volumes}
     for container in (*pod.init_containers, *pod.containers):
         prepare_root(pod_dir, container, by_name, run_as)

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from vkpy.providers.base import ContainerConfig, PodConfig, PodRef, PodState
+from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent, PodRef, PodState
 from vkpy.providers.process.container import ContainerRunner
 from vkpy.providers.process.ephemeral import ephemeral_config, prepare_ephemeral_root
 from vkpy.providers.process.filesystem import prepare_pod, refresh_files
@@ -65,8 +65,10 @@ class PodRuntime:
             for c in config.ephemeral_containers
         ]
         if self.inits:
-            for app in self.apps:
-                app.waiting = ("PodInitializing", None)
+            # The kubelet's word for a container of a pod with init containers that
+            # has not started yet (init containers included), until it runs.
+            for runner in (*self.inits, *self.apps):
+                runner.waiting = ("PodInitializing", None)
         self.init_failed = False
         self._task: asyncio.Task[None] | None = None
         self._sidecars: list[asyncio.Task[None]] = []
@@ -90,7 +92,13 @@ class PodRuntime:
         cls, runtime: Runtime, config: PodConfig, pod_dir: PodDir, notify: Callable[[PodRef], None]
     ) -> PodRuntime:
         """Make the pod's directory and volumes; the lifecycle starts with `start`."""
-        await asyncio.to_thread(prepare_pod, pod_dir, config, runtime.run_as)
+        await asyncio.to_thread(
+            prepare_pod,
+            pod_dir,
+            config,
+            runtime.owner(config.ref),
+            runtime.config.host_path_prefixes,
+        )
         pod = cls(runtime, config, pod_dir, notify, time.time())
         write_json(pod_dir.config, pod_to_dict(config))
         pod.save()
@@ -145,9 +153,13 @@ class PodRuntime:
         fresh = [
             ephemeral_config(self.config, c) for c in containers if c.name not in known
         ]  # all checked before any starts
+        for warning in self.runtime.pool.check_added(self.config, fresh):
+            self.runtime.report_event(
+                self.ref, PodEvent("Warning", "CapabilitiesNotGranted", warning)
+            )
         for config in fresh:
             await asyncio.to_thread(
-                prepare_ephemeral_root, self.dir, self.config, config, self.runtime.run_as
+                prepare_ephemeral_root, self.dir, self.config, config, self.runtime.owner(self.ref)
             )
             self.config = dataclasses.replace(
                 self.config, ephemeral_containers=(*self.config.ephemeral_containers, config)
@@ -174,9 +186,6 @@ class PodRuntime:
                     self._changed()
                     await self._stop_sidecars()
                     return
-            for app in self.apps:
-                if app.waiting == ("PodInitializing", None):
-                    app.waiting = None
             self._changed()
             async with asyncio.TaskGroup() as group:
                 for app in self.apps:
@@ -230,7 +239,7 @@ class PodRuntime:
     # --- changes ------------------------------------------------------------------------
 
     async def refresh_volumes(self, config: PodConfig) -> None:
-        await asyncio.to_thread(refresh_files, self.dir, config, self.runtime.run_as)
+        await asyncio.to_thread(refresh_files, self.dir, config, self.runtime.owner(self.ref))
 
     async def update(self, config: PodConfig) -> None:
         """Take changed images: the containers whose image changed are restarted."""

@@ -22,6 +22,7 @@ from vkpy.objects import KubeObject
 from vkpy.providers.process.actions import Outcome
 
 ProbeKind = Literal["startup", "liveness", "readiness"]
+HANDLERS = ("exec", "httpGet", "tcpSocket", "grpc")
 SPEC_FIELDS: dict[ProbeKind, str] = {
     "startup": "startupProbe",
     "liveness": "livenessProbe",
@@ -54,7 +55,7 @@ class ProbeSpec:
         grace = raw.get("terminationGracePeriodSeconds")
         return cls(
             kind=kind,
-            handler={k: v for k, v in raw.items() if k in ("exec", "httpGet", "tcpSocket")},
+            handler={k: v for k, v in raw.items() if k in HANDLERS},
             initial_delay=_number(raw, "initialDelaySeconds", 0, 0),
             period=_number(raw, "periodSeconds", 10, 1),
             timeout=_number(raw, "timeoutSeconds", 1, 1),

@@ -85,6 +85,19 @@ def session_members(session: int) -> list[ProcStat]:
     return out
 
 
+def pids_of_users(uids: frozenset[int]) -> list[int]:
+    """Every process running as one of `uids`."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid in uids:
+                    out.append(int(name))
+            except OSError:
+                continue
+    return out
+
+
 def rss_bytes(members: list[ProcStat]) -> int:
     return sum(m.rss_pages for m in members) * PAGE_SIZE
 

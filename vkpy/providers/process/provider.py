@@ -43,14 +43,17 @@ from vkpy.providers.base import (
 from vkpy.providers.errors import (
     InvalidInputError,
     NotFoundError,
+    ProviderError,
     RetryableError,
     UnsupportedError,
 )
-from vkpy.providers.process import cgroups
+from vkpy.providers.process import cgroups, proc
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
+from vkpy.providers.process.identity import IdPool, PodIdentity, kill_processes
 from vkpy.providers.process.images import ImageTable
 from vkpy.providers.process.layout import PodDir, remove_tree
+from vkpy.providers.process.listening import pod_listener
 from vkpy.providers.process.logs import read_logs
 from vkpy.providers.process.pod import PodRuntime
 from vkpy.providers.process.records import MemoryMode
@@ -62,6 +65,9 @@ from vkpy.providers.process.validation import check_pod
 
 log = logging.getLogger(__name__)
 
+ISOLATION_LABEL = "vkpy.io/process-isolation"
+"""Node label saying how pods are kept apart: `per-pod-users` (vkpy is root: a uid per
+pod) or `shared-user` (one user for every pod: without root, or with `run_as`)."""
 _ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le"}
 
 
@@ -131,12 +137,14 @@ class ProcessProvider:
         config = self._config
         run_as = resolve_run_as(config.run_as)
         mode, parent = self._memory_mode()
+        first, last = config.uid_range()
         self._runtime = Runtime(
             config=config,
             run_as=run_as,
             actions=Actions(config.python, config.internal_ip),
             cgroup=parent,
             memory_mode=mode,
+            pool=IdPool(first, last, config.per_pod_ids, run_as),
             report_event=self._report_event,
         )
         pods = config.pods_path
@@ -150,14 +158,21 @@ class ProcessProvider:
                 "directory their user can traverse",
                 extra={"directory": str(blocked), "user": run_as.name, "pods_dir": str(pods)},
             )
+        others = 0
         for entry in sorted(pods.iterdir()):
             if not entry.is_dir():
                 continue
+            identity = PodIdentity.load(entry)
+            if identity is not None and identity.node != config.node_name:
+                others += 1  # another node's pod (a shared pods_dir): never ours to touch
+                continue
+            if identity is not None:
+                self._runtime.pool.hold(entry.name, identity)
             pod = PodRuntime.load(self._runtime, PodDir(entry), self._notify)
             if pod is None:
                 # pod.json is written before any container starts: nothing runs here.
                 log.warning("removing an unfinished pod directory", extra={"path": str(entry)})
-                await asyncio.to_thread(remove_tree, entry)
+                await asyncio.to_thread(self._remove, entry.name)
                 continue
             self._pods[pod.ref.uid] = pod
             pod.start()
@@ -172,6 +187,8 @@ class ProcessProvider:
                 "memory_limits": mode,
                 "cgroup": str(parent.path) if parent else "",
                 "pods_dir": str(pods),
+                "pod_ids": f"{first}-{last}" if config.per_pod_ids else "shared",
+                "other_nodes_pods": others,
             },
         )
 
@@ -190,6 +207,9 @@ class ProcessProvider:
             runtime_version=__version__,
             kernel_version=platform.release(),
             os_image=_os_image(),
+            labels={
+                ISOLATION_LABEL: "per-pod-users" if self._config.per_pod_ids else "shared-user"
+            },
         )
 
     def node_resources(self) -> NodeResources:
@@ -219,30 +239,41 @@ class ProcessProvider:
         pod = self._images.resolve_pod(pod)
         check_pod(pod, self._config.host_path_prefixes)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
+        identity = runtime.pool.allocate(pod, self._config.node_name)
         try:
+            pod_dir.path.mkdir(mode=0o700, exist_ok=True)
+            identity.save(pod_dir.path)
             created = await PodRuntime.create(runtime, pod, pod_dir, self._notify)
         except FileNotFoundError as error:
-            remove_tree(pod_dir.path)
+            await asyncio.to_thread(self._remove, pod.ref.uid)
             raise InvalidInputError(str(error.args[0]), reason="FailedMount") from None
         except OSError as error:
-            remove_tree(pod_dir.path)
+            await asyncio.to_thread(self._remove, pod.ref.uid)
             raise RetryableError(f"cannot prepare the pod's directory: {error}") from error
         self._pods[pod.ref.uid] = created
         created.start()
         self._notify(pod.ref)
+
+    def _remove(self, uid: str) -> None:
+        """Remove what is left of one of this node's pods: every process still running
+        as its own ids, then its directory; only then are its ids free again."""
+        runtime = self._runtime_or_fail()
+        kill_processes(runtime.pool.exclusive_ids(uid))
+        remove_tree(self._config.pods_path / uid)
+        runtime.pool.release(uid)
 
     async def update_pod(self, pod: PodConfig) -> None:
         await self._pod(pod.ref).update(self._images.resolve_pod(pod))
 
     async def delete_pod(self, ref: PodRef, grace_period: float) -> None:
         pod = self._pods.get(ref.uid)
-        pod_dir = self._config.pods_path / ref.uid
         if pod is None:
-            remove_tree(pod_dir)
+            if self._runtime is not None and self._runtime.pool.identity(ref.uid) is not None:
+                await asyncio.to_thread(self._remove, ref.uid)
             raise NotFoundError(f"the process backend has no pod {ref}")
         await pod.stop(grace_period)
         self._pods.pop(ref.uid, None)
-        await asyncio.to_thread(remove_tree, pod_dir)
+        await asyncio.to_thread(self._remove, ref.uid)
         log.info("pod stopped and removed", extra={"pod": str(ref), "uid": ref.uid})
 
     async def get_pod_status(self, ref: PodRef) -> PodState:
@@ -292,5 +323,22 @@ class ProcessProvider:
     async def port_forward(
         self, ref: PodRef, port: int, inbound: ByteSource, outbound: ByteSink
     ) -> None:
-        self._pod(ref)
-        await forward_port(self._config.internal_ip, port, inbound, outbound)
+        pod = self._pod(ref)
+        address = await asyncio.to_thread(pod_listener, self._pod_pids(pod), port)
+        if address is None:
+            # What a kubelet reports when nothing listens in the pod's network namespace;
+            # whatever else listens on this port of the host is never reached.
+            raise ProviderError(f"dial tcp 127.0.0.1:{port}: connect: connection refused")
+        await forward_port(address, port, inbound, outbound)
+
+    def _pod_pids(self, pod: PodRuntime) -> set[int]:
+        """The pod's processes: its containers' sessions, and whatever runs as its own ids."""
+        pids: set[int] = set()
+        for runner in pod.containers:
+            record = runner.run_record
+            if runner.supervised is not None and record is not None:
+                pids.update(member.pid for member in proc.session_members(record.pid))
+        ids = self._runtime.pool.exclusive_ids(pod.ref.uid) if self._runtime else frozenset()
+        if ids:
+            pids.update(proc.pids_of_users(ids))
+        return pids

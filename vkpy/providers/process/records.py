@@ -72,6 +72,9 @@ class LaunchSpec:
     stdin_pipe: bool = False
     """Give the process a stdin that `kubectl attach` can write to (containers with
     `stdin: true`): the FIFO `STDIN_FIFO` in the instance directory."""
+    tty: bool = False
+    """Run the process on a pseudo-terminal (`tty: true`): the supervisor holds the
+    master side, logs what it prints as stdout and writes the stdin FIFO into it."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -99,6 +102,9 @@ class RunRecord:
     started_ns: int
     """Wall clock (ns since the epoch) when the process was started."""
     cgroup: str | None = None
+    tty: str | None = None
+    """The terminal's device (`/dev/pts/N`) of a `tty: true` container: attach sets
+    its size there."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -17,6 +17,7 @@ from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.cgroups import CgroupParent
 from vkpy.providers.process.config import ProcessConfig, RunAs
 from vkpy.providers.process.filesystem import working_dir
+from vkpy.providers.process.identity import IdPool, container_ids
 from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import PodDir
 from vkpy.providers.process.records import MemoryMode, ProcessContext
@@ -33,8 +34,17 @@ class Runtime:
     actions: Actions
     cgroup: CgroupParent | None
     memory_mode: MemoryMode
+    pool: IdPool
+    """Which pod has which ids (identity.py)."""
     report_event: EventCallback = _no_events
     """Where a pod's Events go (failed probes, kills): the kubelet side's callback."""
+
+    def owner(self, pod: PodRef) -> RunAs:
+        """Who owns what the pod may write: its own identity, or the shared one."""
+        identity = self.pool.identity(pod.uid)
+        if identity is None or identity.own is None:
+            return self.run_as
+        return identity.owner
 
 
 def service_env(host: str, port: int) -> list[tuple[str, str]]:
@@ -75,11 +85,19 @@ def container_context(
     runtime: Runtime, pod: PodConfig, pod_dir: PodDir, container: ContainerConfig
 ) -> ProcessContext:
     cwd = pod_dir.container(container.name).root / working_dir(container)
-    run_as = runtime.run_as
+    identity = runtime.pool.identity(pod.ref.uid)
+    if identity is None or identity.own is None:
+        run_as = runtime.run_as
+        uid, gid, groups = run_as.uid, run_as.gid, run_as.groups
+    else:
+        ids = container_ids(identity, pod, container)
+        uid, gid, groups = ids.uid, ids.gid, ids.groups
+    if uid == 0:
+        raise ValueError("a container never runs as root")
     return ProcessContext(
         env=tuple(container_env(runtime, pod, container)),
         cwd=str(cwd),
-        uid=run_as.uid,
-        gid=run_as.gid,
-        groups=run_as.groups,
+        uid=uid,
+        gid=gid,
+        groups=groups,
     )

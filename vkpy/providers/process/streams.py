@@ -11,9 +11,12 @@
   behind holds the pipe) and its exit code returned.
 - attach follows what the main process writes to its log from now on and, for
   containers with `stdin: true`, writes the client's input into the FIFO the
-  supervisor keeps as the process's stdin (records.STDIN_FIFO).
-- port-forward connects to the port on the node's address (pods share the host's
-  network) and copies both ways, half-closing as each side finishes.
+  supervisor keeps as the process's stdin (records.STDIN_FIFO); for `tty: true`
+  containers the supervisor copies that FIFO into the container's terminal, and the
+  client's window sizes are set on the terminal's device.
+- port-forward connects to the address a process of the pod listens on for that
+  port (listening.py; pods share the host's network, so nothing else of the host is
+  reached) and copies both ways, half-closing as each side finishes.
 
 All file descriptors are non-blocking and driven by the event loop's readers and
 writers, owned here and closed in every case, so sessions leak nothing.
@@ -305,6 +308,22 @@ async def _feed_stdin(instance: InstanceDir, source: ByteSource) -> None:
         target.close()
 
 
+async def _resize_terminal(device: str, io: StreamIO) -> None:
+    """The client's window sizes onto a tty container's terminal (the kernel tells the
+    foreground process with SIGWINCH)."""
+    if io.resize is None:
+        return
+    try:
+        fd = os.open(device, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        async for size in io.resize:
+            _set_size(fd, size)
+    finally:
+        os.close(fd)
+
+
 async def attach(runner: ContainerRunner, io: StreamIO) -> int | None:
     """Connect the client to the running main process until it ends (or the client leaves).
 
@@ -318,6 +337,10 @@ async def attach(runner: ContainerRunner, io: StreamIO) -> int | None:
     feeder: asyncio.Task[None] | None = None
     if io.stdin is not None:
         feeder = asyncio.create_task(_feed_stdin(instance, io.stdin), name="attach-stdin")
+    sizes: asyncio.Task[None] | None = None
+    run = runner.run_record
+    if io.tty and run is not None and run.tty:
+        sizes = asyncio.create_task(_resize_terminal(run.tty, io), name="attach-resize")
     query = LogQuery(container=runner.config.name, follow=True)
     records = aiter(follow(instance, cursor, query))
     try:
@@ -330,9 +353,10 @@ async def attach(runner: ContainerRunner, io: StreamIO) -> int | None:
         if aclose is not None:
             await aclose()
         cursor.close()
-        if feeder is not None:
-            feeder.cancel()
-            await asyncio.wait({feeder})
+        for task in (feeder, sizes):
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task})
     if runner.instance == number:
         ended = read_json(instance.exit)
         if ended is not None:

@@ -12,6 +12,9 @@ its own, detached from vkpy's pipes, so a SIGKILLed vkpy leaves it running. It:
   environment and directory (enter.py);
 - with `stdin_pipe` (containers with `stdin: true`), makes the process's stdin a
   FIFO that `kubectl attach` writes to;
+- with `tty` (containers with `tty: true`), starts the process on a new
+  pseudo-terminal (its controlling terminal), keeps the master side, logs what
+  comes out of it as stdout and copies the stdin FIFO into it;
 - writes `run.json` (its pid and the child's, with start times) and then copies the
   child's stdout and stderr into the log file, timestamped, rotated (logfile.py);
 - forwards SIGTERM to the process group, and on SIGUSR1 kills every process of the
@@ -29,13 +32,16 @@ Standard library only, so it starts fast and depends on nothing vkpy loads.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import os
 import selectors
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 import traceback
 from pathlib import Path
@@ -87,6 +93,11 @@ class Supervisor:
         self.oom_base = 0
         self.watchdog_oom: str | None = None
         self.exited = False
+        self.terminal = -1
+        """The pseudo-terminal's master side (tty containers)."""
+        self.tty_name: str | None = None
+        self.tty_input: int | None = None
+        """The stdin FIFO, copied into the terminal (tty containers with stdin)."""
 
     # --- signals ---------------------------------------------------------------------
 
@@ -161,26 +172,47 @@ class Supervisor:
         os.mkfifo(path, 0o600)
         return os.open(path, os.O_RDWR)
 
+    def _terminal(self) -> tuple[int, int, str]:
+        """A new pseudo-terminal (master, slave, device) owned by the container's user."""
+        master, slave = os.openpty()
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        uid = self.spec.context.uid
+        if uid is not None and os.geteuid() == 0:
+            os.fchown(slave, uid, -1)
+        return master, slave, os.ttyname(slave)
+
     def run(self) -> int:
         wake = self._install_signals()
         spec = self.spec
         self._make_cgroup()
         started_ns = time.time_ns()
         context = spec.context
+        env = dict(context.env)
         try:
             stdin = self._stdin_fifo() if spec.stdin_pipe else subprocess.DEVNULL
+            if spec.tty:
+                self.terminal, slave, self.tty_name = self._terminal()
+                self.tty_input = stdin if isinstance(stdin, int) and stdin >= 0 else None
+                env.setdefault("TERM", "xterm")
+                streams = (slave, slave, slave)
+            else:
+                streams = (stdin, subprocess.PIPE, subprocess.PIPE)
             self.child = subprocess.Popen(
                 spec.argv,
-                stdin=stdin,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdin=streams[0],
+                stdout=streams[1],
+                stderr=streams[2],
                 cwd=context.cwd,
-                env=dict(context.env),
+                env=env,
                 umask=context.umask,
                 start_new_session=True,
                 # The supervisor has a single thread, so a pre-exec function is safe.
-                preexec_fn=functools.partial(enter_ids, context, self.cgroup),  # noqa: PLW1509
+                preexec_fn=functools.partial(  # noqa: PLW1509
+                    enter_ids, context, self.cgroup, spec.tty
+                ),
             )
+            if spec.tty:
+                os.close(slave)
         except (OSError, subprocess.SubprocessError) as error:
             message = _cannot_run_message(error, spec.argv, context.cwd)
             record = ExitRecord(
@@ -203,6 +235,7 @@ class Supervisor:
             pid_start=proc.start_ticks(self.child.pid) or 0,
             started_ns=started_ns,
             cgroup=str(self.cgroup) if self.cgroup else None,
+            tty=self.tty_name,
         )
         write_json(self.instance.run, run.to_dict())
         self._notify({"ok": True, "run": run.to_dict()})
@@ -220,19 +253,30 @@ class Supervisor:
 
     def _pump(self, wake: int) -> int:
         """Copy output to the log until the process ended and its pipes are drained."""
-        assert self.child is not None and self.child.stdout and self.child.stderr
+        assert self.child is not None
         spec = self.spec
         writer = LogWriter(self.instance.log, spec.log_max_bytes, spec.log_max_files)
         selector = selectors.DefaultSelector()
-        for pipe, stream in ((self.child.stdout, "stdout"), (self.child.stderr, "stderr")):
-            os.set_blocking(pipe.fileno(), False)
-            selector.register(pipe.fileno(), selectors.EVENT_READ, stream)
+        if self.terminal >= 0:
+            outputs = [(self.terminal, "stdout")]
+            if self.tty_input is not None:
+                os.set_blocking(self.tty_input, False)
+                selector.register(self.tty_input, selectors.EVENT_READ, "input")
+        else:
+            assert self.child.stdout and self.child.stderr
+            outputs = [
+                (self.child.stdout.fileno(), "stdout"),
+                (self.child.stderr.fileno(), "stderr"),
+            ]
+        for fd, stream in outputs:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ, stream)
         selector.register(wake, selectors.EVENT_READ, None)
         watchdog = spec.memory_mode == "watchdog" and spec.memory_limit is not None
         next_check = time.monotonic()
         status: int | None = None
         drain_until = 0.0
-        open_pipes = 2
+        open_pipes = len(outputs)
         while True:
             now = time.monotonic()
             if status is not None:
@@ -248,10 +292,15 @@ class Supervisor:
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake, 512)
                     continue
+                if key.data == "input":
+                    self._copy_input(key.fd, selector)
+                    continue
                 try:
                     data = os.read(key.fd, 65536)
                 except BlockingIOError:
                     continue
+                except OSError:  # EIO: the terminal's last user is gone
+                    data = b""
                 if data:
                     writer.write(str(key.data), data)
                 else:
@@ -270,6 +319,22 @@ class Supervisor:
         writer.close()
         selector.close()
         return status
+
+    def _copy_input(self, fd: int, selector: selectors.BaseSelector) -> None:
+        """What `kubectl attach` wrote into the stdin FIFO goes into the terminal."""
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            selector.unregister(fd)
+            return
+        with contextlib.suppress(OSError):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.terminal, view) :]
 
     def _leader_exited(self) -> bool:
         """Whether the main process ended, without reaping it (so its pid, which names

@@ -5,7 +5,7 @@ message a user can act on (the pod controller writes them on the pod and in an
 Event), rather than half-started: a container without `command` (there is no image
 whose entrypoint could run), volume types that have no meaning on a host (PVCs, CSI,
 ...), hostPath outside the configured prefixes, mount and sub paths that would leave
-the container's directory, and probe or hook types that are not implemented (gRPC).
+the container's directory, and hook types that are not implemented.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from vkpy.quantity import QuantityError, parse_quantity
 
 SUPPORTED_VOLUMES = ("emptyDir", "configMap", "secret", "downwardAPI", "projected", "hostPath")
 PROJECTED_SOURCES = frozenset({"configMap", "secret", "downwardAPI", "serviceAccountToken"})
-PROBE_HANDLERS = frozenset({"exec", "httpGet", "tcpSocket"})
+PROBE_HANDLERS = frozenset({"exec", "httpGet", "tcpSocket", "grpc"})
 HOOK_HANDLERS = frozenset({"exec", "httpGet", "sleep"})
 
 

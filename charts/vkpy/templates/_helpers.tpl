@@ -1,0 +1,80 @@
+{{/* The release's full name: <release>-vkpy, or the release name when it holds "vkpy". */}}
+{{- define "vkpy.fullname" -}}
+{{- if contains "vkpy" .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-vkpy" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vkpy.selectorLabels" -}}
+app.kubernetes.io/name: vkpy
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "vkpy.labels" -}}
+{{ include "vkpy.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "vkpy.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "vkpy.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vkpy.nodeName" -}}
+{{- default (include "vkpy.fullname" .) .Values.nodeName -}}
+{{- end -}}
+
+{{/* The backend vkpy is started with: `aci` is another name for `azure`. */}}
+{{- define "vkpy.provider" -}}
+{{- if eq .Values.provider "aci" -}}azure{{- else -}}{{ .Values.provider }}{{- end -}}
+{{- end -}}
+
+{{/* The provider config file: providers.<provider> without credentials, plus capacity. */}}
+{{- define "vkpy.providerConfig" -}}
+{{- $provider := include "vkpy.provider" . -}}
+{{- $config := dict -}}
+{{- if eq $provider "azure" -}}
+{{- $azure := .Values.providers.azure -}}
+{{- $config = omit $azure "clientId" "clientSecret" "tenantId" "existingSecret" "subscriptionId" "resourceGroup" "location" -}}
+{{- $_ := set $config "subscription_id" $azure.subscriptionId -}}
+{{- $_ := set $config "resource_group" $azure.resourceGroup -}}
+{{- $_ := set $config "region" $azure.location -}}
+{{- if or $azure.clientSecret $azure.existingSecret -}}
+{{- /* tenant, client and secret come from AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET */ -}}
+{{- $_ := set $config "credentials" (dict "type" "client_secret") -}}
+{{- end -}}
+{{- else -}}
+{{- $config = deepCopy (get .Values.providers $provider | default dict) -}}
+{{- end -}}
+{{- if .Values.capacity -}}
+{{- $capacity := dict -}}
+{{- range $k, $v := .Values.capacity -}}
+{{- $_ := set $capacity $k (toString $v) -}}
+{{- end -}}
+{{- $_ := set $config "capacity" $capacity -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{- define "vkpy.credentialsSecret" -}}
+{{- if .Values.providers.azure.existingSecret -}}
+{{- .Values.providers.azure.existingSecret -}}
+{{- else -}}
+{{- printf "%s-credentials" (include "vkpy.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vkpy.tlsSecret" -}}
+{{- if eq .Values.servingCert.mode "certManager" -}}
+{{- printf "%s-serving" (include "vkpy.fullname" .) -}}
+{{- else -}}
+{{- .Values.servingCert.secretName -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,410 @@
+"""charts/vkpy with a real helm (v3, built from its Go module) and the real API server.
+
+- `helm lint` passes, and the values schema refuses bad values with a message that
+  names the value;
+- `helm template` for every provider and serving-certificate mode renders objects the
+  API server accepts (`kubectl apply --dry-run=server`), the ACI install command from
+  the docs works unchanged, and the pod is hardened as the values promise;
+- least privilege: the chart's ServiceAccount and RBAC are created for real, and vkpy
+  runs with nothing but that ServiceAccount's token (a kubeconfig from a TokenRequest):
+  it registers its node, gets its serving certificate by CSR (approved by the chart's
+  approver, itself running with only its own ServiceAccount), runs a pod with
+  ConfigMap, Secret and token volumes, and `kubectl logs` reaches it; nothing it does
+  is refused, and what it does not need it cannot do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.agent import Agent, Kube, sim_pod, wait_for
+from vkpy.devcluster import ClusterAccess
+from vkpy.devcluster.binaries import tool_dir
+from vkpy.providers import registry
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "vkpy"
+PROVIDERS = ["process", "sim", "lambda", "fargate", "azure", "aci"]
+NOT_IN_THIS_CLUSTER = {"Certificate", "ServiceMonitor"}  # CRDs of cert-manager, prometheus-operator
+AZURE_MINIMUM = [
+    "--set", "providers.azure.subscriptionId=s",
+    "--set", "providers.azure.resourceGroup=rg",
+    "--set", "providers.azure.location=westus",
+]  # fmt: skip
+ACI_INSTALL = [
+    "--set", "provider=azure",
+    "--set", "providers.azure.clientId=11111111-2222-3333-4444-555555555555",
+    "--set", "providers.azure.clientSecret=s3cr3t",
+    "--set", "providers.azure.tenantId=tenant-1",
+    "--set", "providers.azure.subscriptionId=sub-1",
+    "--set", "providers.azure.resourceGroup=rg-1",
+    "--set", "providers.azure.location=eastus",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """argv prefix for the pinned helm, with its own empty home."""
+    home = tmp_path_factory.mktemp("helm-home")
+    env = {f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield [str(tool_dir("helm") / "helm")]
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{argv} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def template(helm: list[str], namespace: str, *args: str) -> list[dict[str, Any]]:
+    out = run([*helm, "template", "vk", str(CHART), "--namespace", namespace, *args]).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def one(objects: list[dict[str, Any]], kind: str, suffix: str = "") -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
+    assert len(found) == 1, [o["metadata"]["name"] for o in found]
+    return found[0]
+
+
+def vkpy_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    deployment = one(objects, "Deployment", "vk-vkpy")
+    container: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def test_helm_lint_passes(helm: list[str]) -> None:
+    result = run([*helm, "lint", "--strict", str(CHART)])
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        (["--set", "provider=openstack"], "/provider"),
+        (["--set", "servingCert.mode=secret"], "/servingCert/secretName"),
+        (["--set", "servingCert.mode=letsencrypt"], "/servingCert/mode"),
+        (["--set", "replicaCount=0"], "/replicaCount"),
+        (["--set", "taints[0].key=a", "--set", "taints[0].effect=Sometimes"], "/taints/0/effect"),
+        (["--set", "logFormat=xml"], "/logFormat"),
+        (["--set", "nodeName=Not_A_Name"], "/nodeName"),
+        (["--set", "rbac.creat=true"], "rbac"),
+        (["--set", "provider=azure"], "/providers/azure/location"),
+        ([*ACI_INSTALL, "--set", "providers.azure.tenantId="], "/providers/azure/tenantId"),
+    ],
+)
+def test_the_schema_refuses_bad_values_naming_them(
+    helm: list[str], values: list[str], named: str
+) -> None:
+    result = run([*helm, "template", "vk", str(CHART), *values], check=False)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert named in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        *[
+            ["--set", f"provider={p}", *(AZURE_MINIMUM if p in ("azure", "aci") else [])]
+            for p in PROVIDERS
+        ],
+        ACI_INSTALL,
+        ["--set", "servingCert.mode=secret", "--set", "servingCert.secretName=vk-tls"],
+        ["--set", "servingCert.mode=selfSigned", "--set", "replicaCount=3"],
+        [
+            "--set", "servingCert.approver.enabled=true",
+            "--set", "priorityClassName=system-cluster-critical",
+        ],
+        [
+            "--set", "servingCert.mode=certManager",
+            "--set", "servingCert.certManager.issuerRef.name=kubelet-ca",
+            "--set", "metrics.serviceMonitor.enabled=true",
+        ],
+    ],
+    ids=[*PROVIDERS, "aci-install", "secret", "selfSigned-ha", "csr-approver", "certManager"],
+)  # fmt: skip
+def test_every_rendering_is_accepted_by_the_api_server(
+    helm: list[str], kube: Kube, values: list[str]
+) -> None:
+    objects = template(helm, kube.namespace, *values)
+    applied = [o for o in objects if o["kind"] not in NOT_IN_THIS_CLUSTER]
+    kube.kubectl(
+        "apply", "--dry-run=server", "-f", "-",
+        input="\n---\n".join(yaml.safe_dump(o) for o in applied),
+    )  # fmt: skip
+    skipped = {o["kind"] for o in objects} & NOT_IN_THIS_CLUSTER
+    if "servingCert.mode=certManager" in values:
+        certificate = one(objects, "Certificate")
+        assert certificate["spec"]["issuerRef"]["name"] == "kubelet-ca"
+        assert certificate["spec"]["commonName"] == "system:node:vk-vkpy"
+        assert certificate["spec"]["subject"]["organizations"] == ["system:nodes"]
+        assert skipped == {"Certificate", "ServiceMonitor"}
+
+
+def test_the_aci_install_command_renders_config_secret_and_env(helm: list[str]) -> None:
+    objects = template(helm, "virtual-kubelet", *ACI_INSTALL)
+    container = vkpy_container(objects)
+    assert "--provider=azure" in container["args"]
+    config = yaml.safe_load(one(objects, "ConfigMap")["data"]["provider.yaml"])
+    assert config == {
+        "subscription_id": "sub-1",
+        "resource_group": "rg-1",
+        "region": "eastus",
+        "credentials": {"type": "client_secret"},
+    }
+    secret = one(objects, "Secret")
+    assert secret["stringData"] == {"clientSecret": "s3cr3t"}
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AZURE_CLIENT_ID"]["value"] == "11111111-2222-3333-4444-555555555555"
+    assert env["AZURE_TENANT_ID"]["value"] == "tenant-1"
+    assert (
+        env["AZURE_CLIENT_SECRET"]["valueFrom"]["secretKeyRef"]["name"]
+        == secret["metadata"]["name"]
+    )
+    assert env["VKPY_NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    # `aci` is the same backend
+    aci = vkpy_container(template(helm, "virtual-kubelet", *ACI_INSTALL, "--set", "provider=aci"))
+    assert "--provider=azure" in aci["args"]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["--set", "provider=sim", "--set", "capacity.cpu=8"],
+        ["--set", "provider=process"],
+        ["--set", "provider=lambda", "--set", "providers.lambda.role_arn=arn:aws:iam::1:role/x",
+         "--set", "providers.lambda.region=eu-west-1"],
+        ["--set", "provider=fargate", "--set", "providers.fargate.region=eu-west-1",
+         "--set", "providers.fargate.cluster=vkpy",
+         "--set", "providers.fargate.subnets[0]=subnet-1"],
+        ACI_INSTALL,
+        ["--set", "provider=aci", "--set", "providers.azure.subscriptionId=s",
+         "--set", "providers.azure.resourceGroup=rg", "--set", "providers.azure.location=westus",
+         "--set", "providers.azure.existingSecret=my-sp",
+         "--set", "providers.azure.clientId=c", "--set", "providers.azure.tenantId=t"],
+    ],
+    ids=["sim", "process", "lambda", "fargate", "aci-install", "aci-existing-secret"],
+)  # fmt: skip
+def test_the_rendered_provider_config_is_what_the_backend_reads(
+    helm: list[str], values: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The ConfigMap and the container's environment, given to vkpy's own backend
+    factory (as `python -m vkpy` in the pod would): accepted, no unknown keys."""
+    objects = template(helm, "vk", *values)
+    container = vkpy_container(objects)
+    args = dict(a.removeprefix("--").split("=", 1) for a in container["args"] if "=" in a)
+    config = yaml.safe_load(one(objects, "ConfigMap")["data"]["provider.yaml"])
+    for item in container.get("env", []):
+        if "value" in item:
+            monkeypatch.setenv(item["name"], item["value"])
+        elif "secretKeyRef" in item.get("valueFrom", {}):
+            monkeypatch.setenv(item["name"], "from-the-secret")
+    context = registry.ProviderContext(
+        node_name=args["node-name"], state_dir=str(tmp_path), internal_ip="10.0.0.7"
+    )
+    provider = registry.create(args["provider"], config, context)
+    assert provider is not None
+
+
+def test_the_pod_is_hardened_probed_and_configured_from_values(helm: list[str]) -> None:
+    objects = template(
+        helm, "vk",
+        "--set", "nodeName=edge-1", "--set", "labels.team=a",
+        "--set", "taints[0].key=virtual-kubelet.io/provider", "--set", "taints[0].value=sim",
+        "--set", "taints[0].effect=NoSchedule", "--set", "capacity.cpu=64",
+        "--set", "capacity.pods=500", "--set", "logFormat=text", "--set", "logLevel=debug",
+        "--set", "replicaCount=2", "--set", "nodeSelector.pool=system",
+    )  # fmt: skip
+    deployment = one(objects, "Deployment", "vk-vkpy")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    hardened = container["securityContext"]
+    assert hardened["readOnlyRootFilesystem"] is True
+    assert hardened["allowPrivilegeEscalation"] is False
+    assert hardened["capabilities"]["drop"] == ["ALL"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    args = container["args"]
+    for expected in (
+        "--node-name=edge-1", "--label=team=a",
+        "--taint=virtual-kubelet.io/provider=sim:NoSchedule",
+        "--log-format=text", "--log-level=debug", "--leader-elect", "--rotate-server-certificates",
+    ):  # fmt: skip
+        assert expected in args, args
+    assert pod["nodeSelector"] == {"pool": "system"}
+    config = yaml.safe_load(one(objects, "ConfigMap")["data"]["provider.yaml"])
+    assert config["capacity"] == {"cpu": "64", "pods": "500"}
+    assert one(objects, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    assert one(objects, "Service")["spec"]["ports"][0]["name"] == "metrics"
+
+
+# --- least privilege, shown by running vkpy with the chart's ServiceAccount only -------------
+
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+def token_kubeconfig(cluster: ClusterAccess, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig holding nothing but a TokenRequest token for `account`."""
+    token = cluster.run_kubectl(
+        "create", "token", account, "-n", namespace, "--duration=1h"
+    ).stdout.strip()
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
+    server = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": server["cluster"]}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": account}}],
+        "current-context": "sa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture
+def chart_rbac(
+    helm: list[str], kube: Kube, cluster: ClusterAccess
+) -> Iterator[list[dict[str, Any]]]:
+    objects = template(
+        helm, kube.namespace, "--set", "servingCert.approver.enabled=true",
+        "--set", f"nodeName=vk-sa-{kube.namespace[-8:]}",
+    )  # fmt: skip
+    rbac = [o for o in objects if o["kind"] in RBAC_KINDS]
+    for obj in rbac:  # release-named cluster objects: make them unique to this test
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+            obj["metadata"]["name"] += f"-{kube.namespace}"
+        if obj.get("roleRef"):
+            obj["roleRef"]["name"] += f"-{kube.namespace}"
+    text = "\n---\n".join(yaml.safe_dump(o) for o in rbac)
+    kube.kubectl("apply", "-f", "-", input=text)  # every object names its namespace
+    yield objects
+    kube.kubectl("delete", "--ignore-not-found", "-f", "-", input=text)
+
+
+def can(cluster: ClusterAccess, user: str, *what: str) -> bool:
+    result = cluster.run_kubectl("auth", "can-i", *what, f"--as={user}", check=False)
+    return result.stdout.strip() == "yes"
+
+
+def test_vkpy_runs_with_only_the_chart_service_account(
+    kube: Kube, cluster: ClusterAccess, chart_rbac: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    ns = kube.namespace
+    node = next(a for a in vkpy_container(chart_rbac)["args"] if a.startswith("--node-name="))
+    node = node.split("=", 1)[1]
+    sa = f"system:serviceaccount:{ns}:vk-vkpy"
+    # what it does not need, it cannot do
+    assert not can(cluster, sa, "list", "secrets", "-A")
+    assert not can(cluster, sa, "delete", "nodes")
+    assert not can(cluster, sa, "update", "pods", "-n", ns)
+    assert not can(cluster, sa, "create", "pods", "-n", ns)
+    assert not can(cluster, sa, "update", "certificatesigningrequests/approval")
+    approver_sa = f"system:serviceaccount:{ns}:vk-vkpy-approver"
+    assert not can(cluster, approver_sa, "create", "certificatesigningrequests")
+    assert not can(cluster, approver_sa, "get", "secrets", "-n", ns)
+
+    vk_config = token_kubeconfig(cluster, ns, "vk-vkpy", tmp_path / "vkpy.kubeconfig")
+    ap_config = token_kubeconfig(cluster, ns, "vk-vkpy-approver", tmp_path / "approver.kubeconfig")
+    approver_log = tmp_path / "approver.log"
+    with approver_log.open("wb") as out:
+        approver = subprocess.Popen(
+            [sys.executable, "-m", "vkpy.approver", f"--kubeconfig={ap_config}",
+             f"--allowed-requester={sa}", "--interval=0.5", "--log-format=text"],
+            stdout=out, stderr=out,
+        )  # fmt: skip
+    agent = Agent(
+        cluster=cluster,
+        node_name=node,
+        state_dir=tmp_path / "state",
+        log_path=tmp_path / "vkpy.log",
+        extra_args=["--rotate-server-certificates"],
+        kubeconfig_env=str(vk_config),
+    )
+    try:
+        agent.start()
+        wait_for(
+            "node Ready",
+            lambda: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in ((kube.get("node", node, namespaced=False) or {}).get("status") or {}).get(
+                    "conditions", []
+                )
+            ),
+            timeout=90,
+        )
+        kube.kubectl("create", "configmap", "settings", "-n", ns, "--from-literal=mode=fast")
+        kube.kubectl("create", "secret", "generic", "creds", "-n", ns, "--from-literal=pw=x")
+        pod = sim_pod(
+            "web",
+            node,
+            volumes=[
+                {"name": "c", "configMap": {"name": "settings"}},
+                {"name": "s", "secret": {"secretName": "creds"}},
+                {"name": "t", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}},
+            ],
+            containers=[
+                {
+                    "name": "app",
+                    "image": "example.com/app:1",
+                    "volumeMounts": [
+                        {"name": "c", "mountPath": "/c"},
+                        {"name": "s", "mountPath": "/s"},
+                        {"name": "t", "mountPath": "/t"},
+                    ],
+                }
+            ],
+        )
+        kube.create(pod)
+        wait_for("pod Running", lambda: kube.phase("web") == "Running", timeout=90)
+        logs = wait_for(
+            "kubectl logs through the API server",
+            lambda: (
+                (
+                    r := cluster.run_kubectl("logs", "-n", ns, "web", "--tail=1", check=False)
+                ).returncode
+                == 0
+                and r.stdout
+            ),
+            timeout=60,
+        )
+        assert logs.startswith("line ")
+        wait_for(
+            "the CSR approved by the chart's approver",
+            lambda: "CSR approved" in approver_log.read_text(),
+        )
+        csrs = json.loads(kube.kubectl("get", "csr", "-o", "json"))["items"]
+        mine = [c for c in csrs if c["spec"].get("username") == sa]
+        assert mine and all(
+            c["status"].get("certificate") and c["status"]["conditions"][0]["type"] == "Approved"
+            for c in mine
+        )
+        assert "forbidden" not in agent.logs().lower(), agent.logs()[-4000:]
+        assert "forbidden" not in approver_log.read_text().lower()
+    finally:
+        agent.stop()
+        approver.terminate()
+        approver.wait(timeout=30)
+        cluster.run_kubectl("delete", "node", node, "--wait=false", check=False)
+        print(f"--- vkpy ---\n{agent.logs()[-8000:]}")
+        print(f"--- approver ---\n{approver_log.read_text()[-4000:]}")

@@ -1,0 +1,396 @@
+"""Hybrid node pools end to end: a regular pool of workers plus virtual nodes, with
+the real scheduler, the real HPA and controllers, and metrics-server.
+
+One set of nodes for the whole module (two 2-CPU workers, the second advertising a
+GPU; the process-backed virtual node vkpy-virtual with --pod-deletion-cost; the
+simulated GPU node vkpy-gpu) on the session's control plane; the scenarios run one
+after the other on it, each cleaning up what it placed, and the last one stops the
+pools and checks that nothing of them is left running. Timings are printed (run with
+`-s` to see them); docs/hybrid-node-pools.md quotes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.agent import wait_for
+from vkpy.devcluster import DevCluster
+from vkpy.devcluster import nodes as pools
+from vkpy.devcluster.load import QueueLoad, new_queue_dir, with_queue
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "hybrid"
+WORKERS = ("vkpy-worker-1", "vkpy-worker-2")
+VIRTUAL, GPU_NODE = "vkpy-virtual", "vkpy-gpu"
+SLOW = 300.0  # generous: the machine is shared, the HPA syncs every 15 s
+pytestmark = pytest.mark.timeout(900)
+
+
+@dataclass
+class Hybrid:
+    cluster: DevCluster
+    ns: str
+    queue: Path
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        return self.cluster.access().run_kubectl(*args, input=input, check=check).stdout
+
+    def apply(self, docs: list[dict[str, Any]]) -> None:
+        self.kubectl("apply", "-n", self.ns, "-f", "-", input=yaml.safe_dump_all(docs))
+
+    def pods(self, selector: str) -> list[dict[str, Any]]:
+        out = self.kubectl("get", "pods", "-n", self.ns, "-l", selector, "-o", "json")
+        items: list[dict[str, Any]] = json.loads(out)["items"]
+        return items
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        out = self.kubectl("get", kind, name, "-n", self.ns, "-o", "json")
+        loaded: dict[str, Any] = json.loads(out)
+        return loaded
+
+    def delete_and_wait(self, *objects: str, selector: str) -> None:
+        self.kubectl("delete", "-n", self.ns, *objects, "--ignore-not-found", "--wait=false")
+        wait_for(f"pods {selector} gone", lambda: not self.pods(selector), timeout=120)
+
+
+def wait_placement(hybrid: Hybrid, selector: str, expected: dict[str, int], what: str) -> None:
+    """Wait until the Ready, not terminating pods of `selector` are spread as `expected`."""
+    deadline = time.monotonic() + SLOW
+    while True:
+        pods = live(hybrid.pods(selector))
+        counts = by_node([p for p in pods if ready(p)])
+        if counts == expected:
+            return
+        if time.monotonic() > deadline:
+            states = {p["metadata"]["name"]: (node_of(p), p["status"].get("phase")) for p in pods}
+            raise AssertionError(f"{what}: still {counts} after {SLOW:g} s; pods {states}")
+        time.sleep(0.5)
+
+
+def example(name: str, queue: Path | None = None) -> list[dict[str, Any]]:
+    text = (EXAMPLES / name).read_text()
+    if queue is not None:
+        text = with_queue(text, queue)
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def live(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def node_of(pod: dict[str, Any]) -> str:
+    return str(pod.get("spec", {}).get("nodeName") or "")
+
+
+def by_node(pods: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pod in pods:
+        counts[node_of(pod)] = counts.get(node_of(pod), 0) + 1
+    return counts
+
+
+@pytest.fixture(scope="module")
+def hybrid(local_cluster: DevCluster) -> Iterator[Hybrid]:
+    cluster = local_cluster
+    cluster.start_metrics_server()
+    specs = [
+        pools.worker(1),
+        pools.worker(2, gpus=1),
+        pools.virtual(pod_deletion_cost=-100),
+        pools.gpu_virtual(),
+    ]
+    ns = f"vkpy-hybrid-{secrets.token_hex(3)}"
+    queue = new_queue_dir()
+    setup = Hybrid(cluster, ns, queue)
+    try:
+        cluster.start_nodes(specs)
+        setup.kubectl("create", "namespace", ns)
+        wait_for(
+            "the default ServiceAccount",
+            lambda: setup.kubectl("get", "sa", "default", "-n", ns, check=False),
+        )
+        setup.kubectl("apply", "-f", str(EXAMPLES / "priority-classes.yaml"))
+        # Created first, so its minute comes while the other scenarios run.
+        setup.apply([d for d in example("batch.yaml") if d["kind"] == "CronJob"])
+        yield setup
+    finally:
+        setup.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        cluster.extras().stop_all(api_up=True)
+        setup.kubectl("delete", "-f", str(EXAMPLES / "priority-classes.yaml"), check=False)
+        shutil.rmtree(queue, ignore_errors=True)
+
+
+def _top(hybrid: Hybrid, *args: str) -> dict[str, int]:
+    """`kubectl top ...` as {name: CPU millicores}; {} while metrics are missing."""
+    got = hybrid.cluster.access().run_kubectl("top", *args, "--no-headers", check=False)
+    if got.returncode != 0:
+        return {}
+    table: dict[str, int] = {}
+    for line in got.stdout.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[1].endswith("m"):
+            table[fields[0]] = int(fields[1][:-1])
+    return table
+
+
+def test_top_lists_every_node_and_pod(hybrid: Hybrid) -> None:
+    burn = (
+        "import time\n"
+        "while True:\n"
+        "    end = time.process_time() + 0.03\n"
+        "    while time.process_time() < end: pass\n"
+        "    time.sleep(0.07)"
+    )
+    idle = "import time; time.sleep(1e9)"
+    placed = {
+        "idle-w1": (WORKERS[0], idle),
+        "burn-w1": (WORKERS[0], burn),
+        "idle-w2": (WORKERS[1], idle),
+        "idle-virtual": (VIRTUAL, idle),
+        "idle-gpu": (GPU_NODE, idle),
+    }
+    hybrid.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "labels": {"app": "top"}},
+                "spec": {
+                    "nodeName": node,
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {"name": "c", "image": "python", "command": ["python3", "-c", code]}
+                    ],
+                },
+            }
+            for name, (node, code) in placed.items()
+        ]
+    )
+    wait_for(
+        "the pods Running",
+        lambda: len([p for p in hybrid.pods("app=top") if ready(p)]) == 5,
+        timeout=120,
+    )
+
+    nodes = wait_for(
+        "kubectl top node to list every node",
+        lambda: (
+            (t := _top(hybrid, "node")) and all(n in t for n in [*WORKERS, VIRTUAL, GPU_NODE]) and t
+        ),
+        timeout=SLOW,
+    )
+    pods = wait_for(
+        "kubectl top pod to list every pod, the burning one above the idle ones",
+        lambda: (
+            (t := _top(hybrid, "pod", "-n", hybrid.ns))
+            and set(placed) <= set(t)
+            and t["burn-w1"] > max(t["idle-w1"], t["idle-w2"], t["idle-virtual"]) + 20
+            and t
+        ),
+        timeout=SLOW,
+    )
+    print(f"\nkubectl top node: {nodes}\nkubectl top pod: {pods}")
+    hybrid.delete_and_wait("pods", "-l", "app=top", selector="app=top")
+
+
+def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> None:
+    hybrid.apply(example("burst.yaml", hybrid.queue))
+    wait_for(
+        "the baseline of 2 on the regular pool",
+        lambda: (
+            len(ps := [p for p in hybrid.pods("app=burst") if ready(p)]) == 2
+            and all(node_of(p) in WORKERS for p in ps)
+        ),
+        timeout=120,
+    )
+    load = QueueLoad(hybrid.queue, cores=0.45).start()
+    began = time.monotonic()
+    try:
+        wait_for(
+            "a burst replica Ready on the virtual node",
+            lambda: (
+                load.check()
+                and any(ready(p) and node_of(p) == VIRTUAL for p in hybrid.pods("app=burst"))
+            ),
+            timeout=SLOW,
+        )
+        first_virtual = time.monotonic() - began
+        peak = wait_for(
+            "the HPA to scale out to at least 6 Ready replicas",
+            lambda: (
+                load.check()
+                and len(ps := [p for p in live(hybrid.pods("app=burst")) if ready(p)]) >= 6
+                and ps
+            ),
+            timeout=SLOW,
+        )
+        scaled_out = time.monotonic() - began
+    finally:
+        load.stop()
+    counts = by_node(peak)
+    # The virtual node only took what the full regular pool could not: 2 per worker.
+    assert counts.get(VIRTUAL, 0) >= 2, counts
+    assert all(counts.get(w) == 2 for w in WORKERS), counts
+    regular_at_peak = {p["metadata"]["name"] for p in peak if node_of(p) in WORKERS}
+
+    stopped = time.monotonic()
+    removed_regular_first: list[str] = []
+
+    def scaled_in() -> bool:
+        now = live(hybrid.pods("app=burst"))
+        names = {p["metadata"]["name"] for p in now}
+        if (regular_at_peak - names) and any(node_of(p) == VIRTUAL for p in now):
+            removed_regular_first.append(f"{sorted(regular_at_peak - names)} while {by_node(now)}")
+        return len(now) == 2
+
+    wait_for("the HPA to scale back in to 2", scaled_in, timeout=SLOW)
+    scaled_back = time.monotonic() - stopped
+    final = live(hybrid.pods("app=burst"))
+    assert not removed_regular_first, removed_regular_first
+    assert all(node_of(p) in WORKERS for p in final), by_node(final)
+    annotations = [p["metadata"].get("annotations", {}) for p in peak if node_of(p) == VIRTUAL]
+    assert all(a.get("controller.kubernetes.io/pod-deletion-cost") == "-100" for a in annotations)
+    print(
+        f"\nburst: load start -> first virtual replica Ready {first_virtual:.1f} s; "
+        f"-> {len(peak)} Ready {scaled_out:.1f} s (per node {counts}); "
+        f"load end -> back to 2 on the regular pool {scaled_back:.1f} s"
+    )
+    hybrid.delete_and_wait("deployment/burst", "hpa/burst", selector="app=burst")
+
+
+def test_spot_drain_moves_replicas_to_virtual_and_back(hybrid: Hybrid) -> None:
+    hybrid.apply(example("spot.yaml"))
+    wait_placement(
+        hybrid, "app=steady", {WORKERS[0]: 2, WORKERS[1]: 2}, "4 steady replicas, 2 on each worker"
+    )
+    began = time.monotonic()
+    drain = hybrid.cluster.access().run_kubectl(
+        "drain", WORKERS[0], "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=240s",
+        timeout=260,
+    )  # fmt: skip
+    assert drain.returncode == 0, drain.stderr
+    wait_placement(
+        hybrid,
+        "app=steady",
+        {WORKERS[1]: 2, VIRTUAL: 2},
+        "4 Ready again: 2 on the other worker, 2 on the virtual node",
+    )
+    moved = time.monotonic() - began
+    # The PodDisruptionBudget (minAvailable 3) held throughout: no replica was lost.
+    pdb = hybrid.get("pdb", "steady")
+    assert pdb["status"]["currentHealthy"] == 4
+
+    hybrid.kubectl("uncordon", WORKERS[0])
+    back = time.monotonic()
+    # What the descheduler's RemovePodsViolatingNodeAffinity (preferred) would evict.
+    hybrid.kubectl(
+        "delete", "pods", "-n", hybrid.ns, "-l", "app=steady",
+        f"--field-selector=spec.nodeName={VIRTUAL}", "--wait=false",
+    )  # fmt: skip
+    wait_placement(
+        hybrid,
+        "app=steady",
+        {WORKERS[0]: 2, WORKERS[1]: 2},
+        "the replicas back on the regular pool",
+    )
+    moved_back = time.monotonic() - back
+    print(
+        f"\nspot: drain -> 4 Ready with 2 on the virtual node {moved:.1f} s; "
+        f"uncordon -> back on the regular pool {moved_back:.1f} s"
+    )
+    hybrid.delete_and_wait("deployment/steady", "pdb/steady", selector="app=steady")
+
+
+def _job_done(hybrid: Hybrid, name: str) -> bool:
+    job = hybrid.get("job", name)
+    conditions = job.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
+
+
+def test_batch_runs_on_the_virtual_pool_with_logs_after_completion(hybrid: Hybrid) -> None:
+    hybrid.apply([d for d in example("batch.yaml") if d["kind"] == "Job"])
+    wait_for("the Job crunch to complete", lambda: _job_done(hybrid, "crunch"), timeout=SLOW)
+    pods = hybrid.pods("app=crunch")
+    assert {node_of(p) for p in pods} == {VIRTUAL}
+    logs = hybrid.kubectl("logs", "-n", hybrid.ns, "-l", "app=crunch", "--prefix")
+    assert logs.count("sum of squares: 2666646666700000") == 3, logs
+
+    def cron_job_done() -> str | None:
+        out = hybrid.kubectl("get", "jobs", "-n", hybrid.ns, "-o", "json")
+        for job in json.loads(out)["items"]:
+            owners = job["metadata"].get("ownerReferences", [])
+            if any(o["name"] == "report" for o in owners) and _job_done(
+                hybrid, job["metadata"]["name"]
+            ):
+                return str(job["metadata"]["name"])
+        return None
+
+    job = wait_for("a Job of the CronJob report to complete", cron_job_done, timeout=SLOW)
+    pods = [p for p in hybrid.pods("app=report") if p["metadata"]["labels"].get("job-name") == job]
+    assert pods and {node_of(p) for p in pods} == {VIRTUAL}
+    assert "report at" in hybrid.kubectl("logs", "-n", hybrid.ns, f"job/{job}")
+    hybrid.kubectl("delete", "-n", hybrid.ns, "cronjob/report", "job/crunch", "--wait=false")
+
+
+def test_gpu_pods_land_where_their_resources_say(hybrid: Hybrid) -> None:
+    hybrid.apply(example("gpu.yaml"))
+    wait_placement(
+        hybrid,
+        "app=inference",
+        {GPU_NODE: 2},
+        "2 inference replicas Running on the GPU virtual node",
+    )
+    wait_for("the training Job to complete", lambda: _job_done(hybrid, "training"), timeout=120)
+    assert {node_of(p) for p in hybrid.pods("app=training")} == {WORKERS[1]}
+    hybrid.delete_and_wait(
+        "deployment/inference", "job/training", selector="app in (inference,training)"
+    )
+
+
+def _processes_under(directory: Path) -> list[str]:
+    """Processes whose command line or working directory is under `directory`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if str(directory) in cmdline or cwd.startswith(str(directory)):
+            found.append(f"{entry.name}: {cmdline[:120]} (cwd {cwd})")
+    return found
+
+
+def test_stopping_the_pools_leaves_no_process_behind(hybrid: Hybrid) -> None:
+    # Something still running on a worker and on the virtual node when they stop.
+    hybrid.apply(example("spot.yaml"))
+    wait_for(
+        "steady replicas Running",
+        lambda: len([p for p in hybrid.pods("app=steady") if ready(p)]) == 4,
+        timeout=120,
+    )
+    directory = hybrid.cluster.dir / "nodes"
+    assert _processes_under(directory)
+    # What `devcluster down` does before it stops the control plane.
+    stopped = hybrid.cluster.extras().stop_all(api_up=True)
+    assert set(stopped) >= {*WORKERS, VIRTUAL, GPU_NODE, "metrics-server"}
+    assert _processes_under(directory) == []
+    nodes = hybrid.kubectl("get", "nodes", "-o", "name")
+    assert not any(n in nodes for n in [*WORKERS, VIRTUAL, GPU_NODE])

@@ -1,0 +1,67 @@
+"""The hybrid pool's plain-data pieces: which pods get a deletion cost, how the dev
+cluster's nodes and metrics-server are started (flags that decide scheduling and
+certificate checks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vkpy.devcluster import metrics_server, nodes
+from vkpy.devcluster.cluster_pki import ClusterPKI
+from vkpy.node.deletion_cost import ANNOTATION, wants_cost
+
+
+def _pod(**meta: object) -> dict[str, object]:
+    owner = {"kind": "ReplicaSet", "name": "web-1", "controller": True, "uid": "u"}
+    return {"metadata": {"name": "p", "namespace": "n", "ownerReferences": [owner], **meta}}
+
+
+def test_deletion_cost_only_for_live_replicaset_pods_without_one() -> None:
+    assert wants_cost(_pod())
+    assert not wants_cost(_pod(annotations={ANNOTATION: "5"}))
+    assert not wants_cost(_pod(deletionTimestamp="2026-12-01T10:00:00Z"))
+    job_owner = {"kind": "Job", "name": "j", "controller": True, "uid": "u"}
+    assert not wants_cost({"metadata": {"ownerReferences": [job_owner]}})
+    assert not wants_cost({"metadata": {}})
+
+
+def test_worker_is_untainted_regular_pool_with_modest_capacity(tmp_path: Path) -> None:
+    spec = nodes.worker(1)
+    argv = spec.argv(tmp_path, tmp_path / "kubeconfig", 12345)
+    assert "--taint=none" in argv
+    assert f"--label={nodes.POOL_LABEL}=regular" in argv
+    assert "--label=type=regular" in argv  # never selected by type=virtual-kubelet
+    assert "--port=12345" in argv
+    assert spec.provider_config["capacity"] == {"cpu": "2", "memory": "4Gi", "pods": "10"}
+    assert nodes.worker(2, gpus=1).provider_config["capacity"] == {
+        "cpu": "2",
+        "memory": "4Gi",
+        "pods": "10",
+        nodes.GPU: "1",
+    }
+
+
+def test_virtual_nodes_are_tainted(tmp_path: Path) -> None:
+    virtual = nodes.virtual(pod_deletion_cost=-100).argv(tmp_path, tmp_path / "k", 1)
+    assert "--taint=virtual-kubelet.io/provider=process:NoSchedule" in virtual
+    assert "--pod-deletion-cost=-100" in virtual
+    gpu = nodes.gpu_virtual()
+    assert gpu.provider == "sim"
+    assert gpu.provider_config["capacity"] == {nodes.GPU: "8"}
+
+
+def test_metrics_server_verifies_kubelet_certificates(tmp_path: Path) -> None:
+    pki = ClusterPKI(tmp_path / "pki")
+    argv = metrics_server.args(Path("/bin/ms"), tmp_path, tmp_path / "kc", 4443, pki)
+    assert f"--kubelet-certificate-authority={pki.kubelet_ca.cert}" in argv
+    assert "--kubelet-use-node-status-port" in argv
+    assert not any("insecure" in a for a in argv)
+    ca = tmp_path / "ca.crt"
+    ca.write_text("x")
+    service, api = metrics_server.manifests(4443, ca)[-2:]
+    assert service["spec"] == {"type": "ExternalName", "externalName": "localhost"}
+    assert api["spec"]["service"] == {
+        "name": "metrics-server",
+        "namespace": "kube-system",
+        "port": 4443,
+    }

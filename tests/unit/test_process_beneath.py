@@ -1,0 +1,38 @@
+"""Paths inside directories a pod can write, resolved without following its links
+(beneath.py): the hostPath/subPath escape of issue 12, finding 2."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from vkpy.providers.process.beneath import LinkRefused, resolve_beneath
+from vkpy.providers.process.config import RunAs
+
+
+def test_a_planted_link_is_refused_and_nothing_is_made_where_it_points(tmp_path: Path) -> None:
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (volume / "z").symlink_to(outside)
+    with pytest.raises(LinkRefused, match="symbolic link"):
+        resolve_beneath(volume, "z/conf.d", "subPath", create=True)
+    assert list(outside.iterdir()) == []
+    (volume / "a").mkdir()
+    (volume / "a" / "b").symlink_to(outside)
+    with pytest.raises(LinkRefused):
+        resolve_beneath(volume, "a/b", "subPath", create=True)
+
+
+def test_missing_directories_are_made_with_the_owner_and_mode(tmp_path: Path) -> None:
+    owner = RunAs(os.getuid(), os.getgid())
+    made = resolve_beneath(tmp_path, "x/y", "subPath", create=True, mode=0o750, owner=owner)
+    assert made == tmp_path / "x" / "y"
+    assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o750
+    (made / "file").write_text("f")
+    assert resolve_beneath(tmp_path, "x/y/file", "subPath") == made / "file"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resolve_beneath(tmp_path, "missing", "subPath")

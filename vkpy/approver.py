@@ -1,0 +1,77 @@
+"""`python -m vkpy.approver`: approve vkpy's serving-certificate CSRs, refuse the rest.
+
+The controller-manager signs kubelet-serving certificates but never approves them, so
+a vkpy that gets its certificate by CSR (`--rotate-server-certificates`, the chart's
+`servingCert.mode=csr`) needs someone to. This command runs vkpy.api.csr_approver in a
+loop: installed by the chart only when asked (`servingCert.approver.enabled`), with
+RBAC limited to reading CSRs and Nodes and approving for the kubelet-serving signer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from vkpy import log as vklog
+from vkpy.api.csr_approver import CsrApprover
+from vkpy.kube.client import ClientOptions, KubeClient
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m vkpy.approver",
+        description="Approve kubelet-serving CSRs of virtual nodes whose SANs are the "
+        "node's own addresses; deny other kubelet-serving CSRs; ignore other signers.",
+    )
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="default: in-cluster")
+    p.add_argument(
+        "--allowed-requester",
+        action="append",
+        default=[],
+        help="a user (e.g. system:serviceaccount:NS:NAME) allowed to request node serving "
+        "certificates besides the node itself; repeatable",
+    )
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between passes")
+    p.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=60.0,
+        help="how long a CSR whose node or addresses do not match yet waits before denial",
+    )
+    p.add_argument("--log-format", default="json", choices=["text", "json"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+async def _run(args: argparse.Namespace) -> int:
+    client = await KubeClient.connect(ClientOptions(kubeconfig=args.kubeconfig))
+    try:
+        approver = CsrApprover(
+            client,
+            args.allowed_requester,
+            interval=args.interval,
+            settle_seconds=args.settle_seconds,
+        )
+        await approver.run()
+    finally:
+        await client.close()
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    vklog.setup(args.log_level, args.log_format)
+    if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        print("vkpy.approver: error: no --kubeconfig and not running in a cluster", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

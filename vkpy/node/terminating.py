@@ -1,0 +1,57 @@
+"""Status keeps being written while a pod is being stopped.
+
+A graceful deletion can take the whole grace period (30 s by default), and the
+kubelet keeps reporting the pod meanwhile: its readiness probes still run, so a
+container that stops serving turns Ready false and endpoints drop it before it is
+gone. The pod controller works on one pod at a time, so while it waits for the
+backend to stop a pod no status would be written; `stop_reporting` waits for the
+stop and, every `interval` until it is done, calls `report` (read the backend's
+state, write the status). A failed report is logged and the wait goes on: the stop
+is what matters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from vkpy.clock import Clock
+
+log = logging.getLogger(__name__)
+
+REPORT_INTERVAL = 1.0
+"""Seconds between status reports while a pod is stopping."""
+
+
+async def stop_reporting(
+    stop: Coroutine[Any, Any, None],
+    report: Callable[[], Awaitable[None]],
+    clock: Clock,
+    interval: float = REPORT_INTERVAL,
+) -> None:
+    """Run `stop` to its end (its errors are raised), reporting every `interval`."""
+    stopping = asyncio.ensure_future(stop)
+    try:
+        while True:
+            pause = asyncio.ensure_future(clock.sleep(interval))
+            try:
+                await asyncio.wait({stopping, pause}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                pause.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pause
+            if stopping.done():
+                break
+            try:
+                await report()
+            except Exception as error:
+                log.warning("status report while stopping failed", extra={"error": str(error)})
+    except BaseException:
+        stopping.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await stopping
+        raise
+    await stopping
