@@ -285,6 +285,7 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
     wait_for("private Running (imagePullSecrets)", phase_is(kube, "private", "Running"), 60)
     refused = wait_for("nocreds Failed", phase_is(kube, "nocreds", "Failed"), timeout=60)
     assert "myregistry.azurecr.io" in refused["status"]["message"]
+    assert refused["status"]["reason"] == "RegistryErrorResponse"  # the operation's error
     del aci.emulator.emulator.registries["myregistry.azurecr.io"]
 
 
