@@ -7,7 +7,8 @@ those first. This brings up the pools (two workers, the virtual node with
 `--pod-deletion-cost`), applies examples/hybrid/burst.yaml, offers load for a while
 (load.py), prints one table row every few seconds (replicas per pool, pending pods,
 the HPA's CPU and target), and at the end writes the samples as CSV and, when
-matplotlib is installed (`pip install 'vkpy[demo]'`), a PNG plot beside it (and the same as SVG, which docs/ keeps).
+matplotlib is installed (`pip install 'vkpy[demo]'`), a PNG plot beside it (and the
+same as SVG, the form docs/ keeps).
 """
 
 from __future__ import annotations
