@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CLUSTER_DIR ?= .cluster
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv controlplane cluster cluster-down run demo test test-unit lint bench conformance clean
+.PHONY: help venv controlplane test-tools cluster cluster-down run demo test test-unit lint bench conformance clean
 
 help:
 	@echo "make run          local control plane (or KUBECONFIG) + a virtual node (WORKERS=N: + N regular nodes)"
@@ -29,6 +29,12 @@ controlplane:
 	@controlplane/build.sh >/dev/null
 	@controlplane/build.sh metrics-server >/dev/null
 
+# The Go tools the test suite runs, built before pytest starts so that a cold build
+# never counts against a test timeout.
+test-tools: controlplane
+	@controlplane/build.sh helm >/dev/null
+	@controlplane/build.sh agnhost >/dev/null
+
 cluster: venv controlplane
 	$(PY) -m vkpy.devcluster up --dir $(CLUSTER_DIR)
 
@@ -42,7 +48,7 @@ demo: venv controlplane
 	$(PY) -m pip install --quiet -e '.[demo]'
 	$(PY) -m vkpy.devcluster demo hybrid --dir $(CLUSTER_DIR)
 
-test: venv controlplane
+test: venv test-tools
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 test-unit: venv

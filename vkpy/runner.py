@@ -132,6 +132,9 @@ class Node:
 
             start("events", self.events.run())
             start("kubelet-api", self.api.run())
+            # The Node's status names this process's address and port: write it only
+            # once something listens there (a replica taking over moves the node here).
+            await self.api.listening.wait()
             start("node", self.node.run())
             await self.node.registered.wait()
             start("lease", self.lease.run())

@@ -286,7 +286,13 @@ class Emulator:
         group = op.group
         waited = time.monotonic() - op.started >= self.faults.operation_delay
         body: dict[str, Any] = {"id": request.path, "name": request.match_info["op"]}
-        if group.provisioning == "Failed" and waited:
+        if group not in self.store.groups.values():
+            body["status"] = "Canceled"
+            body["error"] = {
+                "code": "ContainerGroupDeleted",
+                "message": "The container group was deleted during the deployment.",
+            }
+        elif group.provisioning == "Failed" and waited:
             body["status"] = "Failed"
             body["error"] = (
                 group.error.body()["error"]

@@ -206,6 +206,54 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
     }
     gpu_pod = kube.create(aci_pod("gpu", agent.node_name, [gpu]))
     kube.create(aci_pod("fine", agent.node_name))
+    shared = {"name": "shared", "mountPath": "/shared"}
+    duo = kube.create(
+        aci_pod(
+            "duo",
+            agent.node_name,
+            [
+                {
+                    "name": "writer",
+                    "image": "busybox",
+                    "volumeMounts": [shared],
+                    "command": ["sh", "-c", "exec sleep 600"],
+                    "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 3},
+                    "resources": {"requests": {"cpu": "100m", "memory": "100M"}},
+                },
+                {
+                    "name": "reader",
+                    "image": "busybox",
+                    "volumeMounts": [shared],
+                    "command": ["sh", "-c", "exec sleep 600"],
+                    "resources": {"requests": {"cpu": "100m", "memory": "100M"}},
+                },
+            ],
+            initContainers=[
+                {
+                    "name": "setup",
+                    "image": "busybox",
+                    "command": ["sh", "-c", "echo prepared"],
+                    "volumeMounts": [shared],
+                }
+            ],
+            volumes=[{"name": "shared", "emptyDir": {}}],
+        )
+    )
+    aci.emulator.emulator.registries["myregistry.azurecr.io"] = ("puller", "s3cret")
+    kube.kubectl(
+        "create", "secret", "docker-registry", "regcred", "-n", kube.namespace,
+        "--docker-server=myregistry.azurecr.io", "--docker-username=puller",
+        "--docker-password=s3cret",
+    )  # fmt: skip
+    private = {
+        "name": "app",
+        "image": "myregistry.azurecr.io/app:1",
+        "resources": {"requests": {"cpu": "100m", "memory": "100M"}},
+    }
+    kube.create(
+        aci_pod("private", agent.node_name, [private], imagePullSecrets=[{"name": "regcred"}])
+    )
+    kube.create(aci_pod("nocreds", agent.node_name, [private]))
 
     failed = wait_for("big Failed", phase_is(kube, "big", "Failed"), timeout=60)
     assert failed["status"]["reason"] == "ResourceRequestsNotSupported"
@@ -222,6 +270,23 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
     assert group is not None
     requested = group.model.containers[0].resources.requests.gpu
     assert (requested.count, requested.sku) == (2, "K80")
+    both = wait_for("duo Running", phase_is(kube, "duo", "Running"), timeout=60)
+    assert {c["name"] for c in both["status"]["containerStatuses"]} == {"writer", "reader"}
+    (setup,) = both["status"]["initContainerStatuses"]
+    assert setup["state"]["terminated"]["exitCode"] == 0
+    group = aci.emulator.group(group_name(ref_of(duo)), aci.resource_group)
+    assert group is not None
+    assert [c.name for c in group.model.init_containers] == ["setup"]
+    mounts = {
+        c.name: {m.mount_path: m.name for m in c.volume_mounts} for c in group.model.containers
+    }
+    assert mounts["writer"]["/shared"] == mounts["reader"]["/shared"] == "shared"
+    assert group.model.containers[0].readiness_probe.exec_property.command == ["true"]
+    wait_for("private Running (imagePullSecrets)", phase_is(kube, "private", "Running"), 60)
+    refused = wait_for("nocreds Failed", phase_is(kube, "nocreds", "Failed"), timeout=60)
+    assert "myregistry.azurecr.io" in refused["status"]["message"]
+    assert refused["status"]["reason"] == "RegistryErrorResponse"  # the operation's error
+    del aci.emulator.emulator.registries["myregistry.azurecr.io"]
 
 
 def test_windows_node_runs_windows_groups(

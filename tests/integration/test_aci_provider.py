@@ -23,7 +23,12 @@ from vkpy.providers.base import (
     StreamIO,
     TerminalSize,
 )
-from vkpy.providers.errors import InvalidInputError, NotFoundError, UnsupportedError
+from vkpy.providers.errors import (
+    InvalidInputError,
+    NotFoundError,
+    RetryableError,
+    UnsupportedError,
+)
 
 
 class Sink:
@@ -196,3 +201,43 @@ async def test_restart_adopts_groups_and_a_group_deleted_behind_our_back_is_lost
     finally:
         await again.close()
         await other.close()
+
+
+async def test_managed_and_workload_identities_sign_in(
+    aci: AciSetup, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    emulator = aci.emulator
+    for name, value in emulator.environment().items():  # App Service's managed identity
+        monkeypatch.setenv(name, value)
+    token = tmp_path / "token"
+    token.write_text(emulator.directory.federated_assertion)
+    issued = emulator.directory.issued
+    for credentials in (
+        {"type": "managed_identity"},
+        {
+            "type": "workload_identity",
+            "tenant_id": emulator.directory.tenant,
+            "client_id": emulator.directory.client_id,
+            "token_file": str(token),
+            "authority": emulator.url,
+        },
+    ):
+        p = AciProvider(AciConfig.from_dict(aci.config(credentials=credentials)), "node-id")
+        await p.start()
+        try:
+            assert await p.list_pods() == []
+        finally:
+            await p.close()
+    assert emulator.directory.issued == issued + 2
+
+
+async def test_a_wrong_secret_is_a_retryable_sign_in_error(aci: AciSetup) -> None:
+    config = aci.config()
+    config["credentials"] = {**config["credentials"], "client_secret": "wrong"}
+    p = AciProvider(AciConfig.from_dict(config), "node-x")
+    await p.start()
+    try:
+        with pytest.raises(RetryableError, match="cannot sign in"):
+            await p.list_pods()
+    finally:
+        await p.close()

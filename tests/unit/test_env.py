@@ -142,3 +142,22 @@ async def test_resource_field_ref_zero_divisor_means_one(
     }
     env = dict(await resolve_env(POD, container, Objects({}, {}), "192.0.2.1", {}))
     assert env == {"VALUE": expected}
+
+
+async def test_without_a_container_limit_the_pod_level_limit_then_allocatable() -> None:
+    """The upstream spec's pod: pod-level resources, none on the container; a node
+    reporting its memory in Ki."""
+    pod = {**POD, "spec": {**POD["spec"], "resources": {"limits": {"cpu": "1250m"}}}}
+    container = {
+        "name": "app",
+        "env": [
+            {"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+            {
+                "name": "MEM",
+                "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "0"}},
+            },
+        ],
+    }
+    allocatable = {"cpu": "8", "memory": "24683584Ki"}
+    env = dict(await resolve_env(pod, container, Objects({}, {}), "192.0.2.1", allocatable))
+    assert env == {"CPU": "2", "MEM": str(24683584 * 1024)}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,9 @@ from vkpy.node.env import ConfigError
 from vkpy.node.pod_config import check_run_as_non_root
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 from vkpy.providers.errors import UnsupportedError
-from vkpy.providers.process.config import RunAs
+from vkpy.providers.process.config import ProcessConfig, RunAs
 from vkpy.providers.process.identity import IdPool, PodIdentity, container_ids
+from vkpy.providers.process.provider import ProcessProvider
 
 FIRST, LAST = 910000, 910009
 
@@ -129,3 +131,14 @@ def test_kubectl_debugs_sys_ptrace_is_tolerated_with_a_warning_other_capabilitie
     assert len(warnings) == 1 and "SYS_PTRACE not granted" in warnings[0]
     with pytest.raises(UnsupportedError, match="NET_ADMIN"):
         ids.check_added(running, [debug(["SYS_PTRACE", "NET_ADMIN"])])
+
+
+def test_the_node_says_how_its_pods_are_kept_apart(tmp_path: Path) -> None:
+    def label(raw: dict[str, Any]) -> str:
+        config = ProcessConfig.from_dict(raw, state_dir=str(tmp_path), internal_ip="127.0.0.1")
+        return ProcessProvider(config).node_info().labels["vkpy.io/process-isolation"]
+
+    expected = "per-pod-users" if os.geteuid() == 0 else "shared-user"
+    assert label({}) == expected
+    if os.geteuid() == 0:
+        assert label({"run_as": "nobody"}) == "shared-user"

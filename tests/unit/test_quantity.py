@@ -26,3 +26,17 @@ def test_parses_kubernetes_quantities(text: str, value: Decimal) -> None:
 def test_rejects_what_kubernetes_rejects(text: str) -> None:
     with pytest.raises(QuantityError):
         parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("24683584Ki", Decimal(24683584 * 1024)), ("1Ki", Decimal(1024)), ("3k", Decimal(3000))],
+)
+def test_kibibytes_as_nodes_report_memory(text: str, value: Decimal) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["1K", "1ki"])
+def test_a_capital_k_only_with_i(text: str) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(text)

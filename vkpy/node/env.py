@@ -75,16 +75,33 @@ def field_value(pod: KubeObject, path: str, host_ip: str) -> str:
     return str(simple[path])
 
 
-def resource_value(container: KubeObject, ref: KubeObject, allocatable: Mapping[str, str]) -> str:
-    """The downward API's resourceFieldRef value: a limit (or the node's allocatable),
-    divided by the divisor and rounded up. A divisor of 0 (what the API server stores
-    when none was given) means 1, as the kubelet reads it."""
+POD_LEVEL_RESOURCES = ("cpu", "memory")
+"""What pod-level resources (spec.resources) may set, and so default a limit to."""
+
+
+def _pod_limit(pod: KubeObject, name: str) -> str | None:
+    raw = ((spec(pod).get("resources") or {}).get("limits") or {}).get(name)
+    if raw is None or name not in POD_LEVEL_RESOURCES:
+        return None
+    try:
+        return None if parse_quantity(raw) == 0 else str(raw)
+    except QuantityError:
+        return None
+
+
+def resource_value(
+    pod: KubeObject, container: KubeObject, ref: KubeObject, allocatable: Mapping[str, str]
+) -> str:
+    """The downward API's resourceFieldRef value: a limit (or, without one, the pod's
+    limit from pod-level resources, else the node's allocatable), divided by the divisor
+    and rounded up. A divisor of 0 (what the API server stores when none was given)
+    means 1, as the kubelet reads it."""
     resource = str(ref.get("resource", ""))
     kind, _, name = resource.partition(".")
     section = (container.get("resources") or {}).get(kind) or {}
     raw = section.get(name)
     if raw is None and kind == "limits":
-        raw = allocatable.get(name)
+        raw = _pod_limit(pod, name) or allocatable.get(name)
     if raw is None and kind == "requests":
         raw = "0"
     if raw is None:
@@ -149,7 +166,7 @@ async def resolve_env(
         elif "fieldRef" in value_from:
             value = field_value(pod, str(value_from["fieldRef"].get("fieldPath", "")), host_ip)
         elif "resourceFieldRef" in value_from:
-            value = resource_value(container, value_from["resourceFieldRef"], allocatable)
+            value = resource_value(pod, container, value_from["resourceFieldRef"], allocatable)
         elif "configMapKeyRef" in value_from:
             value = await _key_value(source, namespace, value_from["configMapKeyRef"], "ConfigMap")
         elif "secretKeyRef" in value_from:

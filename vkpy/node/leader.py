@@ -155,10 +155,12 @@ class LeaderElector:
             if not renewed and self.holder() not in ("", self.identity):
                 self._valid_until = -math.inf
                 break
-        raise LeadershipLost(
-            f"leader Lease {self._settings.namespace}/{self._settings.name} lost "
-            f"(holder now {self.holder() or 'unknown'})"
-        )
+        lease = f"{self._settings.namespace}/{self._settings.name}"
+        if self.holder() in ("", self.identity):
+            raise LeadershipLost(
+                f"leader Lease {lease} not renewed within {self._settings.renew_deadline} s"
+            )
+        raise LeadershipLost(f"leader Lease {lease} lost: {self.holder()} holds it now")
 
     def _body(self, current: KubeObject | None, now: str) -> KubeObject:
         old = spec(current) if current is not None else {}

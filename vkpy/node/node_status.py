@@ -88,6 +88,7 @@ def labels(settings: NodeSettings, info: NodeInfo) -> dict[str, str]:
         "beta.kubernetes.io/arch": info.architecture,
         "node.kubernetes.io/instance-type": f"vkpy-{info.runtime_name}",
     }
+    out.update(info.labels)
     out.update(settings.labels)
     return out
 

@@ -215,7 +215,7 @@ def _downward_files(
                     f"{what}: resourceFieldRef names no container of the pod "
                     f"({ref.get('containerName')!r})"
                 )
-            value = resource_value(container, ref, allocatable)
+            value = resource_value(pod, container, ref, allocatable)
         else:
             raise ConfigError(f"{what}: item {path!r} has neither fieldRef nor resourceFieldRef")
         files.append(VolumeFile(path, value.encode(), mode))

@@ -195,6 +195,8 @@ class NodeInfo:
     runtime_version: str
     kernel_version: str = ""
     os_image: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Node labels the backend adds (e.g. how the process backend isolates pods)."""
 
 
 @dataclass(frozen=True)

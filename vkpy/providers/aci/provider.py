@@ -1,10 +1,12 @@
 """The `aci` backend: pods as Azure Container Instances container groups.
 
 create PUTs the pod's group (`group_spec`) and returns once ARM accepted it; the
-deployment's progress is not awaited in the pod's worker: a monitor, run by the
-kubelet side as a supervised background task, lists the node's groups once per
-`poll_interval` (one call for all of them) and reads a group's instance view only
-when the list shows it changed, while it is not steady, or every `refresh_interval`.
+deployment's long-running operation is followed through its SDK poller by a
+supervised background task (`aci-deployments`), never in the pod's worker, and its
+outcome (ACI's error code and message when it failed) lands on the pod. A monitor,
+run the same way, lists the node's groups once per `poll_interval` (one call for all
+of them) and reads a group's instance view only when the list shows it changed,
+while it is not steady, or every `refresh_interval`.
 It tells the pod controller which pods changed (so this backend pushes status) and
 turns ACI's events into pod Events. ACI restarts containers by the group's policy
 itself. Logs, exec, attach and stats live in their own modules.
@@ -18,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from azure.core.polling import AsyncLROPoller
 from azure.mgmt.containerinstance import models as m
 
 from vkpy.providers.aci import group_spec, logs, metrics, naming, status, terminal
@@ -71,6 +74,9 @@ class AciProvider:
         self._listed_at: float | None = None
         self._list_error: str | None = None
         self._stats = metrics.StatsCache()
+        self._deployments: asyncio.Queue[tuple[GroupRecord, AsyncLROPoller[m.ContainerGroup]]] = (
+            asyncio.Queue()
+        )
 
     # --- wiring -----------------------------------------------------------------------
 
@@ -94,7 +100,10 @@ class AciProvider:
             await self._clients.close()
 
     def background_tasks(self) -> Sequence[BackgroundTask]:
-        return (BackgroundTask("aci-monitor", self._watch),)
+        return (
+            BackgroundTask("aci-monitor", self._watch),
+            BackgroundTask("aci-deployments", self._follow_deployments),
+        )
 
     def node_info(self) -> NodeInfo:
         return NodeInfo(
@@ -143,11 +152,9 @@ class AciProvider:
         rg = self._config.resource_group
         poller = await self._call(
             f"creating container group {spec.name}",
-            self.clients.aci.container_groups.begin_create_or_update(
-                rg, spec.name, spec.group, polling=False
-            ),
+            self.clients.aci.container_groups.begin_create_or_update(rg, spec.name, spec.group),
         )
-        group = await self._call("reading the created group", poller.result())
+        group = poller.polling_method().resource()  # the PUT's answer
         record = GroupRecord(
             ref=ref,
             name=spec.name,
@@ -160,6 +167,7 @@ class AciProvider:
         if old is not None:
             record.events_seen = old.events_seen
         self._records[ref.uid] = record
+        self._deployments.put_nowait((record, poller))
         log.info("container group created", extra={"pod": str(ref), "group": spec.name})
 
     async def update_pod(self, pod: PodConfig) -> None:
@@ -176,6 +184,8 @@ class AciProvider:
         name = record.name if record is not None else naming.group_name(ref)
         if record is not None:
             record.deleting = True
+            if record.follower is not None:
+                record.follower.cancel()  # its operation ends with the group
         try:
             poller = await self._call(
                 f"deleting container group {name}",
@@ -206,6 +216,14 @@ class AciProvider:
         assert record.group is not None
         note = "; ".join(record.notes) or None
         state = status.pod_state(record.group, note)
+        failure = record.failure
+        deploying = record.follower is not None and not record.follower.done()
+        if deploying and state.phase == "Failed" and state.reason == "ProviderFailed":
+            # the deployment's operation is about to say why: wait for its words
+            return status.pod_state(_deploying(record.group), note)
+        if failure is not None and state.phase == "Failed" and state.reason == "ProviderFailed":
+            message = str(failure).removeprefix("deploying the container group: ")
+            state = status.failed(state, failure.reason, message)
         if record.notes:
             state = PodState(
                 phase=state.phase,
@@ -261,6 +279,35 @@ class AciProvider:
             return
         record.group = group
         record.fetched_at = self._clock()
+
+    # --- deployments ------------------------------------------------------------------
+
+    async def _follow_deployments(self) -> None:
+        """Follow each accepted deployment's operation to its end, many at a time."""
+        async with asyncio.TaskGroup() as group:
+            while True:
+                record, poller = await self._deployments.get()
+                if not record.deleting:
+                    record.follower = group.create_task(
+                        self._follow(record, poller), name=f"deploy {record.name}"
+                    )
+
+    async def _follow(self, record: GroupRecord, poller: AsyncLROPoller[m.ContainerGroup]) -> None:
+        try:
+            await poller.result()
+        except Exception as error:
+            failure = provider_error(error, "deploying the container group")
+            if isinstance(failure, NotFoundError) or record.deleting:
+                return
+            record.failure = failure
+            log.warning(
+                "deployment failed",
+                extra={"pod": str(record.ref), "reason": failure.reason, "error": str(failure)},
+            )
+        if self._records.get(record.ref.uid) is not record or record.deleting:
+            return
+        await self._fetch(record)
+        self._observe(record)
 
     # --- the monitor ------------------------------------------------------------------
 
@@ -375,3 +422,12 @@ class AciProvider:
             if not r.deleting and not r.gone and r.state is not None and r.state.phase == "Running"
         ]
         return await self._stats.sample(self.clients, self._config, running)
+
+
+def _deploying(group: m.ContainerGroup) -> m.ContainerGroup:
+    """The group as it was while its deployment ran (for a status that waits on the
+    deployment's outcome)."""
+    body = group.serialize(keep_readonly=True)
+    body.setdefault("properties", {})["provisioningState"] = "Creating"
+    copy: m.ContainerGroup = m.ContainerGroup.deserialize(body)
+    return copy

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from azure.mgmt.containerinstance import models as m
 
 from vkpy.providers.base import PodEvent, PodRef, PodState
+from vkpy.providers.errors import ProviderError
 
 
 @dataclass
@@ -32,6 +33,10 @@ class GroupRecord:
     deleting: bool = False
     gone: bool = False
     """ACI no longer has the group (deleted behind vkpy's back)."""
+    follower: asyncio.Task[None] | None = None
+    """The task following the deployment's long-running operation, while it runs."""
+    failure: ProviderError | None = None
+    """Why the deployment's long-running operation failed (ACI's code and message)."""
     events_seen: dict[tuple[str, str, str], int] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

@@ -220,3 +220,17 @@ def steady(group: m.ContainerGroup) -> bool:
         "Succeeded",
         "Failed",
     )
+
+
+def failed(state: PodState, reason: str, message: str) -> PodState:
+    """A failed deployment's state with the operation's own reason and message."""
+    return PodState(
+        phase="Failed",
+        containers=tuple(
+            ContainerState(name=c.name, state="waiting", reason=reason, message=message)
+            for c in state.containers
+        ),
+        reason=reason,
+        message=message,
+        pod_ip=state.pod_ip,
+    )

@@ -29,7 +29,7 @@ from vkpy.providers.base import StreamIO, TerminalSize
 from vkpy.providers.errors import UnsupportedError
 
 log = logging.getLogger(__name__)
-FIRST_SIZE_WAIT = 1.0
+FIRST_SIZE_WAIT = 5.0
 """How long exec -it waits for kubectl's terminal size before starting the command."""
 ARGUMENTS_UNSUPPORTED = (
     "ACI's exec runs a single command without arguments ({command!r} has {count}); "

@@ -237,7 +237,7 @@ class ContainerRunner:
         instance.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         spec = self._launch_spec(instance)
         try:
-            prepare_message_file(self.dir, self.config.spec, self.runtime.run_as)
+            prepare_message_file(self.dir, self.config.spec, self.runtime.owner(self.pod.ref))
         except OSError as error:
             log.warning(
                 "cannot prepare the termination message file",

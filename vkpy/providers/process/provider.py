@@ -65,6 +65,9 @@ from vkpy.providers.process.validation import check_pod
 
 log = logging.getLogger(__name__)
 
+ISOLATION_LABEL = "vkpy.io/process-isolation"
+"""Node label saying how pods are kept apart: `per-pod-users` (vkpy is root: a uid per
+pod) or `shared-user` (one user for every pod: without root, or with `run_as`)."""
 _ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le"}
 
 
@@ -204,6 +207,9 @@ class ProcessProvider:
             runtime_version=__version__,
             kernel_version=platform.release(),
             os_image=_os_image(),
+            labels={
+                ISOLATION_LABEL: "per-pod-users" if self._config.per_pod_ids else "shared-user"
+            },
         )
 
     def node_resources(self) -> NodeResources:

@@ -2,7 +2,7 @@
 end of its log, as the message of its terminated state (the kubelet's rules).
 
 Before each run, the container gets an empty message file (`termination-log` in its
-directory, owned by the containers' user, mode 0666 like the kubelet's, so a non-root
+directory, owned by the pod's user, mode 0666 like the kubelet's, so a non-root
 container can write it), shown in its root at `terminationMessagePath`
 (`/dev/termination-log` by default) as a link, the way mount paths are. When the run
 has ended, the message is the file's last 4 KiB; with `terminationMessagePolicy:
