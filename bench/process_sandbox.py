@@ -1,6 +1,6 @@
 """What the process backend's sandbox costs: create -> Running and exec latency, with
-per-pod users (the default when vkpy is root) and without (`run_as: nobody`, one
-user for every pod).
+the sandbox (the default when vkpy is root: per-pod users, UTS and IPC namespaces per
+pod) and without (`run_as: nobody`, one user for every pod, `pod_namespaces: false`).
 
 For each mode a process-backend node is started against a real control plane (the
 one --kubeconfig names, or a local one started here); `--pods` pods are created one
@@ -31,7 +31,10 @@ import yaml
 from vkpy.devcluster import ClusterAccess, given_or_started
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = {"per-pod users": {}, "one shared user (run_as: nobody)": {"run_as": "nobody"}}
+MODES: dict[str, dict[str, object]] = {
+    "sandbox: per-pod users, UTS+IPC namespaces": {},
+    "no sandbox: run_as nobody, no namespaces": {"run_as": "nobody", "pod_namespaces": False},
+}
 
 
 def free_port() -> int:
@@ -48,7 +51,9 @@ def p90(values: list[float]) -> float:
 class Node:
     """A process-backend vkpy node in its own state directory."""
 
-    def __init__(self, cluster: ClusterAccess, workdir: Path, mode: str, config: dict[str, str]):
+    def __init__(
+        self, cluster: ClusterAccess, workdir: Path, mode: str, config: dict[str, object]
+    ) -> None:
         self.cluster = cluster
         self.name = f"vk-sandbox-{len(config)}-{os.getpid()}"
         state = workdir / self.name
@@ -152,8 +157,8 @@ def report(rows: list[dict[str, object]], pods: int, runs: int) -> str:
         f"Python {platform.python_version()})\n\n"
         f"`python bench/process_sandbox.py --pods {pods} --runs {runs}` as root: {pods} "
         "pods created one after another, `kubectl create` to the Ready condition (kubectl "
-        f"start-up included), then `kubectl exec pod -- true` {runs} times, with per-pod "
-        "users (the default) and with one shared user.\n\n" + "\n".join(lines) + "\n"
+        f"start-up included), then `kubectl exec pod -- true` {runs} times, with the "
+        "sandbox (the default as root) and without.\n\n" + "\n".join(lines) + "\n"
     )
 
 

@@ -19,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 
 SKIP = re.compile(r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]")
+LABELS = re.compile(r" \[(sig-[\w-]+|[^\]]*, [^\]]*)\]$")
+"""The label list Ginkgo appends to a spec's name in JUnit (`[sig-node, NodeConformance]`)."""
 FAILED = frozenset({"failed", "panicked", "timedout", "interrupted", "aborted"})
 
 
@@ -28,6 +30,8 @@ class Selection:
 
     name: str
     focus: str
+    key: str = ""
+    """Short name of its Ginkgo run (report files)."""
 
     def chooses(self, spec: str) -> bool:
         return re.search(self.focus, spec) is not None and SKIP.search(spec) is None
@@ -39,6 +43,32 @@ class Spec:
     status: str
     """passed, failed or skipped."""
     message: str = ""
+    output: str = ""
+    """What the spec logged (JUnit system-err): container output, Events, the failure."""
+
+
+CAUSES: tuple[tuple[str, str], ...] = (
+    (r"(?i)grpc", "gRPC probe"),
+    (r"address already in use", "port already in use: pods share the host's network"),
+    (
+        r"(?i)\btmpfs\b|memory backed|medium.?memory",
+        "emptyDir `medium: Memory` (a tmpfs) not provided",
+    ),
+    (r"/etc/hosts|etc-hosts", "kubelet-managed /etc/hosts not provided"),
+    (
+        r"(?i)non-?root|runAsUser|runAsGroup|FSGroup|as root|"
+        r"readOnlyRootFilesystem|read only busybox|privileged|allowPrivilegeEscalation",
+        "securityContext user, group or privileges not applied",
+    ),
+    (
+        r"/[\w./-]+\W{0,3}: no such file or directory",
+        "the container reads its volume at the mount path: the host's file system, not the pod's",
+    ),
+    (r"/agnhost: (No such file|not found)", "a script runs the image's /agnhost"),
+    (r"(?i)hostname", "hostname: the host's, not the pod's"),
+    (r"(?i)sysctl", "sysctls"),
+)
+"""Signatures of known causes in a failed spec's name, message and output, first match wins."""
 
 
 @dataclass
@@ -60,7 +90,7 @@ def read_junit(path: Path) -> list[Spec]:
         name = case.get("name", "")
         if not name.startswith("[It] "):
             continue
-        name = name.removeprefix("[It] ")
+        name = LABELS.sub("", name.removeprefix("[It] "))
         status = case.get("status", "")
         failure = case.find("failure")
         error = case.find("error")
@@ -68,9 +98,11 @@ def read_junit(path: Path) -> list[Spec]:
         if status in FAILED or failure is not None or error is not None:
             node = failure if failure is not None else error
             message = node.get("message", "") if node is not None else status
-            specs.append(
-                Spec(name, "failed", message or (node.text or "" if node is not None else ""))
-            )
+            if not message and node is not None:
+                message = node.text or ""
+            parts = (case.find("system-err"), case.find("system-out"))
+            output = "\n".join(part.text or "" for part in parts if part is not None)
+            specs.append(Spec(name, "failed", message, output))
         elif status == "skipped" or skipped is not None:
             message = skipped.get("message", "") if skipped is not None else ""
             specs.append(Spec(name, "skipped", message))
@@ -95,6 +127,15 @@ def tally(specs: list[Spec], selection: Selection) -> Tally:
         else:
             result.skipped += 1
     return result
+
+
+def known_cause(spec: Spec) -> str | None:
+    """The first CAUSES entry whose signature is in the spec's name, message or output."""
+    text = "\n".join((spec.name, spec.message, spec.output))
+    for pattern, label in CAUSES:
+        if re.search(pattern, text):
+            return label
+    return None
 
 
 def cause(message: str) -> str:
@@ -142,13 +183,14 @@ def render(
         for spec in result.specs:
             if spec.status == "failed" and spec.name not in seen:
                 seen.add(spec.name)
-                causes[cause(spec.message)].append(spec.name)
+                causes[known_cause(spec) or cause(spec.message)].append(spec.name)
     if causes:
         lines += [
             "",
-            "Failures grouped by their message:",
+            "Failures grouped by cause (a known signature in the spec's name, message or "
+            "output, else the message's first line):",
             "",
-            "| count | message | specs |",
+            "| count | cause | specs |",
             "|---:|---|---|",
         ]
         for text, names in sorted(causes.items(), key=lambda item: (-len(item[1]), item[0])):
@@ -165,7 +207,7 @@ def render(
 
 def write_report(
     path: Path,
-    junit: Path,
+    junits: list[Path],
     selections: tuple[Selection, ...],
     *,
     started: datetime,
@@ -176,7 +218,7 @@ def write_report(
 ) -> str:
     """Put this run's section into `path` (replacing the last run of this backend);
     returns a one-line summary."""
-    specs = read_junit(junit)
+    specs = [spec for junit in junits for spec in read_junit(junit)]
     tallies = {s.name: tally(specs, s) for s in selections}
     section = render(
         tallies, started=started, command=command, provider=provider, release=release, procs=procs

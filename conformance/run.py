@@ -42,10 +42,11 @@ NODE_IP = "198.18.0.1"
 NODE_NAME = "vkpy-conformance"
 KUBELET_PORT = 10250
 SELECTIONS = (
-    Selection("NodeConformance", r"\[NodeConformance\]"),
+    Selection("NodeConformance", r"\[NodeConformance\]", "node"),
     Selection(
         "sig-cli logs/exec/attach/port-forward",
         r"\[sig-cli\] Kubectl (logs|exec|Port forwarding|client Simple pod)",
+        "cli",
     ),
 )
 SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"
@@ -74,10 +75,15 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
     bin_dir = run_dir / "bin"
     bin_dir.mkdir(mode=0o755)
     shutil.copy2(agnhost, bin_dir / "agnhost")
+    (bin_dir / "agnhost-2").symlink_to("agnhost")  # the image has a second name for it
     port = int(cluster.server.rsplit(":", 1)[1])
     settings = {
         "images": {
-            "*/agnhost": {"entrypoint": ["agnhost"], "path": [str(bin_dir), BUSYBOX_BIN]},
+            "*/agnhost": {
+                "entrypoint": ["/agnhost"],
+                "cmd": ["pause"],
+                "path": [str(bin_dir), BUSYBOX_BIN],
+            },
         },
         "host_path_prefixes": ["/tmp"],
         "kubernetes_service_host": "127.0.0.1",
@@ -126,20 +132,36 @@ def start_node(
     return node
 
 
+def failed_locations(run_dir: Path, selection: Selection) -> list[str]:
+    """`file:line` of every spec of `selection` that failed in a previous run (its Ginkgo
+    JSON reports), for --focus-file."""
+    places = []
+    for report in sorted(run_dir.glob("report*.json")):
+        for suite in json.loads(report.read_text()):
+            for spec in suite.get("SpecReports") or []:
+                text = " ".join([*spec.get("ContainerHierarchyTexts", []), spec["LeafNodeText"]])
+                failed = spec.get("State") not in ("passed", "skipped")
+                if spec.get("LeafNodeType") == "It" and failed and selection.chooses(text):
+                    where = spec["LeafNodeLocation"]
+                    places.append(f"{where['FileName']}:{where['LineNumber']}")
+    return places
+
+
 def ginkgo_argv(
-    tools: Path, run_dir: Path, cluster: DevCluster, procs: int, focus: str
+    tools: Path, run_dir: Path, cluster: DevCluster, procs: int, selection: str, timeout: str
 ) -> list[str]:
+    """The suite's command for one selection; `--focus=...` is its second element."""
     return [
         str(tools / "ginkgo"),
+        "--focus=.",
         f"--procs={procs}",
-        f"--focus={focus}",
         f"--skip={SKIP}",
-        "--timeout=3h",
+        f"--timeout={timeout}",
         "--no-color",
         "--silence-skips",
         f"--output-dir={run_dir}",
-        "--junit-report=junit.xml",
-        "--json-report=report.json",
+        f"--junit-report=junit-{selection}.xml",
+        f"--json-report=report-{selection}.json",
         str(tools / "e2e.test"),
         "--",
         f"--kubeconfig={cluster.kubeconfig}",
@@ -150,6 +172,31 @@ def ginkgo_argv(
         "--node-schedulable-timeout=2m",
         f"--report-dir={run_dir / 'e2e'}",
     ]
+
+
+def suite_runs(options: argparse.Namespace, run_dir: Path, cluster: DevCluster) -> list[list[str]]:
+    """One Ginkgo run per selection: the NodeConformance specs with --procs at once, the
+    kubectl specs one at a time (their pods listen on fixed ports, 80 and 8080, and all
+    pods share one network here). --focus: one run of what it matches; --rerun-failed:
+    each selection's failed specs."""
+    tools = Path(options.tools)
+    if options.focus and not options.rerun_failed:
+        argv = ginkgo_argv(tools, run_dir, cluster, options.procs, "focus", options.timeout)
+        argv[1] = f"--focus={options.focus}"
+        return [argv]
+    runs = []
+    for selection in SELECTIONS:
+        procs = options.procs if selection.key == "node" else options.cli_procs
+        argv = ginkgo_argv(tools, run_dir, cluster, procs, selection.key, options.timeout)
+        argv[1] = f"--focus={options.focus or selection.focus}"
+        if options.rerun_failed:
+            places = failed_locations(Path(options.rerun_failed), selection)
+            if not places:
+                continue
+            argv[1] = f"--focus={options.focus or '.'}"
+            argv[2:2] = [f"--focus-file={place}" for place in places]
+        runs.append(argv)
+    return runs
 
 
 def stop_everything(cluster: DevCluster, node: subprocess.Popen[bytes] | None, pods: Path) -> None:
@@ -181,20 +228,19 @@ def inside(options: argparse.Namespace) -> int:
     run_dir = Path(options.run_dir)
     cluster = DevCluster(run_dir / "cluster", bin_dir=Path(options.bin_dir))
     node: subprocess.Popen[bytes] | None = None
-    focus = options.focus or "|".join(f"({s.focus})" for s in SELECTIONS)
-    argv = ginkgo_argv(Path(options.tools), run_dir, cluster, options.procs, focus)
     try:
         cluster.up()
         config = provider_config(run_dir, Path(options.agnhost), cluster)
         node = start_node(run_dir, cluster, config, options.provider)
-        print("running:", shlex.join(argv), flush=True)
-        began = time.monotonic()
-        with (run_dir / "suite.log").open("wb") as log:
-            suite = subprocess.run(
-                argv, stdout=log, stderr=subprocess.STDOUT, cwd=run_dir, check=False
-            )
-        minutes = (time.monotonic() - began) / 60
-        print(f"suite exit {suite.returncode} after {minutes:.0f} min", flush=True)
+        for argv in suite_runs(options, run_dir, cluster):
+            print("running:", shlex.join(argv)[:2000], flush=True)
+            began = time.monotonic()
+            with (run_dir / "suite.log").open("ab") as log:
+                suite = subprocess.run(
+                    argv, stdout=log, stderr=subprocess.STDOUT, cwd=run_dir, check=False
+                )
+            minutes = (time.monotonic() - began) / 60
+            print(f"suite exit {suite.returncode} after {minutes:.0f} min", flush=True)
     finally:
         stop_everything(cluster, node, run_dir / "pods")
     return 0
@@ -204,8 +250,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--procs", type=int, default=4, help="specs run in parallel (default 4)")
+    parser.add_argument(
+        "--procs", type=int, default=4, help="NodeConformance specs run at once (default 4)"
+    )
+    parser.add_argument(
+        "--cli-procs", type=int, default=1, help="kubectl specs run at once (default 1)"
+    )
     parser.add_argument("--focus", default="", help="run only specs matching this regex")
+    parser.add_argument(
+        "--rerun-failed",
+        default="",
+        help="a previous run's directory (--keep): run only the specs that failed there",
+    )
+    parser.add_argument("--timeout", default="3h", help="the whole suite's time limit")
     parser.add_argument("--provider", default="process", choices=("process", "sim"))
     parser.add_argument(
         "--report",
@@ -246,28 +303,32 @@ def main() -> int:
     child = [
         "unshare", "--net", "--", sys.executable, str(Path(__file__).resolve()), "--inside",
         f"--run-dir={run_dir}", f"--tools={tools}", f"--agnhost={agnhost}", f"--bin-dir={bin_dir}",
-        f"--procs={options.procs}", f"--provider={options.provider}", f"--focus={options.focus}",
+        f"--procs={options.procs}", f"--cli-procs={options.cli_procs}",
+        f"--provider={options.provider}", f"--focus={options.focus}",
+        f"--timeout={options.timeout}",
+        f"--rerun-failed={Path(options.rerun_failed).absolute() if options.rerun_failed else ''}",
     ]  # fmt: skip
     print(f"run directory {run_dir}; suite log {run_dir / 'suite.log'}", flush=True)
     result = subprocess.run(child, check=False)
-    junit = run_dir / "junit.xml"
-    if not junit.exists():
+    junits = sorted(run_dir.glob("junit*.xml"))
+    if not junits:
         print(f"no JUnit report: see {run_dir}", file=sys.stderr)
         return result.returncode or 1
     if options.report:
         summary = write_report(
             Path(options.report),
-            junit,
+            junits,
             SELECTIONS,
             started=started,
             command=command,
-            provider=options.provider,
+            provider=options.provider + ("-rerun" if options.rerun_failed else ""),
             release=pinned_release(),
             procs=options.procs,
         )
         print(summary)
     if not options.keep:
-        shutil.copy2(junit, Path(tempfile.gettempdir()) / "vkpy-conformance-junit.xml")
+        for junit in junits:
+            shutil.copy2(junit, Path(tempfile.gettempdir()) / f"vkpy-conformance-{junit.name}")
         shutil.rmtree(run_dir, ignore_errors=True)
     return 0
 

@@ -56,7 +56,7 @@ build_tool() {
     exit 2
   fi
   local hash
-  hash=$(cat "$dir"/go.mod "$dir"/go.sum "$dir"/targets "$dir"/ldflags 2>/dev/null | sha256sum | cut -c1-12)
+  hash=$({ cat "$dir"/go.mod "$dir"/go.sum "$dir"/targets; [[ ! -f "$dir/ldflags" ]] || cat "$dir/ldflags"; } | sha256sum | cut -c1-12)
   local dest="${VKPY_CACHE:-$HOME/.cache/vkpy}/controlplane/tools/$tool-$hash"
   local names=() pkgs=() name pkg
   while read -r name pkg; do

@@ -35,6 +35,7 @@ import yaml
 
 from tests.integration.agent import Agent, wait_for
 from vkpy.devcluster import ClusterAccess
+from vkpy.providers.process import namespaces
 
 TRANSPORTS = ("websocket", "spdy")
 
@@ -213,6 +214,8 @@ def client_certificate(cluster: ClusterAccess) -> Iterator[tuple[str, str]]:
 
 def kill_leftover_processes(state_dir: Path) -> None:
     """Containers of the process backend outlive vkpy by design: end those of a test."""
+    for pod in state_dir.glob("process/pods/*/"):
+        namespaces.stop(pod)  # the pod's namespace holder, if it has one
     for run_file in state_dir.glob("process/pods/*/containers/*/instances/*/run.json"):
         with contextlib.suppress(OSError, ValueError, KeyError):
             run = json.loads(run_file.read_text())

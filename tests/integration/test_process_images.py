@@ -50,7 +50,7 @@ def test_agnhost_pause_and_busybox_pods_run_from_their_images(
 ) -> None:
     # The containers' user must reach the program: the build cache is under /root.
     shutil.copy2(tool_dir("agnhost") / "agnhost", shared_dir / "agnhost")
-    images = {"*/agnhost": {"entrypoint": ["agnhost"], "path": [str(shared_dir)]}}
+    images = {"*/agnhost": {"entrypoint": ["/agnhost"], "path": [str(shared_dir)]}}
     agent = start_process_agent(config={"images": images})
     port = free_port()
     kube.create(

@@ -10,6 +10,7 @@ for root, privileges or identities outside the node's range.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -280,3 +281,34 @@ def test_kubectl_run_it_gets_a_prompt(
         "the shell's end reported",
         lambda: status_of(kube.get("pod", "shell"), "shell").get("state", {}).get("terminated"),
     )
+
+
+def test_a_pod_has_its_own_hostname_and_ipc_shared_by_its_containers(
+    kube: Kube,
+    cluster: ClusterAccess,
+    start_process_agent: StartProcessAgent,
+    reachable_pods_dir: Path,
+) -> None:
+    pods = reachable_pods_dir
+    agent = start_process_agent(config={"pods_dir": str(pods)})
+    report = (
+        "hostname; readlink /proc/self/ns/ipc; readlink /proc/self/ns/uts; echo DONE; sleep 3600"
+    )
+    pod = process_pod("named", agent.node_name, report)
+    pod["spec"]["containers"].append(
+        {"name": "other", "image": "busybox", "command": ["sh", "-c", report]}
+    )
+    kube.create(pod)
+    wait_for("Running", lambda: phase_is(kube, "named", "Running"))
+    app = wait_for("app's report", lambda: _done(pods, kube, "named")).split("\n")
+    assert app[0] == "named"
+    assert app[1] != os.readlink("/proc/self/ns/ipc") and app[2] != os.readlink("/proc/self/ns/uts")
+    uid = (kube.get("pod", "named") or {})["metadata"]["uid"]
+    other = pods / uid / "containers/other/instances/0/output.log"
+    wait_for("other's report", lambda: other.exists() and "DONE" in other.read_text())
+    lines = [line.split(" ", 3)[-1] for line in other.read_text().splitlines()]
+    assert lines[:3] == app[:3]  # one hostname, one IPC namespace for the whole pod
+    exec_hostname = kube.kubectl(
+        "exec", "-n", kube.namespace, "named", "-c", "app", "--", "hostname"
+    )
+    assert exec_hostname.strip() == "named"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from conformance.report import Selection, cause, read_junit, tally, write_report
+from conformance.report import Selection, Spec, cause, known_cause, read_junit, tally, write_report
 
 JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
 <testsuites tests="6" failures="2">
@@ -34,7 +34,7 @@ JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
     <testcase name="[It] [sig-apps] Deployment rolls [Conformance]" status="skipped">
       <skipped message="skipped"/>
     </testcase>
-    <testcase name="[It] [sig-cli] Kubectl client Simple pod should support exec"
+    <testcase name="[It] [sig-cli] Kubectl client Simple pod should support exec [sig-cli]"
               status="passed"></testcase>
   </testsuite>
 </testsuites>
@@ -73,7 +73,7 @@ def test_the_report_replaces_its_own_section_and_keeps_the_rest(tmp_path: Path) 
                    "<!-- /run:process -->\n\n## History\n\nalso by hand\n")  # fmt: skip
     summary = write_report(
         doc,
-        junit(tmp_path),
+        [junit(tmp_path)],
         SELECTIONS,
         started=datetime(2026, 12, 1, 10, 30, tzinfo=UTC),
         command="make conformance",
@@ -87,5 +87,18 @@ def test_the_report_replaces_its_own_section_and_keeps_the_rest(tmp_path: Path) 
     assert text.startswith("# Conformance\n\nWritten by hand.\n")
     assert text.endswith("## History\n\nalso by hand\n")
     assert "| NodeConformance | 4 | 1 | 2 | 1 |" in text
-    assert "| 2 | listen tcp" in text
+    assert "| 2 | port already in use: pods share the host's network |" in text
     assert "2026-12-01 10:30 UTC" in text
+    assert "| passed | [sig-cli] Kubectl client Simple pod should support exec |" in text
+
+
+def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:
+    spec = Spec(
+        "[sig-storage] Projected secret should be consumable from pods in volume",
+        "failed",
+        'expected pod "pod-projected-secrets-1" success: Told to stop trying after 2.0s.',
+        'error reading file content for "/etc/projected-secret-volume/data-1": open '
+        "/etc/projected-secret-volume/data-1: no such file or directory",
+    )
+    assert "mount path" in str(known_cause(spec))
+    assert known_cause(Spec("[sig-node] Pods should do something", "failed", "boom")) is None

@@ -22,6 +22,7 @@ from vkpy.providers.process.images import ImageRule, ImageSpec, ImageTable, spli
 from vkpy.providers.process.standins import BUSYBOX_BIN, HERE, default_rules
 
 PYTHON = sys.executable
+AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 
 
 def free_port() -> int:
@@ -97,12 +98,17 @@ def test_args_replace_the_cmd_and_command_replaces_the_entrypoint() -> None:
     assert images.resolve(container("example.com/tool", command=("env",))).argv == ("env",)
 
 
-def test_agnhost_takes_its_subcommand_as_args() -> None:
-    resolved = table().resolve(
-        container("registry.k8s.io/e2e-test-images/agnhost:2.63.0", args=("netexec",))
-    )
-    assert resolved.argv == ("agnhost", "netexec")
+def test_agnhost_takes_its_subcommand_as_args_and_pauses_without() -> None:
+    images = table()
+    resolved = images.resolve(container(AGNHOST, args=("netexec",)))
+    assert resolved.argv == ("/agnhost", "netexec")
     assert dict(resolved.env)["PATH"].startswith(BUSYBOX_BIN + ":")
+    assert images.resolve(container(AGNHOST)).argv == ("/agnhost", "pause")
+
+
+def run(argv: tuple[str, ...], env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    return done.stdout
 
 
 def test_busybox_runs_sh_from_its_own_directory_even_by_absolute_path() -> None:
@@ -110,8 +116,9 @@ def test_busybox_runs_sh_from_its_own_directory_even_by_absolute_path() -> None:
     only = images.resolve(container("busybox:1.36"))
     assert only.argv == ("sh",)
     assert only.working_dir == "/"
-    by_path = images.resolve(container("busybox", command=("/bin/sh", "-c", "echo hi")))
-    assert by_path.argv == (os.path.join(BUSYBOX_BIN, "sh"), "-c", "echo hi")
+    by_path = images.resolve(container("busybox", command=("/bin/sh", "-c", "[[ $0 ]] && echo $0")))
+    assert os.path.join(BUSYBOX_BIN, "sh") in by_path.argv
+    assert run(by_path.argv, dict(by_path.env)) == "/bin/sh\n"
     host = images.resolve(container("busybox", command=("/bin/cat", "x")))
     assert host.argv == ("/bin/cat", "x")
 
@@ -126,13 +133,17 @@ def test_the_image_path_goes_first_and_the_pods_own_env_wins() -> None:
     assert dict(mine.env) == {"PATH": "/mine", "A": "2"}
 
 
-def test_an_absolute_program_the_host_lacks_is_found_on_the_path(tmp_path: Path) -> None:
-    tool = tmp_path / "agnhost"
-    tool.write_text("#!/bin/sh\n")
-    tool.chmod(0o755)
-    images = table({"*/agnhost": {"entrypoint": ["agnhost"], "env": {"PATH": str(tmp_path)}}})
-    resolved = images.resolve(container("x/agnhost", command=("/agnhost", "pause")))
-    assert resolved.argv == (str(tool), "pause")
+def test_an_absolute_program_the_host_lacks_runs_from_the_path_under_its_image_name(
+    tmp_path: Path,
+) -> None:
+    # `cat /proc/self/cmdline` shows the argv the program got, argv[0] included.
+    (tmp_path / "agnhost").symlink_to(os.path.realpath("/bin/cat"))
+    (tmp_path / "agnhost-2").symlink_to("agnhost")
+    images = table({"*/agnhost": {"entrypoint": ["/agnhost"], "env": {"PATH": str(tmp_path)}}})
+    resolved = images.resolve(container("x/agnhost", args=("/proc/self/cmdline",)))
+    assert run(resolved.argv) == "/agnhost\0/proc/self/cmdline\0"
+    second = images.resolve(container("x/agnhost", command=("/agnhost-2", "/proc/self/cmdline")))
+    assert run(second.argv) == "/agnhost-2\0/proc/self/cmdline\0"
 
 
 def test_an_unknown_image_without_command_names_the_setting() -> None:

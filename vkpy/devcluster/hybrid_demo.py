@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import time
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
@@ -172,5 +173,6 @@ def run(directory: Path, load_cores: float, load_seconds: float, interval: float
         for path in write_outputs(samples, directory / "demo"):
             print(f"wrote {path}")
         access.run_kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
+        shutil.rmtree(queue, ignore_errors=True)
     print("the cluster keeps running; `python -m vkpy.devcluster down` stops it and the pools")
     return 0

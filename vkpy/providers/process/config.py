@@ -133,6 +133,9 @@ class ProcessConfig:
     """One user for every pod's containers: name, uid or uid:gid. Default (empty): when
     vkpy is root, each pod runs as an id of its own from `pod_uid_range`; when vkpy is
     not root, containers run as vkpy's user and this must be empty."""
+    pod_namespaces: bool = True
+    """When vkpy is root: each pod gets UTS (its hostname) and IPC namespaces of its
+    own, shared by its containers (namespaces.py)."""
     pod_uid_range: str = "200000-265535"
     """`first-last`: the uids (and gids) given to pods when vkpy is root, one per pod;
     `runAsUser`, `runAsGroup`, `fsGroup` and `supplementalGroups` must be inside it."""
@@ -217,6 +220,11 @@ class ProcessConfig:
         if low < 1000 or high < low:
             raise ValueError(f"pod_uid_range {self.pod_uid_range!r}: must be within 1000 and up")
         return low, high
+
+    @property
+    def namespaces_per_pod(self) -> bool:
+        """Whether pods get namespaces of their own (root, and `pod_namespaces`)."""
+        return os.geteuid() == 0 and bool(self.pod_namespaces)
 
     @property
     def per_pod_ids(self) -> bool:

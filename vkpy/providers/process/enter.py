@@ -48,12 +48,30 @@ def drop_privileges(uid: int | None, gid: int | None, groups: list[int]) -> None
         os.setuid(uid)
 
 
+def join_namespaces(paths: list[str] | tuple[str, ...]) -> None:
+    """Join the pod's namespaces (namespaces.py) while still root; OSError if one is gone."""
+    if not paths or os.geteuid() != 0:
+        return
+    import ctypes  # noqa: PLC0415 (only processes of pods with namespaces need it)
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if libc.setns(fd, 0) != 0:
+                error = ctypes.get_errno()
+                raise OSError(error, f"setns {path}: {os.strerror(error)}")
+        finally:
+            os.close(fd)
+
+
 def enter_ids(
     context: ProcessContext, cgroup: str | os.PathLike[str] | None, tty: bool = False
 ) -> None:
-    """In the new process, before it executes: take its terminal (`tty`, stdin is a
-    pseudo-terminal and the process leads a new session), join the cgroup, then drop
-    privileges."""
+    """In the new process, before it executes: join the pod's namespaces, take its
+    terminal (`tty`, stdin is a pseudo-terminal and the process leads a new session),
+    join the cgroup, then drop privileges."""
+    join_namespaces(context.namespaces)
     if tty:
         take_terminal()
     if cgroup is not None:
@@ -104,6 +122,7 @@ def main(argv: list[str]) -> int:
     try:
         os.chdir(str(context["cwd"]))
         os.umask(int(context.get("umask", 0o022)))
+        join_namespaces([str(n) for n in context.get("namespaces") or []])
         if cgroup is not None:
             join_cgroup(cgroup)
         drop_privileges(uid, context.get("gid"), [int(g) for g in context.get("groups") or []])

@@ -7,7 +7,8 @@ default command (the image's CMD), directories put first on PATH (the image's ow
 programs), a working directory and environment variables. A container's `command`
 and `args` keep their Kubernetes meaning: `command` replaces the entrypoint, `args`
 replace the CMD. An absolute program path (`/bin/sh`, `/agnhost`) is looked up by its
-name in the image's PATH directories first, as it would be found in the image.
+name in the image's PATH directories first, as it would be found in the image, and
+runs with the image's name for it as argv[0].
 
 References are compared without tag or digest unless the pattern has a tag, with
 Docker Hub's short names expanded (`busybox` is `docker.io/library/busybox`), and a
@@ -30,6 +31,9 @@ from vkpy.providers.base import ContainerConfig, PodConfig
 from vkpy.providers.errors import InvalidInputError
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+NAMED_EXEC = ("/bin/bash", "-c", 'exec -a "$0" "$@"')
+"""`NAMED_EXEC + [name, file, args...]` runs `file` with argv[0] = `name` (bash's exec
+replaces itself: no process stays in between)."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,11 @@ class ImageTable:
             env.pop(name, None)
             env[name] = value
         search = env.get("PATH", DEFAULT_PATH)
-        argv[0] = _program(argv[0], spec.path, search)
+        program = _program(argv[0], spec.path, search)
+        if program != argv[0]:
+            # Run the host's file under the name the image knows it by: a program
+            # may print or dispatch on argv[0] (agnhost's entrypoint-tester does).
+            argv = [*NAMED_EXEC, argv[0], program, *argv[1:]]
         return dataclasses.replace(
             container,
             command=(argv[0],),

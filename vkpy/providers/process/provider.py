@@ -19,6 +19,7 @@ import asyncio
 import logging
 import os
 import platform
+import subprocess
 from collections.abc import AsyncIterator, Sequence
 from typing import Literal
 
@@ -47,7 +48,7 @@ from vkpy.providers.errors import (
     RetryableError,
     UnsupportedError,
 )
-from vkpy.providers.process import cgroups, proc
+from vkpy.providers.process import cgroups, namespaces, proc
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
 from vkpy.providers.process.identity import IdPool, PodIdentity, kill_processes
@@ -175,6 +176,13 @@ class ProcessProvider:
                 await asyncio.to_thread(self._remove, entry.name)
                 continue
             self._pods[pod.ref.uid] = pod
+            try:
+                await asyncio.to_thread(self._start_namespaces, pod.config)
+            except (OSError, subprocess.SubprocessError) as error:
+                log.warning(
+                    "cannot make the pod's namespaces again",
+                    extra={"pod": str(pod.ref), "error": str(error)},
+                )
             pod.start()
             self._notify(pod.ref)
         running = sum(1 for p in self._pods.values() for c in p.containers if c.supervised)
@@ -243,6 +251,7 @@ class ProcessProvider:
         try:
             pod_dir.path.mkdir(mode=0o700, exist_ok=True)
             identity.save(pod_dir.path)
+            await asyncio.to_thread(self._start_namespaces, pod)
             created = await PodRuntime.create(runtime, pod, pod_dir, self._notify)
         except FileNotFoundError as error:
             await asyncio.to_thread(self._remove, pod.ref.uid)
@@ -254,11 +263,23 @@ class ProcessProvider:
         created.start()
         self._notify(pod.ref)
 
+    def _start_namespaces(self, pod: PodConfig) -> None:
+        """The pod's UTS and IPC namespaces (namespaces.py), when vkpy may make them."""
+        if not self._config.namespaces_per_pod:
+            return
+        spec = pod.pod.get("spec") or {}
+        kinds = namespaces.wanted(spec)
+        path = self._config.pods_path / pod.ref.uid
+        holder = namespaces.load(path)
+        if kinds and (holder is None or not holder.alive()):
+            namespaces.start(path, kinds, namespaces.hostname(spec, pod.ref.name))
+
     def _remove(self, uid: str) -> None:
         """Remove what is left of one of this node's pods: every process still running
         as its own ids, then its directory; only then are its ids free again."""
         runtime = self._runtime_or_fail()
         kill_processes(runtime.pool.exclusive_ids(uid))
+        namespaces.stop(self._config.pods_path / uid)
         remove_tree(self._config.pods_path / uid)
         runtime.pool.release(uid)
 

@@ -37,6 +37,8 @@ class ProcessContext:
     gid: int | None = None
     groups: tuple[int, ...] = ()
     umask: int = 0o022
+    namespaces: tuple[str, ...] = ()
+    """Namespace files (`/proc/<holder>/ns/uts`, ...) to join first (namespaces.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,6 +52,7 @@ class ProcessContext:
             gid=raw.get("gid"),
             groups=tuple(int(g) for g in raw.get("groups") or ()),
             umask=int(raw.get("umask", 0o022)),
+            namespaces=tuple(str(n) for n in raw.get("namespaces") or ()),
         )
 
 

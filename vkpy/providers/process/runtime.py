@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vkpy.providers.base import ContainerConfig, EventCallback, PodConfig, PodEvent, PodRef
+from vkpy.providers.process import namespaces
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.cgroups import CgroupParent
 from vkpy.providers.process.config import ProcessConfig, RunAs
@@ -94,10 +95,12 @@ def container_context(
         uid, gid, groups = ids.uid, ids.gid, ids.groups
     if uid == 0:
         raise ValueError("a container never runs as root")
+    holder = namespaces.load(pod_dir.path)
     return ProcessContext(
         env=tuple(container_env(runtime, pod, container)),
         cwd=str(cwd),
         uid=uid,
         gid=gid,
         groups=groups,
+        namespaces=holder.paths() if holder is not None and holder.alive() else (),
     )

@@ -38,7 +38,9 @@ def default_rules(python: str) -> tuple[ImageRule, ...]:
     `-I -S`): the host's `python3` when containers run as another user than vkpy."""
     shell = ImageSpec(cmd=("sh",), path=(BUSYBOX_BIN,), working_dir="/")
     pause = ImageSpec(entrypoint=_script(python, "pause.py"), working_dir="/")
-    agnhost = ImageSpec(entrypoint=("agnhost",), path=(BUSYBOX_BIN,), working_dir="/")
+    agnhost = ImageSpec(
+        entrypoint=("/agnhost",), cmd=("pause",), path=(BUSYBOX_BIN,), working_dir="/"
+    )
     nginx = _web(python, "/usr/share/nginx/html", "nginx")
     httpd = _web(python, "/usr/local/apache2/htdocs", "httpd")
     return (
