@@ -47,28 +47,32 @@ class Spec:
     """What the spec logged (JUnit system-err): container output, Events, the failure."""
 
 
-CAUSES: tuple[tuple[str, str], ...] = (
-    (r"(?i)grpc", "gRPC probe"),
-    (r"address already in use", "port already in use: pods share the host's network"),
+CAUSES: tuple[tuple[str, str, str], ...] = (
+    ("name", r"(?i)grpc", "gRPC probe"),
+    ("logged", r"address already in use", "port already in use: pods share one network"),
     (
+        "name",
         r"(?i)\btmpfs\b|memory backed|medium.?memory",
         "emptyDir `medium: Memory` (a tmpfs) not provided",
     ),
-    (r"/etc/hosts|etc-hosts", "kubelet-managed /etc/hosts not provided"),
+    ("name", r"/etc/hosts|etc-hosts|EtcHosts", "kubelet-managed /etc/hosts not provided"),
     (
+        "name",
         r"(?i)non-?root|runAsUser|runAsGroup|FSGroup|as root|"
         r"readOnlyRootFilesystem|read only busybox|privileged|allowPrivilegeEscalation",
         "securityContext user, group or privileges not applied",
     ),
     (
+        "logged",
         r"/[\w./-]+\W{0,3}: no such file or directory",
         "the container reads its volume at the mount path: the host's file system, not the pod's",
     ),
-    (r"/agnhost: (No such file|not found)", "a script runs the image's /agnhost"),
-    (r"(?i)hostname", "hostname: the host's, not the pod's"),
-    (r"(?i)sysctl", "sysctls"),
+    ("logged", r"/agnhost: (No such file|not found)", "a script runs the image's /agnhost"),
+    ("name", r"(?i)hostname", "hostname: the host's, not the pod's"),
+    ("name", r"(?i)sysctl", "sysctls"),
 )
-"""Signatures of known causes in a failed spec's name, message and output, first match wins."""
+"""Known causes: (where, signature, cause), first match wins; `name` looks at the spec's
+name, `logged` at its failure message and the containers' output it logged."""
 
 
 @dataclass
@@ -130,10 +134,11 @@ def tally(specs: list[Spec], selection: Selection) -> Tally:
 
 
 def known_cause(spec: Spec) -> str | None:
-    """The first CAUSES entry whose signature is in the spec's name, message or output."""
-    text = "\n".join((spec.name, spec.message, spec.output))
-    for pattern, label in CAUSES:
-        if re.search(pattern, text):
+    """The first CAUSES entry whose signature is in the spec's name or what it logged."""
+    outputs = [line for line in spec.output.splitlines() if "output.go" in line or ": " in line]
+    logged = "\n".join([spec.message, *outputs])
+    for where, pattern, label in CAUSES:
+        if re.search(pattern, spec.name if where == "name" else logged):
             return label
     return None
 

@@ -139,7 +139,8 @@ def failed_locations(run_dir: Path, selection: Selection) -> list[str]:
     for report in sorted(run_dir.glob("report*.json")):
         for suite in json.loads(report.read_text()):
             for spec in suite.get("SpecReports") or []:
-                text = " ".join([*spec.get("ContainerHierarchyTexts", []), spec["LeafNodeText"]])
+                texts = spec.get("ContainerHierarchyTexts") or []
+                text = " ".join([*texts, spec.get("LeafNodeText") or ""])
                 failed = spec.get("State") not in ("passed", "skipped")
                 if spec.get("LeafNodeType") == "It" and failed and selection.chooses(text):
                     where = spec["LeafNodeLocation"]

@@ -87,7 +87,7 @@ def test_the_report_replaces_its_own_section_and_keeps_the_rest(tmp_path: Path) 
     assert text.startswith("# Conformance\n\nWritten by hand.\n")
     assert text.endswith("## History\n\nalso by hand\n")
     assert "| NodeConformance | 4 | 1 | 2 | 1 |" in text
-    assert "| 2 | port already in use: pods share the host's network |" in text
+    assert "| 2 | port already in use: pods share one network |" in text
     assert "2026-12-01 10:30 UTC" in text
     assert "| passed | [sig-cli] Kubectl client Simple pod should support exec |" in text
 

@@ -7,7 +7,8 @@ those first. This brings up the pools (two workers, the virtual node with
 `--pod-deletion-cost`), applies examples/hybrid/burst.yaml, offers load for a while
 (load.py), prints one table row every few seconds (replicas per pool, pending pods,
 the HPA's CPU and target), and at the end writes the samples as CSV and, when
-matplotlib is installed (`pip install 'vkpy[demo]'`), a PNG plot beside it.
+matplotlib is installed (`pip install 'vkpy[demo]'`), a PNG plot beside it (and the
+same as SVG, the form docs/ keeps).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def row(s: Sample) -> str:
 
 
 def write_outputs(samples: list[Sample], directory: Path) -> list[Path]:
-    """The samples as CSV, and as a PNG when matplotlib is there."""
+    """The samples as CSV, and as a PNG (and an SVG, the text form docs embed) when
+    matplotlib is there."""
     directory.mkdir(parents=True, exist_ok=True)
     written = [directory / "hybrid-burst.csv"]
     with written[0].open("w", newline="") as f:
@@ -104,6 +106,7 @@ def write_outputs(samples: list[Sample], directory: Path) -> list[Path]:
         import matplotlib  # noqa: PLC0415 - an optional extra
 
         matplotlib.use("Agg")
+        matplotlib.rcParams["svg.hashsalt"] = "vkpy"  # the same samples, the same SVG
         import matplotlib.pyplot as plt  # noqa: PLC0415
     except ImportError:
         return written
@@ -126,7 +129,9 @@ def write_outputs(samples: list[Sample], directory: Path) -> list[Path]:
     figure.tight_layout()
     png = directory / "hybrid-burst.png"
     figure.savefig(png, dpi=100)
-    written.append(png)
+    svg = directory / "hybrid-burst.svg"
+    figure.savefig(svg, metadata={"Date": None})
+    written += [png, svg]
     return written
 
 
