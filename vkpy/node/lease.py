@@ -72,8 +72,8 @@ class LeaseKeeper:
             first = False
             due += step
             now = self._monotonic()
-            while due <= now:  # late (a slow API server): the next point of the schedule,
-                due += self._interval  # never a burst of catch-up renewals
+            while due <= now:  # late (a slow API server): the next point of the schedule
+                due += self._interval
             await self._sleep(due - now)
 
     def _desired(self, base: KubeObject | None) -> KubeObject:
