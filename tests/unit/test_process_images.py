@@ -118,7 +118,7 @@ def test_busybox_runs_sh_from_its_own_directory_even_by_absolute_path() -> None:
     assert only.working_dir == "/"
     by_path = images.resolve(container("busybox", command=("/bin/sh", "-c", "[[ $0 ]] && echo $0")))
     assert os.path.join(BUSYBOX_BIN, "sh") in by_path.argv
-    assert run(by_path.argv, dict(by_path.env)) == "/bin/sh\n"
+    assert run(by_path.argv, dict(by_path.env)) == "sh\n"  # bash (with [[), named sh
     host = images.resolve(container("busybox", command=("/bin/cat", "x")))
     assert host.argv == ("/bin/cat", "x")
 
