@@ -49,6 +49,7 @@ from vkpy.api.certs import self_signed
 from vkpy.devcluster import given_or_started
 from vkpy.devcluster.binaries import tool_dir
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
+from vkpy.kube.watch import Watcher, WatchOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("kwok", "vkpy", "virtual-kubelet")
@@ -317,30 +318,33 @@ async def until(what: str, probe: Callable[[], Awaitable[bool]], timeout: float)
 
 
 class PodWatch:
-    """The namespace's pods as the benchmark's one watch sees them."""
+    """The namespace's pods as the benchmark's one watch sees them (vkpy's own
+    list-then-watch loop, which resumes after a dropped or expired watch)."""
 
     def __init__(self, client: KubeClient, namespace: str) -> None:
-        self.client = client
-        self.namespace = namespace
         self.running: dict[str, float] = {}
         self.gone: dict[str, float] = {}
-        self.ready = asyncio.Event()
+        self._watcher = Watcher(
+            client, WatchOptions(path=f"/api/v1/namespaces/{namespace}/pods"), self
+        )
+        self.ready = self._watcher.synced
 
     async def run(self) -> None:
-        listed = await self.client.get(f"/api/v1/namespaces/{self.namespace}/pods")
-        version = listed["metadata"]["resourceVersion"]
-        query = {"watch": True, "resourceVersion": version, "allowWatchBookmarks": True}
-        self.ready.set()
-        async for line in self.client.stream_lines(
-            f"/api/v1/namespaces/{self.namespace}/pods", query, timeout=7200
-        ):
-            event = json.loads(line)
-            obj = event.get("object", {})
-            name = obj.get("metadata", {}).get("name")
-            if event.get("type") == "DELETED":
-                self.gone.setdefault(name, time.monotonic())
-            elif obj.get("status", {}).get("phase") == "Running":
-                self.running.setdefault(name, time.monotonic())
+        await self._watcher.run()
+
+    def replace(self, items: list[dict[str, Any]]) -> None:
+        present = {obj.get("metadata", {}).get("name") for obj in items}
+        for name in set(self.running) - present:  # deleted while the watch was down
+            self.gone.setdefault(name, time.monotonic())
+        for obj in items:
+            self.apply("ADDED", obj)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name")
+        if event_type == "DELETED":
+            self.gone.setdefault(name, time.monotonic())
+        elif obj.get("status", {}).get("phase") == "Running":
+            self.running.setdefault(name, time.monotonic())
 
 
 async def create_all(

@@ -143,3 +143,35 @@ async def test_many_spread_leases_are_renewed_evenly_and_never_late() -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_slow_api_server_gets_no_burst_of_catch_up_renewals() -> None:
+    """Renewals answered after 25 s (an overloaded API server): the next one waits for
+    its point of the 10 s schedule, so the keeper never sends more than one renewal
+    per period and never a burst to catch up."""
+    clock = FakeClock()
+
+    class SlowKube(FakeKube):
+        async def replace(self, path: str, body: dict[str, object]) -> dict[str, object]:
+            await clock.sleep(25)
+            return await super().replace(path, body)
+
+    kube = SlowKube(clock)
+    keeper = LeaseKeeper(
+        kube,  # type: ignore[arg-type]
+        "vk-1",
+        lambda: "uid",
+        renew_interval=10,
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+    )
+    task = asyncio.create_task(keeper.run())
+    try:
+        await settle()
+        for _ in range(120):
+            await clock.advance(1)
+        puts = len(kube.requests_to("PUT", LEASE + "$"))
+        assert 3 <= puts <= 120 / 25 + 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

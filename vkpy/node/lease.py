@@ -70,8 +70,11 @@ class LeaseKeeper:
                 self._lease = None
             step = random.uniform(0, self._interval) if first and self._spread else self._interval
             first = False
-            due = max(due + step, self._monotonic())
-            await self._sleep(due - self._monotonic())
+            due += step
+            now = self._monotonic()
+            while due <= now:  # late (a slow API server): the next point of the schedule
+                due += self._interval
+            await self._sleep(due - now)
 
     def _desired(self, base: KubeObject | None) -> KubeObject:
         lease: KubeObject = {

@@ -73,7 +73,7 @@ class AciProvider:
         self._on_event: EventCallback | None = None
         self._listed_at: float | None = None
         self._list_error: str | None = None
-        self._stats = metrics.StatsCache()
+        self._stats = metrics.StatsCache(clock)
         self._deployments: asyncio.Queue[tuple[GroupRecord, AsyncLROPoller[m.ContainerGroup]]] = (
             asyncio.Queue()
         )
