@@ -140,6 +140,8 @@ class Lifecycle:
                 _env(c.environment_variables),
                 group.workdir,
                 policy,
+                liveness=c.liveness_probe,
+                readiness=c.readiness_probe,
             )
             for c in model.containers
         ]

@@ -20,6 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from azure.mgmt.containerinstance import models
+
+from tests.aci_emulator import probes
+
 IDLE = ["sh", "-c", "echo container started; exec sleep 2147483647"]
 """What a container without a command runs (an image's entrypoint, as far as we know)."""
 BACKOFF_FIRST = 0.5
@@ -92,6 +96,9 @@ class Container:
     process: asyncio.subprocess.Process | None = None
     listeners: list[asyncio.Queue[bytes | None]] = field(default_factory=list)
     stopping: bool = False
+    liveness: models.ContainerProbe | None = None
+    readiness: models.ContainerProbe | None = None
+    killed_unhealthy: bool = False
 
     def instance_view(self) -> dict[str, Any]:
         return {
@@ -127,9 +134,15 @@ class Container:
             return 128
         self.current = State("Running", now(), detail_status="")
         assert self.process.stdout is not None
-        while line := await self.process.stdout.readline():
-            self._output(line)
-        code = await self.process.wait()
+        watchers = self._probe(self.process)
+        try:
+            while line := await self.process.stdout.readline():
+                self._output(line)
+            code = await self.process.wait()
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
         code = 128 - code if code < 0 else code  # killed by a signal: 128+n as ACI says
         self.current = State(
             "Terminated",
@@ -139,6 +152,29 @@ class Container:
             "Completed" if code == 0 else "Error",
         )
         return code
+
+    def _probe(self, process: asyncio.subprocess.Process) -> list[asyncio.Task[None]]:
+        """Start the container's probes for this run of its process (see `probes`)."""
+
+        async def kill() -> None:
+            self.killed_unhealthy = True
+            self.events.add(
+                "Killing", f"Container {self.name} failed liveness probe, will be restarted"
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+
+        watchers = []
+        for kind, probe, on_failed in (
+            ("Liveness", self.liveness, kill),
+            ("Readiness", self.readiness, None),
+        ):
+            if probe is not None:
+                watcher = probes.watch(
+                    kind, probe, self.environment(), self.workdir, self.events.add, on_failed
+                )
+                watchers.append(asyncio.create_task(watcher, name=f"{kind} {self.name}"))
+        return watchers
 
     def _output(self, data: bytes) -> None:
         self.logs.append((now(), data))
@@ -158,7 +194,9 @@ class Container:
             )
             if not again:
                 break
-            self.events.add("Killing", f"Killing container {self.name}: exited with {code}")
+            if not self.killed_unhealthy:  # else its liveness probe said why already
+                self.events.add("Killing", f"Killing container {self.name}: exited with {code}")
+            self.killed_unhealthy = False
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX)
             if self.stopping:
