@@ -50,6 +50,8 @@ class Group:
     ip: str = ""
     created: float = 0.0
     stopped: bool = False
+    planned_error: ArmError | None = None
+    """A capacity or quota failure the deployment ends with (a cue of the test)."""
 
     @property
     def id(self) -> str:
@@ -173,6 +175,11 @@ class Lifecycle:
     async def run(self, group: Group) -> None:
         try:
             await asyncio.sleep(self.timing.pending)
+            if group.planned_error is not None:
+                group.provisioning, group.state = "Failed", "Failed"
+                group.error = group.planned_error
+                group.events.add("Failed", group.error.message, "Warning")
+                return
             group.provisioning = "Creating"
             for c in [*group.inits, *group.containers]:
                 c.events.add("Pulling", f'pulling image "{c.image}"')

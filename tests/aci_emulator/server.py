@@ -55,6 +55,10 @@ class Faults:
     max_groups: int | None = None
     operation_delay: float = 0.0
     """Extra seconds an async operation stays InProgress."""
+    deployment_failures: list[str] = field(default_factory=list)
+    """Codes the next deployments fail with after ARM accepted them, one each, as ACI's
+    capacity and quota failures arrive (`ServiceUnavailable`,
+    `ContainerGroupQuotaReached`): the group ends provisioning Failed."""
 
 
 @dataclass
@@ -75,6 +79,23 @@ class Store:
 
 def _error(error: ArmError, headers: dict[str, str] | None = None) -> web.Response:
     return web.json_response(error.body(), status=error.status, headers=headers)
+
+
+def capacity_error(code: str, location: str) -> ArmError:
+    """A deployment's failure after ARM accepted it, in ACI's words."""
+    if code == "ContainerGroupQuotaReached":
+        return ArmError(
+            409,
+            code,
+            "Resource type 'Microsoft.ContainerInstance/containerGroups' container group "
+            f"quota exceeded in region '{location}'. Limit: 'StandardCores'.",
+        )
+    return ArmError(
+        409,
+        code,
+        f"The requested resource is not available in the location '{location}' at this "
+        "moment. Please retry with a different resource request or in another location.",
+    )
 
 
 def _not_found(kind: str, name: str) -> ArmError:
@@ -252,7 +273,8 @@ class Emulator:
                 f"container group quota '{quota}' exceeded in region '{model.location}'.",
             )
         if existing is not None:
-            if existing.model.serialize() == model.serialize():
+            redeploy = existing.provisioning == "Failed"  # ARM deploys a failed group again
+            if existing.model.serialize() == model.serialize() and not redeploy:
                 return web.json_response(existing.document(), status=200)
             await self.lifecycle.remove(existing)
         group = Group(
@@ -263,6 +285,10 @@ class Emulator:
             self.workdir / f"{info['rg']}-{info['name']}-{secrets.token_hex(3)}",
             created=time.time(),
         )
+        if self.faults.deployment_failures:
+            group.planned_error = capacity_error(
+                self.faults.deployment_failures.pop(0), model.location or ""
+            )
         self.lifecycle.prepare(group)
         group.task = asyncio.create_task(self.lifecycle.run(group))
         self.store.groups[key] = group

@@ -70,3 +70,4 @@ def aci(aci_emulator: AciEmulator) -> Iterator[AciSetup]:
         aci_emulator.faults.throttle = 0.0
         aci_emulator.faults.server_error = 0.0
         aci_emulator.faults.max_groups = None
+        aci_emulator.faults.deployment_failures.clear()

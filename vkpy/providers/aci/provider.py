@@ -35,13 +35,14 @@ from vkpy.providers.base import (
     NodeInfo,
     NodeResources,
     PodConfig,
+    PodEvent,
     PodRef,
     PodState,
     PodStats,
     StatusCallback,
     StreamIO,
 )
-from vkpy.providers.errors import NotFoundError, ProviderError
+from vkpy.providers.errors import NotFoundError, ProviderError, RetryableError
 
 log = logging.getLogger(__name__)
 logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(logging.WARNING)
@@ -49,6 +50,16 @@ logging.getLogger("azure.core.pipeline.policies.http_logging_policy").setLevel(l
 T = TypeVar("T")
 API_VERSION = "2023-05-01"
 FETCH_CONCURRENCY = 8
+REDEPLOY_FIRST = 1.0
+REDEPLOY_MAX = 60.0
+"""Back-off (seconds) between deployments of a group that failed for want of capacity
+or quota after ARM accepted it (doubling; ARM's Retry-After when it gave one)."""
+CAPACITY_CODES = frozenset(
+    {"ServiceUnavailable", "ContainerGroupQuotaReached", "InternalServerError", "TooManyRequests"}
+)
+"""Codes of an accepted deployment's failure that a later deployment may not meet:
+the group is deployed again. Any other code (`InaccessibleImage`,
+`RegistryErrorResponse`, ...) fails the pod for good."""
 
 
 class AciProvider:
@@ -162,10 +173,13 @@ class AciProvider:
             notes=spec.notes,
             group=group,
             created_at=self._clock(),
+            spec=spec,
         )
         old = self._records.get(ref.uid)
         if old is not None:
             record.events_seen = old.events_seen
+            if old.digest == spec.digest:
+                record.attempts = old.attempts + 1
         self._records[ref.uid] = record
         self._deployments.put_nowait((record, poller))
         log.info("container group created", extra={"pod": str(ref), "group": spec.name})
@@ -217,13 +231,15 @@ class AciProvider:
         note = "; ".join(record.notes) or None
         state = status.pod_state(record.group, note)
         failure = record.failure
-        deploying = record.follower is not None and not record.follower.done()
+        deploying = record.follower is not None and not record.follower.done() and failure is None
         if deploying and state.phase == "Failed" and state.reason == "ProviderFailed":
             # the deployment's operation is about to say why: wait for its words
             return status.pod_state(_deploying(record.group), note)
         if failure is not None and state.phase == "Failed" and state.reason == "ProviderFailed":
-            message = str(failure).removeprefix("deploying the container group: ")
-            state = status.failed(state, failure.reason, message)
+            if _capacity(failure):  # deployed again (see _redeploy)
+                state = status.retrying(state, failure.reason, _words(failure))
+            else:
+                state = status.failed(state, failure.reason, _words(failure))
         if record.notes:
             state = PodState(
                 phase=state.phase,
@@ -304,10 +320,44 @@ class AciProvider:
                 "deployment failed",
                 extra={"pod": str(record.ref), "reason": failure.reason, "error": str(failure)},
             )
+            if self._on_event is not None and not _capacity(failure):
+                self._on_event(record.ref, PodEvent("Warning", failure.reason, _words(failure)))
         if self._records.get(record.ref.uid) is not record or record.deleting:
             return
         await self._fetch(record)
         self._observe(record)
+        if _capacity(record.failure) and record.spec is not None:
+            assert isinstance(record.failure, RetryableError)
+            await self._redeploy(record, record.failure)
+
+    async def _redeploy(self, record: GroupRecord, failure: RetryableError) -> None:
+        """Deploy a group again after ACI ran out of capacity or quota for it, backing
+        off, until a deployment is accepted (its operation is then followed anew) or
+        the pod goes; the platform's message stays on the pod meanwhile."""
+        assert record.spec is not None
+        if self._on_event is not None:
+            message = _words(failure)
+            self._on_event(record.ref, PodEvent("Warning", failure.reason, message))
+        delay = failure.retry_after or min(
+            REDEPLOY_FIRST * 2 ** (record.attempts - 1), REDEPLOY_MAX
+        )
+        while True:
+            log.info(
+                "deploying the container group again",
+                extra={"pod": str(record.ref), "after": delay, "attempt": record.attempts + 1},
+            )
+            await asyncio.sleep(delay)
+            if self._records.get(record.ref.uid) is not record or record.deleting:
+                return
+            try:
+                await self._put(record.ref, record.spec)
+                return
+            except RetryableError as error:
+                delay = error.retry_after or min(delay * 2, REDEPLOY_MAX)
+            except ProviderError as error:
+                record.failure = error
+                self._observe(record)
+                return
 
     # --- the monitor ------------------------------------------------------------------
 
@@ -422,6 +472,16 @@ class AciProvider:
             if not r.deleting and not r.gone and r.state is not None and r.state.phase == "Running"
         ]
         return await self._stats.sample(self.clients, self._config, running)
+
+
+def _capacity(failure: ProviderError | None) -> bool:
+    """Whether a deployment failed for want of capacity or quota (see CAPACITY_CODES)."""
+    return isinstance(failure, RetryableError) and failure.reason in CAPACITY_CODES
+
+
+def _words(failure: ProviderError) -> str:
+    """The platform's message of a failed deployment."""
+    return str(failure).removeprefix("deploying the container group: ")
 
 
 def _deploying(group: m.ContainerGroup) -> m.ContainerGroup:

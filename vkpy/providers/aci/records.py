@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from azure.mgmt.containerinstance import models as m
 
+from vkpy.providers.aci.group_spec import GroupSpec
 from vkpy.providers.base import PodEvent, PodRef, PodState
 from vkpy.providers.errors import ProviderError
 
@@ -37,6 +38,10 @@ class GroupRecord:
     """The task following the deployment's long-running operation, while it runs."""
     failure: ProviderError | None = None
     """Why the deployment's long-running operation failed (ACI's code and message)."""
+    spec: GroupSpec | None = None
+    """What the group was created from (to deploy it again after a capacity failure)."""
+    attempts: int = 1
+    """Deployments of this spec so far (retries after capacity or quota failures)."""
     events_seen: dict[tuple[str, str, str], int] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

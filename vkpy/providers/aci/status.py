@@ -234,3 +234,17 @@ def failed(state: PodState, reason: str, message: str) -> PodState:
         message=message,
         pod_ip=state.pod_ip,
     )
+
+
+def retrying(state: PodState, reason: str, message: str) -> PodState:
+    """A deployment that failed for want of capacity or quota and is tried again: the
+    pod stays Pending with the platform's reason and message."""
+    return PodState(
+        phase="Pending",
+        containers=tuple(
+            ContainerState(name=c.name, state="waiting", reason=reason, message=message)
+            for c in state.containers
+        ),
+        reason=reason,
+        message=message,
+    )

@@ -1,0 +1,72 @@
+"""Deployments that ARM accepted and that then failed: capacity and quota failures
+(`ServiceUnavailable`, `ContainerGroupQuotaReached`) are deployed again with back-off,
+the platform's words on the pending pod meanwhile, until the pod runs in one group;
+an image ACI cannot pull (`InaccessibleImage`) fails the pod for good, with an Event.
+Against the emulator, through the real SDK and kubectl.
+"""
+# ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: F401
+from tests.integration.agent import Kube, wait_for
+from tests.integration.conftest import StartAgent
+from tests.integration.test_aci_agent import aci_pod, events, phase_is, ref_of, start_aci
+from vkpy.providers.aci import naming
+from vkpy.providers.aci.naming import group_name
+
+
+def test_capacity_failures_are_retried_and_an_inaccessible_image_fails_the_pod(
+    kube: Kube, start_agent: StartAgent, aci: AciSetup
+) -> None:
+    agent = start_aci(start_agent, aci)
+    faults = aci.emulator.faults
+    faults.deployment_failures = ["ServiceUnavailable"] + ["ContainerGroupQuotaReached"] * 3
+    patient = kube.create(aci_pod("patient", agent.node_name))
+
+    def waiting_for_quota() -> Any:
+        pod = kube.get("pod", "patient") or {}
+        status = pod.get("status", {})
+        return (
+            status.get("phase") == "Pending"
+            and status.get("reason") == "ContainerGroupQuotaReached"
+            and status
+        )
+
+    status = wait_for("the quota error on the pending pod", waiting_for_quota, timeout=60)
+    assert "quota exceeded in region" in status["message"]
+    waiting = status["containerStatuses"][0]["state"]["waiting"]
+    assert waiting["reason"] == "ContainerGroupQuotaReached"
+    running = wait_for("patient Running", phase_is(kube, "patient", "Running"), timeout=120)
+    assert not running["status"].get("reason")
+    assert faults.deployment_failures == []  # every failure was met by a new deployment
+    seen = events(kube, "patient")
+    assert "is not available in the location" in seen["ServiceUnavailable"]
+    assert "quota exceeded" in seen["ContainerGroupQuotaReached"]
+    quota_events = [
+        e for e in kube.events("patient") if e["reason"] == "ContainerGroupQuotaReached"
+    ]
+    assert sum(e.get("count", 1) for e in quota_events) == 3
+    # one group for the pod, never a duplicate
+    tagged = [
+        g
+        for g in aci.emulator.store.groups.values()
+        if (g.model.tags or {}).get(naming.UID) == patient["metadata"]["uid"]
+    ]
+    assert [g.name for g in tagged] == [group_name(ref_of(patient))]
+
+    lost = {
+        "name": "app",
+        "image": "busybox-does-not-exist:1",
+        "resources": {"requests": {"cpu": "100m", "memory": "100M"}},
+    }
+    kube.create(aci_pod("lost", agent.node_name, [lost]))
+    failed = wait_for("lost Failed", phase_is(kube, "lost", "Failed"), timeout=60)
+    assert failed["status"]["reason"] == "InaccessibleImage"
+    assert "busybox-does-not-exist:1" in failed["status"]["message"]
+    assert "is not accessible" in failed["status"]["message"]
+    wait_for("its Event", lambda: "InaccessibleImage" in events(kube, "lost"))
+    group = aci.emulator.group(group_name(ref_of(failed)), aci.resource_group)
+    assert group is not None and group.provisioning == "Failed"  # not deployed again
