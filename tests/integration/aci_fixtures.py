@@ -71,3 +71,7 @@ def aci(aci_emulator: AciEmulator) -> Iterator[AciSetup]:
         aci_emulator.faults.server_error = 0.0
         aci_emulator.faults.max_groups = None
         aci_emulator.faults.deployment_failures.clear()
+        # The emulator outlives the test: end the groups it left (their processes would
+        # otherwise run, some of them burning CPU, until the session ends).
+        for rg, name in [key for key in aci_emulator.store.groups if key[0] == group]:
+            aci_emulator.delete_behind(name, rg)

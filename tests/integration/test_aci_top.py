@@ -46,6 +46,16 @@ def test_kubectl_top_shows_a_busy_aci_pod_and_its_node(
         "resources": {"requests": {"cpu": "500m", "memory": "100M"}},
     }
     kube.create(aci_pod("busy", agent.node_name, [burn]))
+    try:
+        show_top(kube, agent.node_name)
+    finally:
+        # The emulator lives for the whole session: a group left behind would burn a
+        # core until the last test.
+        kube.kubectl("delete", "pod", "busy", "-n", kube.namespace, "--timeout=60s")
+
+
+def show_top(kube: Kube, node_name: str) -> None:
+    """Wait until `kubectl top` shows the busy pod and its node burning CPU."""
     wait_for("busy Running", phase_is(kube, "busy", "Running"), timeout=60)
 
     pods = wait_for(
@@ -55,7 +65,7 @@ def test_kubectl_top_shows_a_busy_aci_pod_and_its_node(
     )
     nodes = wait_for(
         "kubectl top node to list the ACI node",
-        lambda: (t := top(kube, "node")).get(agent.node_name, 0) >= 50 and t,
+        lambda: (t := top(kube, "node")).get(node_name, 0) >= 50 and t,
         timeout=30,
     )
     print(f"\nkubectl top pod: {pods}\nkubectl top node: {nodes}")
