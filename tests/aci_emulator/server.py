@@ -329,6 +329,7 @@ class Emulator:
             body["status"] = "Succeeded"
         else:
             body["status"] = "InProgress"
+        op.status = body["status"]  # what the client was last told
         headers = {"retry-after-ms": "200"} if body["status"] == "InProgress" else {}
         return web.json_response(body, headers=headers)
 
