@@ -84,7 +84,8 @@ class Group:
                 for variable in doc["properties"].get("environmentVariables") or []:
                     variable.pop("secureValue", None)  # never returned, as ACI does
                 if instance_view:
-                    doc["properties"]["instanceView"] = run.instance_view()
+                    view = _VIEWS[kind].deserialize(run.instance_view())
+                    doc["properties"]["instanceView"] = view.serialize(keep_readonly=True)
         for volume in props.get("volumes") or []:
             if volume.get("secret"):
                 volume["secret"] = {k: None for k in volume["secret"]}
@@ -93,8 +94,18 @@ class Group:
         for credential in props.get("imageRegistryCredentials") or []:
             credential.pop("password", None)
         if instance_view:
-            props["instanceView"] = {"state": self.state, "events": list(self.events.items)}
+            view = models.ContainerGroupPropertiesInstanceView.deserialize(
+                {"state": self.state, "events": list(self.events.items)}
+            )
+            props["instanceView"] = view.serialize(keep_readonly=True)
         return body
+
+
+_VIEWS: dict[str, Any] = {
+    "containers": models.ContainerPropertiesInstanceView,
+    "initContainers": models.InitContainerPropertiesDefinitionInstanceView,
+}
+"""The SDK's models of instance views: every view sent is built with them."""
 
 
 def _env(variables: list[models.EnvironmentVariable] | None) -> dict[str, str]:

@@ -404,12 +404,17 @@ class Emulator:
             + data.decode(errors="replace")
             for t, data in lines
         )
-        return web.json_response({"content": text})
+        return web.json_response(models.Logs(content=text).serialize(keep_readonly=True))
 
     async def exec(self, request: web.Request) -> web.Response:
         group, container = self._container(request)
-        body = await request.json()
-        command = body.get("command")
+        try:
+            asked = models.ContainerExecRequest.deserialize(await request.json())
+        except (json.JSONDecodeError, DeserializationError) as error:
+            raise ArmError(
+                400, "InvalidRequestContent", f"The request content was invalid: {error}"
+            ) from None
+        command = asked.command if asked is not None else None
         if not isinstance(command, str) or not command:
             raise ArmError(400, "InvalidRequestContent", "command is required.")
         if container.current.state != "Running":
@@ -420,14 +425,14 @@ class Emulator:
                 else "ContainerNotRunning",
                 f"The container '{container.name}' is not running.",
             )
-        size = body.get("terminalSize") or {}
+        size = asked.terminal_size or models.ContainerExecRequestTerminalSize()
         session = Session(
             "exec",
             container,
             secrets.token_urlsafe(16),
             command,
-            int(size.get("rows") or 24),
-            int(size.get("cols") or 80),
+            int(size.rows or 24),
+            int(size.cols or 80),
         )
         return self._terminal(session)
 
@@ -442,7 +447,12 @@ class Emulator:
     def _terminal(self, session: Session) -> web.Response:
         key = self.terminals.open(session)
         uri = self.url().replace("https://", "wss://") + f"/terminal/{key}"
-        return web.json_response({"webSocketUri": uri, "password": session.password})
+        answer = (
+            models.ContainerExecResponse(web_socket_uri=uri, password=session.password)
+            if session.kind == "exec"
+            else models.ContainerAttachResponse(web_socket_uri=uri, password=session.password)
+        )
+        return web.json_response(answer.serialize(keep_readonly=True))
 
     # --- metrics -------------------------------------------------------------------
 
