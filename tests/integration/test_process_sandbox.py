@@ -46,6 +46,13 @@ def _done(pods: Path, kube: Kube, name: str) -> str | None:
     return text if "DONE" in text else None
 
 
+def uid_in(log: str) -> str:
+    """The uid a pod's script printed as `UID=<n>` (its log mixes stdout and stderr)."""
+    found = re.search(r"^UID=(\d+)$", log, re.MULTILINE)
+    assert found, log
+    return found.group(1)
+
+
 def test_a_pod_cannot_read_write_or_signal_another_pod(
     kube: Kube, start_process_agent: StartProcessAgent, reachable_pods_dir: Path
 ) -> None:
@@ -55,9 +62,9 @@ def test_a_pod_cannot_read_write_or_signal_another_pod(
         "create", "secret", "generic", "creds", "--from-literal=key=s3cret", "-n", kube.namespace
     )
     victim_script = (
-        "echo hacked > sec/key 2>/dev/null && echo SECRET-WRITABLE; "
+        "{ echo hacked > sec/key; } 2>/dev/null && echo SECRET-WRITABLE; "
         "echo mine > scratch/mine && echo EMPTYDIR-OK; "
-        "echo READ-$(cat sec/key); id -u; echo DONE; sleep 3600"
+        "echo READ-$(cat sec/key); echo UID=$(id -u); echo DONE; sleep 3600"
     )
     kube.create(
         process_pod(
@@ -81,7 +88,7 @@ def test_a_pod_cannot_read_write_or_signal_another_pod(
     victim_log = wait_for("victim's report", lambda: _done(pods, kube, "victim"))
     assert "SECRET-WRITABLE" not in victim_log  # kubelet-made volumes are read-only
     assert "EMPTYDIR-OK" in victim_log and "READ-s3cret" in victim_log
-    victim_uid = victim_log.split("READ-s3cret\n", 1)[1].split("\n", 1)[0]
+    victim_uid = uid_in(victim_log)
     assert victim_uid.isdigit() and victim_uid not in ("0", "65534")
     pid = status_of(running)["containerID"].removeprefix("process://")
     victim_dir = pods / running["metadata"]["uid"]
@@ -92,14 +99,14 @@ def test_a_pod_cannot_read_write_or_signal_another_pod(
         f"ls /proc/{pid}/cwd/ && echo CWD-READ; "
         f"echo x > {victim_dir}/volumes/scratch/planted && echo EMPTYDIR-WRITTEN; "
         f"kill -0 {pid} && echo SIGNALLED; "
-        "id -u; echo DONE"
+        "echo UID=$(id -u); echo DONE"
     )
     kube.create(process_pod("attacker", agent.node_name, attacker_script))
     attacker_log = wait_for("attacker's report", lambda: _done(pods, kube, "attacker"))
     for found in ("ENV-READ", "SECRET-READ", "SECRET-WRITTEN", "CWD-READ", "SIGNALLED"):
         assert found not in attacker_log, attacker_log
     assert "EMPTYDIR-WRITTEN" not in attacker_log, attacker_log
-    attacker_uid = attacker_log.split("\n")[-2]
+    attacker_uid = uid_in(attacker_log)
     assert attacker_uid.isdigit() and attacker_uid != victim_uid
     assert not (victim_dir / "volumes/scratch/planted").exists()
     assert (victim_dir / "volumes/sec/key").read_text() == "s3cret"
