@@ -188,15 +188,8 @@ async def run(settings: Settings) -> int:
         except registry.ProviderConfigError as error:
             log.error("invalid provider configuration", extra={"error": str(error)})
             return 2
-        try:
-            version = await wait_for_api(client, settings.startup_timeout)
-        except ApiError as error:
-            log.error("cannot reach the API server", extra={"error": str(error)})
+        if not await _connected(client, settings, node=settings.node.name):
             return 1
-        log.info(
-            "connected",
-            extra={"server": client.host, "version": version, "node": settings.node.name},
-        )
         return await _serve(settings, client, provider)
     finally:
         await client.close()
@@ -270,6 +263,17 @@ async def _lead(settings: Settings, client: KubeClient, provider: Provider, prob
         await provider.close()
 
 
+async def _connected(client: KubeClient, settings: Settings, **about: object) -> bool:
+    """Wait for the API server and log "connected" (with `about`), or log why not."""
+    try:
+        version = await wait_for_api(client, settings.startup_timeout)
+    except ApiError as error:
+        log.error("cannot reach the API server", extra={"error": str(error)})
+        return False
+    log.info("connected", extra={"server": client.host, "version": version, **about})
+    return True
+
+
 async def _serve_set(settings: Settings, client: KubeClient) -> int:
     """Serve a node set (vkpy.fleet) until a signal; the process exit status."""
     try:
@@ -277,15 +281,8 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
     except registry.ProviderConfigError as error:
         log.error("invalid provider configuration", extra={"error": str(error)})
         return 2
-    try:
-        version = await wait_for_api(client, settings.startup_timeout)
-    except ApiError as error:
-        log.error("cannot reach the API server", extra={"error": str(error)})
+    if not await _connected(client, settings, nodes=len(fleet.nodes)):
         return 1
-    log.info(
-        "connected",
-        extra={"server": client.host, "version": version, "nodes": len(fleet.nodes)},
-    )
     probes = Probes(settings, None)
     probes.controllers = [n.node for n in fleet.nodes.values()]
     try:
