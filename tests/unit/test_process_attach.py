@@ -96,7 +96,7 @@ async def test_the_answer_to_the_first_input_is_not_lost(
 
 
 async def test_without_stdin_once_the_end_of_input_ends_the_session_only(
-    provider: ProcessProvider,
+    provider: ProcessProvider, tmp_path: Path
 ) -> None:
     """`stdin: true` alone: the client's end of input ends its session (as a container
     runtime does), the process keeps its stdin open and runs on."""
@@ -105,6 +105,8 @@ async def test_without_stdin_once_the_end_of_input_ends_the_session_only(
     io = StreamIO(stdin=Input(b"first line\n"), stdout=Output(), stderr=None, tty=False)
     code = await asyncio.wait_for(provider.attach_to_container(REF, "app", io), 30)
     assert code is None
+    log = tmp_path / "process/pods" / REF.uid / "containers/app/instances/0/output.log"
+    await asyncio.to_thread(_log_holds, log, b"got: first line", 30.0)
     # The same process still reads its stdin: a second session's input reaches it, and
     # that session (whose input does not end) lasts until the process ends.
     stdout = Output()
