@@ -51,10 +51,10 @@ def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
     yield out
     for agent in out:
         agent.stop()
+    selector = f"vkpy.io/node-set={prefix}"
     cluster.run_kubectl(
-        "delete", "lease", "-n", "kube-node-lease", "-l", f"vkpy.io/node-set={prefix}",
-        "--wait=false", check=False,
-    )  # fmt: skip
+        "delete", "lease", "-n", "kube-node-lease", "-l", selector, "--wait=false", check=False
+    )
     nodes = [f"{prefix}-{n}" for n in range(NODES)]
     cluster.run_kubectl("delete", "node", *nodes, "--wait=false", check=False)
     for agent in out:
@@ -63,18 +63,9 @@ def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
 
 def leases(kube: Kube, prefix: str) -> dict[str, dict[str, Any]]:
     """The set's node Leases by node name."""
-    got = json.loads(
-        kube.kubectl(
-            "get",
-            "lease",
-            "-n",
-            "kube-node-lease",
-            "-l",
-            f"vkpy.io/node-set={prefix}",
-            "-o",
-            "json",
-        )  # fmt: skip
-    )["items"]
+    selector = f"vkpy.io/node-set={prefix}"
+    answer = kube.kubectl("get", "lease", "-n", "kube-node-lease", "-l", selector, "-o", "json")
+    got = json.loads(answer)["items"]
     return {
         lease["metadata"]["name"]: lease["spec"]
         for lease in got
