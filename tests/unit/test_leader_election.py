@@ -5,14 +5,15 @@ writing (its budget is spent) before any standby may start."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
-from kubernetes_asyncio import client as k8s_client
 
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube
+from vkpy.kube.access import Access
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient, NotLeaderError
 from vkpy.node.leader import ElectionSettings, LeaderElector, LeadershipLost
 
@@ -158,8 +159,8 @@ def test_settings_refuse_a_renew_deadline_past_the_lease_duration() -> None:
 
 
 async def test_fenced_client_refuses_writes_once_the_budget_is_spent() -> None:
-    configuration = k8s_client.Configuration(host="https://127.0.0.1:9")
-    base = KubeClient(k8s_client.ApiClient(configuration), ClientOptions(request_timeout=2))
+    access = Access("https://127.0.0.1:9", ssl.create_default_context())
+    base = KubeClient.open(access, ClientOptions(request_timeout=2))
     budget = [0.0]
     fenced = base.fenced(lambda: budget[0])
     try:
