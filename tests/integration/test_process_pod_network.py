@@ -8,7 +8,7 @@ port 8080 at once, each answers at its own status.podIP from the node's namespac
 and through `kubectl port-forward`, a readiness probe reaches each at its address,
 127.0.0.1 in a pod is the pod's own (a loopback-only service of the node is out of
 reach), a restarted vkpy keeps the addresses and gives a new pod another one, and
-deleting the pods leaves no veth, address or route behind.
+deleting the pods leaves no veth, address, route or network namespace behind.
 """
 
 from __future__ import annotations
@@ -119,6 +119,10 @@ def http_get(host: str, port: int) -> str:
 
 def run_ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True)
+
+
+def run_ip_out(*args: str) -> str:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=True).stdout
 
 
 def veths_and_addresses() -> tuple[list[str], list[str], str]:
@@ -248,6 +252,9 @@ def test_pods_have_their_own_network(
         assert set(links) == others
         assert not [a for a in addresses if a.startswith("10.244.")], addresses
         assert "10.244." not in routes, routes
+        # And the pods' namespaces are gone, not merely unplugged: the node's namespace
+        # knows no peer namespace any more.
+        wait_for("no pod namespace left", lambda: not run_ip_out("netns", "list-id").strip())
     finally:
         secret.shutdown()
         agent.stop()
