@@ -9,7 +9,8 @@ and through `kubectl port-forward`, a readiness probe reaches each at its addres
 127.0.0.1 in a pod is the pod's own (a loopback-only service of the node is out of
 reach), a hostNetwork pod stays on the node's network, a restarted vkpy keeps the
 addresses, takes new ones from the Node's podCIDR and removes pairs of pods that are
-gone (its own only), and deleting the pods leaves no veth, address, route or network namespace behind.
+gone (its own only), and deleting the pods leaves no veth, address, route or network
+namespace behind.
 """
 
 from __future__ import annotations
