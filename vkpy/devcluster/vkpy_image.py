@@ -72,7 +72,9 @@ def interpreter_dir(
 def image_entry(executable: str = sys.executable) -> dict[str, object]:
     """The `images` entry (see the process backend's images.py) for the vkpy image."""
     directory, own = interpreter_dir(executable)
-    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+    # The image's ENV, and the HOME a runtime gives its user (the Dockerfile's vkpy
+    # user, home /var/lib/vkpy): the pod's uid has no entry in the host's passwd.
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "HOME": "/var/lib/vkpy"}
     if not own:
         project = Path(vkpy.__file__).resolve().parent.parent
         paths = sysconfig.get_paths()
