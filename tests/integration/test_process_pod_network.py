@@ -34,6 +34,7 @@ from vkpy.providers.process.podnet import link_name
 
 POD_CIDR = "10.244.7.0/24"
 UID_RANGE = "310000-310999"
+NODE_CIDR = "10.244.9.0/24"
 SERVER = """
 import http.server, os, socket
 body = " ".join([os.environ["POD_NAME"], os.environ["POD_IP"], socket.gethostname()]).encode()
@@ -114,6 +115,10 @@ def ready_ip(kube: Kube, name: str) -> str | None:
 def http_get(host: str, port: int) -> str:
     with urllib.request.urlopen(f"http://{host}:{port}/", timeout=10) as response:
         return str(response.read().decode())
+
+
+def run_ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True)
 
 
 def veths_and_addresses() -> tuple[list[str], list[str], str]:
@@ -210,25 +215,39 @@ def test_pods_have_their_own_network(
         own = kube.kubectl("exec", "b", "--", "python3", "-c", CONNECT, "8080")
         assert own.split("\n")[:2] == ["connected", f"b {ips['b']} b"], own
 
-        # A restarted vkpy keeps the addresses, and gives a new pod another one.
+        # While vkpy is down: the Node gets a podCIDR (as an admin or the
+        # controller-manager would set it), pod b is deleted for good, and pairs are
+        # left behind: one of this node's for a pod that is gone, one of another node's.
+        uid_b = (kube.get("pod", "b") or {})["metadata"]["uid"]
         agent.stop()
+        kube.kubectl(
+            "patch", "node", "vk-podnet", "-p", json.dumps({"spec": {"podCIDR": NODE_CIDR}})
+        )
+        kube.kubectl("delete", "pod", "b", "--grace-period=0", "--force")
+        for link, owner in (("vkpstale", "vkpy:vk-podnet:gone"), ("vkpother", "vkpy:vk-x:y")):
+            run_ip("link", "add", link, "type", "veth", "peer", "name", f"{link}1")
+            run_ip("link", "set", link, "alias", owner)
+        # A restarted vkpy keeps the addresses, takes new ones from the Node's podCIDR,
+        # removes what it left of b and its own stale pair, and no other node's.
         agent.start()
         kube.apply(server_pod("c", "vk-podnet"))
         ip_c = wait_for("c Ready", lambda: ready_ip(kube, "c"), 90)
-        assert ip_c not in ips.values()
-        assert {n: ready_ip(kube, n) for n in ("a", "b")} == ips
+        assert ipaddress.IPv4Address(ip_c) in ipaddress.IPv4Network(NODE_CIDR)
+        assert ready_ip(kube, "a") == ips["a"]
         assert http_get(ips["a"], 8080).startswith("a ")
         assert http_get(ip_c, 8080).startswith("c ")
+        uids = [(kube.get("pod", n) or {})["metadata"]["uid"] for n in ("a", "c")]
+        mine = {link_name(uid) for uid in uids}
+        others = {"vkpy0", "vkpy1", "vkpother", "vkpother1"}
+        wait_for("b's pair removed", lambda: set(veths_and_addresses()[0]) == mine | others)
+        assert {"10.244.7.1", "10.244.9.1"} <= set(veths_and_addresses()[1])  # node ends
+        assert link_name(uid_b) not in veths_and_addresses()[0]
 
-        links, addresses, _ = veths_and_addresses()
-        uids = [(kube.get("pod", n) or {})["metadata"]["uid"] for n in ("a", "b", "c")]
-        assert set(links) - {"vkpy0", "vkpy1"} == {link_name(uid) for uid in uids}
-        assert "10.244.7.1" in addresses  # the node's end of each pair
-        kube.kubectl("delete", "pod", "a", "b", "c", "--timeout=90s")
+        kube.kubectl("delete", "pod", "a", "c", "--timeout=90s")
         links, addresses, routes = veths_and_addresses()
-        assert links == ["vkpy0", "vkpy1"]
-        assert not [a for a in addresses if a.startswith("10.244.7.")], addresses
-        assert "10.244.7." not in routes, routes
+        assert set(links) == others
+        assert not [a for a in addresses if a.startswith("10.244.")], addresses
+        assert "10.244." not in routes, routes
     finally:
         secret.shutdown()
         agent.stop()
