@@ -5,12 +5,12 @@ node address 198.18.0.1 on a veth pair, as for the conformance run): the control
 plane, the vkpy node with the pod CIDR 10.244.7.0/24, kubectl, and the test's own
 connections. Nothing reaches or changes the host's interfaces. Two pods listen on
 port 8080 at once, each answers at its own status.podIP from the node's namespace
-and through `kubectl port-forward`, a readiness probe reaches each at its address,
-127.0.0.1 in a pod is the pod's own (a loopback-only service of the node is out of
-reach), a hostNetwork pod stays on the node's network, a restarted vkpy keeps the
-addresses, takes new ones from the Node's podCIDR and removes pairs of pods that are
-gone (its own only), and deleting the pods leaves no veth, address, route or network
-namespace behind.
+and through `kubectl port-forward`, readiness (HTTP), startup and liveness (TCP)
+probes reach each at its address, 127.0.0.1 in a pod is the pod's own (a
+loopback-only service of the node is out of reach), a hostNetwork pod stays on the
+node's network, a restarted vkpy keeps the addresses, takes new ones from the Node's
+podCIDR and removes pairs of pods that are gone (its own only), and deleting the
+pods leaves no veth, address, route or network namespace behind.
 """
 
 from __future__ import annotations
@@ -108,6 +108,13 @@ def server_pod(name: str, node: str) -> dict[str, Any]:
             "env": env,
             "ports": [{"containerPort": 8080}],
             "readinessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 1},
+            # Fails the pod (restartPolicy Never) unless they reach it, once it listens.
+            "startupProbe": {
+                "tcpSocket": {"port": 8080},
+                "periodSeconds": 1,
+                "failureThreshold": 120,
+            },
+            "livenessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
         },
     )
     return pod
