@@ -127,6 +127,8 @@ def test_a_full_run_forgets_the_backends_earlier_results(tmp_path: Path) -> None
     rerun.write_text(RERUN)
     results.record(store, read_junit(rerun), SELECTIONS, run("process", "full"))
     assert results.counts(store, SELECTIONS[0], "process") == (1, 0, 0)
+    # ...of the selections it ran: the kubectl specs' results stay.
+    assert results.counts(store, SELECTIONS[1], "process") == (1, 0, 0)
 
 
 def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:
