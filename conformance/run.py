@@ -77,6 +77,10 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
         "host_path_prefixes": ["/tmp"],
         "network": "pod",
         "pod_cidr": POD_CIDR,
+        # The suite's pods ask for runAsUser/fsGroup 1000, 1001 and 10000 (its restricted
+        # pod security default is 1000): the pods' ids must include them. 65534 (nobody)
+        # stays out: other vkpy nodes of a shared host may run containers as nobody.
+        "pod_uid_range": "1000-65533",
         "kubernetes_service_host": "127.0.0.1",
         "kubernetes_service_port": port,
         "pods_dir": str(run_dir / "pods"),
