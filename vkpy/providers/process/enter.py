@@ -2,7 +2,8 @@
 
 Every process of a container starts the same way, whether it is the main process
 (started by the supervisor), an exec probe, a lifecycle hook or a `kubectl exec`
-session: join the container's cgroup while still privileged, drop to the
+session: join the container's cgroup and the pod's namespaces while still privileged
+(with the pod's filesystem, its volumes at their mount paths: podmounts.py), drop to the
 configured user, and execute with the container's environment and working directory.
 `enter_ids` is that step as a pre-exec function for the single-threaded supervisor;
 `python enter.py [--tty] <instance-dir> <argv...>` (see supervision.helper_argv) does it
@@ -25,6 +26,7 @@ import json
 import os
 import sys
 import termios
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,33 +51,70 @@ def drop_privileges(uid: int | None, gid: int | None, groups: list[int]) -> None
 
 
 def join_namespaces(paths: list[str] | tuple[str, ...]) -> None:
-    """Join the pod's namespaces (namespaces.py) while still root; OSError if one is gone."""
+    """Join the pod's namespaces (namespaces.py) while still root; OSError if one is gone.
+    All are opened first and the mount namespace is joined last: once in it, /proc
+    is the pod's."""
     if not paths or os.geteuid() != 0:
         return
     import ctypes  # noqa: PLC0415 (only processes of pods with namespaces need it)
 
     libc = ctypes.CDLL(None, use_errno=True)
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
+    ordered = sorted(paths, key=lambda p: p.endswith("/mnt"))
+    fds = []
+    try:
+        for path in ordered:
+            fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        for path, fd in zip(ordered, fds, strict=True):
             if libc.setns(fd, 0) != 0:
                 error = ctypes.get_errno()
                 raise OSError(error, f"setns {path}: {os.strerror(error)}")
-        finally:
+    finally:
+        for fd in fds:
             os.close(fd)
+
+
+def _podmounts() -> ModuleType:
+    from vkpy.providers.process import podmounts  # noqa: PLC0415 (only with a pod filesystem)
+
+    return podmounts
+
+
+def enter_pod(
+    context: ProcessContext | dict[str, object], cgroup: str | os.PathLike[str] | None
+) -> None:
+    """Join the cgroup and the pod's namespaces and, with the pod's filesystem, attach
+    the container's volumes in a private copy of its mount namespace (podmounts.py);
+    then go to the working directory (joining a mount namespace left it)."""
+    if isinstance(context, dict):
+        namespaces = [str(n) for n in context.get("namespaces") or []]  # type: ignore[attr-defined]
+        mounts = [list(m) for m in context.get("mounts") or []]  # type: ignore[attr-defined]
+        readonly_root = bool(context.get("readonly_root"))
+        cwd = str(context["cwd"])
+    else:
+        namespaces = list(context.namespaces)
+        mounts = [list(m) for m in context.mounts]
+        readonly_root = context.readonly_root
+        cwd = context.cwd
+    trees = None
+    if (mounts or readonly_root) and os.geteuid() == 0:
+        trees = _podmounts().open_volumes(mounts)  # while the host is still in view
+    if cgroup is not None:
+        join_cgroup(cgroup)
+    join_namespaces(namespaces)
+    if trees is not None:
+        _podmounts().attach(trees, readonly_root)
+    os.chdir(cwd)
 
 
 def enter_ids(
     context: ProcessContext, cgroup: str | os.PathLike[str] | None, tty: bool = False
 ) -> None:
-    """In the new process, before it executes: join the pod's namespaces, take its
-    terminal (`tty`, stdin is a pseudo-terminal and the process leads a new session),
-    join the cgroup, then drop privileges."""
-    join_namespaces(context.namespaces)
+    """In the new process, before it executes: join the cgroup and the pod's
+    namespaces (enter_pod), take its terminal (`tty`, stdin is a pseudo-terminal and
+    the process leads a new session), then drop privileges."""
+    enter_pod(context, cgroup)
     if tty:
         take_terminal()
-    if cgroup is not None:
-        join_cgroup(cgroup)
     drop_privileges(context.uid, context.gid, list(context.groups))
 
 
@@ -120,21 +159,20 @@ def main(argv: list[str]) -> int:
         except OSError as error:
             print(f"vkpy: cannot take the terminal: {error.strerror}", file=sys.stderr)
     try:
-        os.chdir(str(context["cwd"]))
         os.umask(int(context.get("umask", 0o022)))
-        join_namespaces([str(n) for n in context.get("namespaces") or []])
-        if cgroup is not None:
-            join_cgroup(cgroup)
+        enter_pod(context, cgroup)
         drop_privileges(uid, context.get("gid"), [int(g) for g in context.get("groups") or []])
         os.execvpe(command[0], command, env)  # noqa: S606 (argv, no shell)
     except FileNotFoundError:
         print(f"vkpy: {command[0]}: executable file not found", file=sys.stderr)
         return EXIT_NOT_FOUND
     except OSError as error:
-        print(f"vkpy: {command[0]}: {error.strerror}", file=sys.stderr)
+        print(f"vkpy: {command[0]}: {error.strerror or error}", file=sys.stderr)
         return EXIT_CANNOT_EXECUTE
     return EXIT_CANNOT_EXECUTE  # not reached: execvpe does not return
 
 
 if __name__ == "__main__":
+    # A plain script (-I): the package is three directories up, for podmounts.py.
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
     sys.exit(main(sys.argv))

@@ -11,6 +11,11 @@ namespace and `hostIPC` pods the host's IPC namespace, as with a kubelet. The
 holder is killed when the pod is removed; a restarted vkpy adopts it by pid and
 start time, and starts a new one if it is gone (containers already running keep
 the namespaces they have).
+
+With the pod filesystem (podroot.py) the holder also holds the pod's mount
+namespace ("mnt"): it is then `podroot.py`, which builds the pod's root before it
+reports its pid, and every pod process joins that namespace last (after the others,
+whose files it opened first: /proc of the pod's view is not the host's).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +35,13 @@ from vkpy.providers.process.layout import read_json, write_json
 
 RECORD = "namespaces.json"
 HOLDER_PID = "namespaces.pid"
+ERROR_FILE = "namespaces.error"
+
+
+def _patch_plan(plan: Path, host: str) -> None:
+    raw = read_json(plan) or {}
+    raw.update(hostname=host, pid_file=HOLDER_PID, error_file=ERROR_FILE)
+    write_json(plan, raw)
 
 
 @dataclass(frozen=True)
@@ -45,9 +58,9 @@ class Holder:
         return tuple(f"/proc/{self.pid}/ns/{kind}" for kind in self.kinds)
 
 
-def wanted(spec: KubeObject) -> tuple[str, ...]:
+def wanted(spec: KubeObject, filesystem: bool = False) -> tuple[str, ...]:
     """The namespaces a pod gets of its own (none it asked to share with the host)."""
-    kinds = []
+    kinds = ["mnt"] if filesystem else []
     if not spec.get("hostNetwork"):
         kinds.append("uts")
     if not spec.get("hostIPC"):
@@ -66,17 +79,32 @@ def load(pod_dir: Path) -> Holder | None:
     return Holder(int(raw["pid"]), int(raw["start"]), tuple(str(k) for k in raw["kinds"]))
 
 
-def start(pod_dir: Path, kinds: tuple[str, ...], host: str, timeout: float = 10.0) -> Holder:
-    """Start the pod's holder (detached) and record it; OSError if it cannot be."""
+def start(
+    pod_dir: Path,
+    kinds: tuple[str, ...],
+    host: str,
+    timeout: float = 10.0,
+    plan: Path | None = None,
+    python: str = sys.executable,
+) -> Holder:
+    """Start the pod's holder (detached) and record it; OSError if it cannot be.
+    With "mnt" in `kinds`, `plan` is podroot.py's plan."""
     pid_file = pod_dir / HOLDER_PID
-    with contextlib.suppress(FileNotFoundError):
-        pid_file.unlink()
-    flags = [f"--{kind}" for kind in kinds]
-    set_name = 'hostname "$2" && ' if "uts" in kinds else ""
-    script = f'echo $$ > "$1" && {set_name}exec sleep infinity'
+    error_file = pod_dir / ERROR_FILE
+    for stale in (pid_file, error_file):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+    flags = [f"--{'mount' if kind == 'mnt' else kind}" for kind in kinds]
+    if "mnt" in kinds and plan is not None:
+        _patch_plan(plan, host if "uts" in kinds else "")
+        command = [python, "-I", "-S", str(Path(__file__).with_name("podroot.py")), str(plan)]
+    else:
+        set_name = 'hostname "$2" && ' if "uts" in kinds else ""
+        script = f'echo $$ > "$1" && {set_name}exec sleep infinity'
+        command = ["sh", "-c", script, "holder", str(pid_file), host]
     try:
         subprocess.run(
-            ["setsid", "-f", "unshare", *flags, "sh", "-c", script, "holder", str(pid_file), host],
+            ["setsid", "-f", "unshare", *flags, *command],
             # No pipe: the holder would keep it open for ever.
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -98,6 +126,8 @@ def start(pod_dir: Path, kinds: tuple[str, ...], host: str, timeout: float = 10.
                 holder = Holder(pid, ticks, kinds)
                 write_json(pod_dir / RECORD, {"pid": pid, "start": ticks, "kinds": list(kinds)})
                 return holder
+        if error_file.exists():
+            raise OSError(f"cannot build the pod's filesystem: {error_file.read_text().strip()}")
         if time.monotonic() > deadline:
             raise OSError("the pod's namespace holder did not start")
         time.sleep(0.01)

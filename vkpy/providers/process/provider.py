@@ -48,7 +48,7 @@ from vkpy.providers.errors import (
     RetryableError,
     UnsupportedError,
 )
-from vkpy.providers.process import cgroups, namespaces, proc
+from vkpy.providers.process import cgroups, namespaces, proc, sandbox
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
 from vkpy.providers.process.identity import IdPool, PodIdentity, kill_processes
@@ -69,6 +69,10 @@ log = logging.getLogger(__name__)
 ISOLATION_LABEL = "vkpy.io/process-isolation"
 """Node label saying how pods are kept apart: `per-pod-users` (vkpy is root: a uid per
 pod) or `shared-user` (one user for every pod: without root, or with `run_as`)."""
+FILESYSTEM_LABEL = "vkpy.io/process-filesystem"
+"""Node label saying what pods see: `pod-root` (a mount namespace per pod: the host
+read-only, volumes at their mount paths; podroot.py) or `links` (the host as it is,
+volumes as links in the pod's directory)."""
 _ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le"}
 
 
@@ -216,7 +220,8 @@ class ProcessProvider:
             kernel_version=platform.release(),
             os_image=_os_image(),
             labels={
-                ISOLATION_LABEL: "per-pod-users" if self._config.per_pod_ids else "shared-user"
+                ISOLATION_LABEL: "per-pod-users" if self._config.per_pod_ids else "shared-user",
+                FILESYSTEM_LABEL: "pod-root" if self._config.filesystem_per_pod else "links",
             },
         )
 
@@ -264,15 +269,28 @@ class ProcessProvider:
         self._notify(pod.ref)
 
     def _start_namespaces(self, pod: PodConfig) -> None:
-        """The pod's UTS and IPC namespaces (namespaces.py), when vkpy may make them."""
+        """The pod's UTS and IPC namespaces (namespaces.py) and its filesystem
+        (podroot.py), when vkpy may make them."""
         if not self._config.namespaces_per_pod:
             return
         spec = pod.pod.get("spec") or {}
-        kinds = namespaces.wanted(spec)
+        filesystem = self._config.filesystem_per_pod
+        kinds = namespaces.wanted(spec, filesystem)
         path = self._config.pods_path / pod.ref.uid
         holder = namespaces.load(path)
         if kinds and (holder is None or not holder.alive()):
-            namespaces.start(path, kinds, namespaces.hostname(spec, pod.ref.name))
+            plan = None
+            if filesystem:
+                pod_dir = PodDir(path)
+                sandbox.mount_memory_volumes(pod_dir, pod)
+                plan = sandbox.write_plan(self._config, pod_dir, pod, self._config.internal_ip)
+            namespaces.start(
+                path,
+                kinds,
+                namespaces.hostname(spec, pod.ref.name),
+                plan=plan,
+                python=self._config.python,
+            )
 
     def _remove(self, uid: str) -> None:
         """Remove what is left of one of this node's pods: every process still running
@@ -280,6 +298,7 @@ class ProcessProvider:
         runtime = self._runtime_or_fail()
         kill_processes(runtime.pool.exclusive_ids(uid))
         namespaces.stop(self._config.pods_path / uid)
+        sandbox.unmount_volumes(self._config.pods_path / uid)
         remove_tree(self._config.pods_path / uid)
         runtime.pool.release(uid)
 
