@@ -21,9 +21,12 @@ Standard library only and importing nothing of vkpy, so it runs as a plain scrip
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import select
+import signal
 import sys
 import termios
 from types import ModuleType
@@ -83,27 +86,113 @@ def enter_pod(
     context: ProcessContext | dict[str, object], cgroup: str | os.PathLike[str] | None
 ) -> None:
     """Join the cgroup and the pod's namespaces and, with the pod's filesystem, attach
-    the container's volumes in a private copy of its mount namespace (podmounts.py);
-    then go to the working directory (joining a mount namespace left it)."""
+    the container's volumes (and a /proc of its PID namespace) in a private copy of
+    its mount namespace (podmounts.py); then go to the working directory (joining a
+    mount namespace left it). The PID namespace is entered before the fork that made
+    this process (enter_pid_namespace)."""
     if isinstance(context, dict):
         namespaces = [str(n) for n in context.get("namespaces") or []]  # type: ignore[attr-defined]
         mounts = [list(m) for m in context.get("mounts") or []]  # type: ignore[attr-defined]
         readonly_root = bool(context.get("readonly_root"))
+        pid_namespace = str(context.get("pid_namespace") or "")
         cwd = str(context["cwd"])
     else:
         namespaces = list(context.namespaces)
         mounts = [list(m) for m in context.mounts]
         readonly_root = context.readonly_root
+        pid_namespace = context.pid_namespace
         cwd = context.cwd
     trees = None
-    if (mounts or readonly_root) and os.geteuid() == 0:
+    if any(n.endswith("/mnt") for n in namespaces) and os.geteuid() == 0:
         trees = _podmounts().open_volumes(mounts)  # while the host is still in view
     if cgroup is not None:
         join_cgroup(cgroup)
     join_namespaces(namespaces)
     if trees is not None:
-        _podmounts().attach(trees, readonly_root)
+        _podmounts().attach(trees, readonly_root, proc=bool(pid_namespace))
     os.chdir(cwd)
+
+
+def enter_pid_namespace(path: str) -> None:
+    """Make the next child of this process start in the PID namespace `path`, or
+    ("own") in a new one whose pid 1 it will be."""
+    if not path or os.geteuid() != 0:
+        return
+    calls = _mountcalls()
+    if path == "own":
+        calls.unshare(calls.CLONE_NEWPID)
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        calls.setns(fd, calls.CLONE_NEWPID)
+    finally:
+        os.close(fd)
+
+
+def _mountcalls() -> ModuleType:
+    from vkpy.providers.process import mountcalls  # noqa: PLC0415 (only with namespaces)
+
+    return mountcalls
+
+
+RELAYED = (
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+)
+
+
+def _relay(child: int) -> int:
+    """The parent left outside the pod's PID namespace: pass signals on to the
+    command, end as it ended (same exit code, or killed by the same signal)."""
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signum)
+
+    for number in RELAYED:
+        signal.signal(number, forward)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)  # the command's streams are its own: hold none of them open
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        killed = os.WTERMSIG(status)
+        signal.signal(killed, signal.SIG_DFL)
+        os.kill(os.getpid(), killed)
+        return 128 + killed
+    return os.WEXITSTATUS(status)
+
+
+def _own_pid_namespace(run: dict[str, object]) -> str:
+    """The PID namespace of the container's main process, if it is still the process
+    run.json names (same start time: a recycled pid is refused)."""
+    pid = int(str(run.get("pid")))
+    path = f"/proc/{pid}/ns/pid"
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        ticks = -1
+    if ticks != int(str(run.get("pid_start"))):
+        raise OSError(f"the container's main process {pid} is gone")
+    return path
+
+
+def _die_with_parent(alive: int) -> None:
+    """In the forked command: be killed if the parent (what vkpy watches) goes; the
+    parent holds the other end of the pipe `alive`."""
+    import ctypes  # noqa: PLC0415
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    readable, _, _ = select.select([alive], [], [], 0)
+    if readable:  # end of file: the parent is already gone
+        os._exit(EXIT_CANNOT_EXECUTE)
+    os.close(alive)
 
 
 def enter_ids(
@@ -150,6 +239,24 @@ def main(argv: list[str]) -> int:
     cgroup = str(run["cgroup"]) if run.get("cgroup") else None
     uid = context.get("uid")
     env = {str(k): str(v) for k, v in context["env"]}
+    alive = -1
+    pid_namespace = str(context.get("pid_namespace") or "")
+    if pid_namespace and os.geteuid() == 0:
+        try:
+            if pid_namespace == "own":  # the container's: its main process is pid 1 there
+                pid_namespace = _own_pid_namespace(run)
+            enter_pid_namespace(pid_namespace)
+        except OSError as error:
+            print(f"vkpy: cannot enter the container's processes: {error}", file=sys.stderr)
+            return EXIT_CANNOT_EXECUTE
+        alive, holder = os.pipe()
+        child = os.fork()  # only a child starts in the namespace
+        if child:
+            os.close(alive)
+            return _relay(child)
+        os.close(holder)
+        if tty:
+            os.setsid()  # the terminal's session is the command's, not the relay's
     if tty:
         env.setdefault("TERM", "xterm")
         try:
@@ -162,6 +269,8 @@ def main(argv: list[str]) -> int:
         os.umask(int(context.get("umask", 0o022)))
         enter_pod(context, cgroup)
         drop_privileges(uid, context.get("gid"), [int(g) for g in context.get("groups") or []])
+        if alive >= 0:
+            _die_with_parent(alive)
         os.execvpe(command[0], command, env)  # noqa: S606 (argv, no shell)
     except FileNotFoundError:
         print(f"vkpy: {command[0]}: executable file not found", file=sys.stderr)

@@ -15,7 +15,9 @@ the namespaces they have).
 With the pod filesystem (podroot.py) the holder also holds the pod's mount
 namespace ("mnt"): it is then `podroot.py`, which builds the pod's root before it
 reports its pid, and every pod process joins that namespace last (after the others,
-whose files it opened first: /proc of the pod's view is not the host's).
+whose files it opened first: /proc of the pod's view is not the host's). With
+`shareProcessNamespace` it holds the pod's PID namespace too ("pid"), as its pid 1
+(`unshare --pid --fork`), like the pause container of a kubelet's pod.
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ HOLDER_PID = "namespaces.pid"
 ERROR_FILE = "namespaces.error"
 
 
-def _patch_plan(plan: Path, host: str) -> None:
+def _patch_plan(plan: Path, host: str, proc: bool) -> None:
     raw = read_json(plan) or {}
-    raw.update(hostname=host, pid_file=HOLDER_PID, error_file=ERROR_FILE)
+    raw.update(hostname=host, pid_file=HOLDER_PID, error_file=ERROR_FILE, proc=proc)
     write_json(plan, raw)
 
 
@@ -55,12 +57,19 @@ class Holder:
         return proc.is_same_process(self.pid, self.start)
 
     def paths(self) -> tuple[str, ...]:
-        return tuple(f"/proc/{self.pid}/ns/{kind}" for kind in self.kinds)
+        """The namespaces to join with setns (the PID namespace is apart: pid_path)."""
+        return tuple(f"/proc/{self.pid}/ns/{kind}" for kind in self.kinds if kind != "pid")
+
+    def pid_path(self) -> str | None:
+        """The pod's shared PID namespace (`shareProcessNamespace`), if it has one."""
+        return f"/proc/{self.pid}/ns/pid" if "pid" in self.kinds else None
 
 
 def wanted(spec: KubeObject, filesystem: bool = False) -> tuple[str, ...]:
     """The namespaces a pod gets of its own (none it asked to share with the host)."""
     kinds = ["mnt"] if filesystem else []
+    if filesystem and spec.get("shareProcessNamespace") and not spec.get("hostPID"):
+        kinds.append("pid")
     if not spec.get("hostNetwork"):
         kinds.append("uts")
     if not spec.get("hostIPC"):
@@ -95,8 +104,10 @@ def start(
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
     flags = [f"--{'mount' if kind == 'mnt' else kind}" for kind in kinds]
+    if "pid" in kinds:
+        flags.append("--fork")  # the holder is pid 1 of the pod's PID namespace
     if "mnt" in kinds and plan is not None:
-        _patch_plan(plan, host if "uts" in kinds else "")
+        _patch_plan(plan, host if "uts" in kinds else "", "pid" in kinds)
         command = [python, "-I", "-S", str(Path(__file__).with_name("podroot.py")), str(plan)]
     else:
         set_name = 'hostname "$2" && ' if "uts" in kinds else ""

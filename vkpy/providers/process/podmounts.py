@@ -171,11 +171,17 @@ class MountPoints:
             calls.set_attributes(path, calls.MOUNT_ATTR_RDONLY, recursive=False)
 
 
-def attach(trees: list[tuple[int, str, bool]], readonly_root: bool) -> None:
-    """In a private copy of the pod's mount namespace: the container's volumes at
-    their mount paths; with `readonly_root` the pod's writable scratch (/tmp,
-    /dev/shm) read-only too, so only volumes can be written."""
+def attach(trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool = False) -> None:
+    """In a private copy of the pod's mount namespace: with `proc`, a /proc of the
+    PID namespace this process is in; the container's volumes at their mount paths;
+    with `readonly_root` the pod's writable scratch (/tmp, /dev/shm) read-only too,
+    so only volumes can be written."""
     calls.unshare(calls.CLONE_NEWNS)
+    if proc:
+        with contextlib.suppress(OSError):
+            calls.umount("/proc")
+        flags = calls.MS_NOSUID | calls.MS_NODEV | calls.MS_NOEXEC
+        calls.mount("proc", "/proc", "proc", flags)
     points = MountPoints(locked=("/",))  # the pod's root is a tmpfs of ours (podroot.py)
     for tree, target, directory in trees:
         try:

@@ -51,6 +51,7 @@ from vkpy.providers.errors import (
 from vkpy.providers.process import cgroups, namespaces, proc, sandbox
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
+from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.identity import IdPool, PodIdentity, kill_processes
 from vkpy.providers.process.images import ImageTable
 from vkpy.providers.process.layout import PodDir, remove_tree
@@ -143,13 +144,14 @@ class ProcessProvider:
         run_as = resolve_run_as(config.run_as)
         mode, parent = self._memory_mode()
         first, last = config.uid_range()
+        claims = HostClaims() if config.per_pod_ids else None
         self._runtime = Runtime(
             config=config,
             run_as=run_as,
             actions=Actions(config.python, config.internal_ip),
             cgroup=parent,
             memory_mode=mode,
-            pool=IdPool(first, last, config.per_pod_ids, run_as),
+            pool=IdPool(first, last, config.per_pod_ids, run_as, claims),
             report_event=self._report_event,
         )
         pods = config.pods_path
@@ -172,7 +174,7 @@ class ProcessProvider:
                 others += 1  # another node's pod (a shared pods_dir): never ours to touch
                 continue
             if identity is not None:
-                self._runtime.pool.hold(entry.name, identity)
+                self._runtime.pool.hold(entry.name, identity, entry.absolute())
             pod = PodRuntime.load(self._runtime, PodDir(entry), self._notify)
             if pod is None:
                 # pod.json is written before any container starts: nothing runs here.
@@ -252,7 +254,7 @@ class ProcessProvider:
         pod = self._images.resolve_pod(pod)
         check_pod(pod, self._config.host_path_prefixes)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
-        identity = runtime.pool.allocate(pod, self._config.node_name)
+        identity = runtime.pool.allocate(pod, self._config.node_name, pod_dir.path.absolute())
         try:
             pod_dir.path.mkdir(mode=0o700, exist_ok=True)
             identity.save(pod_dir.path)

@@ -43,6 +43,10 @@ class ProcessContext:
     """With the pod's filesystem: the container's volumes (sandbox.py, podmounts.py)."""
     readonly_root: bool = False
     """`readOnlyRootFilesystem`: with the pod's filesystem, only volumes are writable."""
+    pid_namespace: str = ""
+    """With the pod's filesystem, which PID namespace the container's processes are
+    in: "own" (the main process is its pid 1; exec joins it), a namespace file (the
+    pod's shared one, or an ephemeral container's target's), "" the host's."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,6 +65,7 @@ class ProcessContext:
                 (str(b), str(r), str(t), bool(o)) for b, r, t, o in raw.get("mounts") or ()
             ),
             readonly_root=bool(raw.get("readonly_root")),
+            pid_namespace=str(raw.get("pid_namespace") or ""),
         )
 
 
