@@ -71,7 +71,7 @@ def test_share_process_namespace_shows_the_sibling_container(
 def test_kubectl_debug_target_shares_the_targets_processes(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:
-    agent = start_process_agent(config={"pod_filesystem": False})
+    agent = start_process_agent()
     kube.create(_sleeper("target", agent.node_name, 3603))
     wait_for("target Running", lambda: phase_is(kube, "target", "Running"))
     kube.kubectl(
@@ -87,10 +87,6 @@ def test_kubectl_debug_target_shares_the_targets_processes(
                 return status.get("state", {}).get("terminated")
         return None
 
-    try:
-        wait_for("the debug container to end", ended, timeout=120)
-    finally:
-        print((kube.get("pod", "target") or {}).get("status"))
-        print(agent.logs()[-5000:])
+    wait_for("the debug container to end", ended, timeout=120)
     logs = kube.kubectl("logs", "-n", kube.namespace, "target", "-c", "dbg")
     assert "sleep 3603" in logs, logs
