@@ -114,14 +114,10 @@ def enter_pod(
 
 
 def enter_pid_namespace(path: str) -> None:
-    """Make the next child of this process start in the PID namespace `path`, or
-    ("own") in a new one whose pid 1 it will be."""
+    """Make the next child of this process start in the PID namespace `path`."""
     if not path or os.geteuid() != 0:
         return
     calls = _mountcalls()
-    if path == "own":
-        calls.unshare(calls.CLONE_NEWPID)
-        return
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         calls.setns(fd, calls.CLONE_NEWPID)
@@ -166,21 +162,6 @@ def _relay(child: int) -> int:
         os.kill(os.getpid(), killed)
         return 128 + killed
     return os.WEXITSTATUS(status)
-
-
-def _own_pid_namespace(run: dict[str, object]) -> str:
-    """The PID namespace of the container's main process, if it is still the process
-    run.json names (same start time: a recycled pid is refused)."""
-    pid = int(str(run.get("pid")))
-    path = f"/proc/{pid}/ns/pid"
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        ticks = -1
-    if ticks != int(str(run.get("pid_start"))):
-        raise OSError(f"the container's main process {pid} is gone")
-    return path
 
 
 def _die_with_parent(alive: int) -> None:
@@ -243,11 +224,9 @@ def main(argv: list[str]) -> int:
     pid_namespace = str(context.get("pid_namespace") or "")
     if pid_namespace and os.geteuid() == 0:
         try:
-            if pid_namespace == "own":  # the container's: its main process is pid 1 there
-                pid_namespace = _own_pid_namespace(run)
             enter_pid_namespace(pid_namespace)
         except OSError as error:
-            print(f"vkpy: cannot enter the container's processes: {error}", file=sys.stderr)
+            print(f"vkpy: cannot enter the pod's processes: {error}", file=sys.stderr)
             return EXIT_CANNOT_EXECUTE
         alive, holder = os.pipe()
         child = os.fork()  # only a child starts in the namespace

@@ -15,9 +15,9 @@ the namespaces they have).
 With the pod filesystem (podroot.py) the holder also holds the pod's mount
 namespace ("mnt"): it is then `podroot.py`, which builds the pod's root before it
 reports its pid, and every pod process joins that namespace last (after the others,
-whose files it opened first: /proc of the pod's view is not the host's). With
-`shareProcessNamespace` it holds the pod's PID namespace too ("pid"), as its pid 1
-(`unshare --pid --fork`), like the pause container of a kubelet's pod.
+whose files it opened first: /proc of the pod's view is not the host's). It holds
+the pod's PID namespace too ("pid"), as its pid 1 (`unshare --pid --fork`), like
+the pause container of a kubelet's pod with `shareProcessNamespace`.
 """
 
 from __future__ import annotations
@@ -61,14 +61,14 @@ class Holder:
         return tuple(f"/proc/{self.pid}/ns/{kind}" for kind in self.kinds if kind != "pid")
 
     def pid_path(self) -> str | None:
-        """The pod's shared PID namespace (`shareProcessNamespace`), if it has one."""
+        """The pod's PID namespace, if it has one."""
         return f"/proc/{self.pid}/ns/pid" if "pid" in self.kinds else None
 
 
 def wanted(spec: KubeObject, filesystem: bool = False) -> tuple[str, ...]:
     """The namespaces a pod gets of its own (none it asked to share with the host)."""
     kinds = ["mnt"] if filesystem else []
-    if filesystem and spec.get("shareProcessNamespace") and not spec.get("hostPID"):
+    if filesystem and not spec.get("hostPID"):
         kinds.append("pid")
     if not spec.get("hostNetwork"):
         kinds.append("uts")

@@ -44,9 +44,8 @@ class ProcessContext:
     readonly_root: bool = False
     """`readOnlyRootFilesystem`: with the pod's filesystem, only volumes are writable."""
     pid_namespace: str = ""
-    """With the pod's filesystem, which PID namespace the container's processes are
-    in: "own" (the main process is its pid 1; exec joins it), a namespace file (the
-    pod's shared one, or an ephemeral container's target's), "" the host's."""
+    """With the pod's filesystem: the pod's PID namespace (`/proc/<holder>/ns/pid`),
+    entered before the fork that starts each process; "": the host's."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,15 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vkpy.providers.base import ContainerConfig, EventCallback, PodConfig, PodEvent, PodRef
-from vkpy.providers.process import namespaces, proc, sandbox
+from vkpy.providers.process import namespaces, sandbox
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.cgroups import CgroupParent
 from vkpy.providers.process.config import ProcessConfig, RunAs
 from vkpy.providers.process.filesystem import working_dir
 from vkpy.providers.process.identity import IdPool, container_ids
 from vkpy.providers.process.images import DEFAULT_PATH
-from vkpy.providers.process.layout import PodDir, read_json
-from vkpy.providers.process.namespaces import Holder
+from vkpy.providers.process.layout import PodDir
 from vkpy.providers.process.records import MemoryMode, ProcessContext
 
 
@@ -100,7 +99,6 @@ def container_context(
     live = holder is not None and holder.alive()
     filesystem = live and holder is not None and "mnt" in holder.kinds
     security = container.spec.get("securityContext") or {}
-    pid_own = filesystem and not (pod.pod.get("spec") or {}).get("hostPID")
     return ProcessContext(
         env=tuple(container_env(runtime, pod, container)),
         cwd=str(cwd),
@@ -110,21 +108,5 @@ def container_context(
         namespaces=holder.paths() if holder is not None and live else (),
         mounts=sandbox.container_mounts(pod_dir, pod, container) if filesystem else (),
         readonly_root=filesystem and bool(security.get("readOnlyRootFilesystem")),
-        pid_namespace=_pid_namespace(pod_dir, container, holder) if pid_own else "",
+        pid_namespace=(holder.pid_path() or "") if filesystem and holder is not None else "",
     )
-
-
-def _pid_namespace(pod_dir: PodDir, container: ContainerConfig, holder: Holder | None) -> str:
-    """The pod's shared PID namespace; else an ephemeral container's target's (as
-    `kubectl debug --target`); else one of the container's own."""
-    shared = holder.pid_path() if holder is not None else None
-    if shared:
-        return shared
-    target = str(container.spec.get("targetContainerName") or "")
-    if target:
-        cdir = pod_dir.container(target)
-        numbers = cdir.instance_numbers()
-        raw = read_json(cdir.instance(numbers[-1]).run) if numbers else None
-        if isinstance(raw, dict) and proc.is_same_process(int(raw["pid"]), int(raw["pid_start"])):
-            return f"/proc/{int(raw['pid'])}/ns/pid"
-    return "own"
