@@ -37,7 +37,7 @@ def test_a_pod_sees_and_signals_only_its_own_processes(
     wait_for("other Running", lambda: phase_is(kube, "other", "Running"))
     script = (
         f"echo PID=$$$$; {PROCESSES}; "
-        "pkill -f 'sleep 3601' 2>/dev/null; kill -9 1 2>/dev/null; echo DONE; exec sleep 3600"
+        "pkill -f 'sleep 36[0]1' 2>/dev/null; kill -9 1 2>/dev/null; echo DONE; exec sleep 3600"
     )
     kube.create(process_pod("looker", agent.node_name, script))
     report = _report(agent, kube, "looker")
