@@ -51,7 +51,7 @@ class Holder:
     pid: int
     start: int
     kinds: tuple[str, ...]
-    """Which namespaces it holds: "uts", "ipc"."""
+    """Which namespaces it holds: "uts", "ipc", "net" (podnet.py)."""
 
     def alive(self) -> bool:
         return proc.is_same_process(self.pid, self.start)
@@ -65,13 +65,17 @@ class Holder:
         return f"/proc/{self.pid}/ns/pid" if "pid" in self.kinds else None
 
 
-def wanted(spec: KubeObject, filesystem: bool = False) -> tuple[str, ...]:
-    """The namespaces a pod gets of its own (none it asked to share with the host)."""
+def wanted(spec: KubeObject, network: bool = False, filesystem: bool = False) -> tuple[str, ...]:
+    """The namespaces a pod gets of its own (none it asked to share with the host);
+    `network`: the node gives pods a network of their own (podnet.py); `filesystem`:
+    a mount namespace (podroot.py) and a PID namespace."""
     kinds = ["mnt"] if filesystem else []
     if filesystem and not spec.get("hostPID"):
         kinds.append("pid")
     if not spec.get("hostNetwork"):
         kinds.append("uts")
+        if network:
+            kinds.append("net")
     if not spec.get("hostIPC"):
         kinds.append("ipc")
     return tuple(kinds)
