@@ -7,8 +7,10 @@ connections. Nothing reaches or changes the host's interfaces. Two pods listen o
 port 8080 at once, each answers at its own status.podIP from the node's namespace
 and through `kubectl port-forward`, a readiness probe reaches each at its address,
 127.0.0.1 in a pod is the pod's own (a loopback-only service of the node is out of
-reach), a restarted vkpy keeps the addresses and gives a new pod another one, and
-deleting the pods leaves no veth, address or route behind.
+reach), a hostNetwork pod stays on the node's network, a restarted vkpy keeps the
+addresses, takes new ones from the Node's podCIDR and removes pairs of pods that are
+gone (its own only), and deleting the pods leaves no veth, address, route or network
+namespace behind.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 import pytest
 
 from tests.integration.agent import Agent, Kube, free_port, wait_for
-from tests.integration.process_fixtures import FAST, kill_containers, process_pod
+from tests.integration.process_fixtures import FAST, kill_containers, phase_is, process_pod
 from vkpy.devcluster import ClusterAccess, DevCluster
 from vkpy.devcluster.netns import NODE_IP, PrivateNetwork
 from vkpy.providers.process.podnet import link_name
@@ -121,6 +123,10 @@ def run_ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True)
 
 
+def run_ip_out(*args: str) -> str:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=True).stdout
+
+
 def veths_and_addresses() -> tuple[list[str], list[str], str]:
     links = json.loads(
         subprocess.run(
@@ -192,6 +198,7 @@ def test_pods_have_their_own_network(
         assert node["metadata"]["labels"]["vkpy.io/process-network"] == "pod"
         for name in ("a", "b"):
             kube.apply(server_pod(name, "vk-podnet"))
+        kube.apply(process_pod("h", "vk-podnet", "exec sleep 600", hostNetwork=True))
         # Both listen on 8080 and become Ready: the readiness probe reached each.
         ips = {name: wait_for(f"{name} Ready", lambda n=name: ready_ip(kube, n), 90)
                for name in ("a", "b")}  # fmt: skip
@@ -243,11 +250,19 @@ def test_pods_have_their_own_network(
         assert {"10.244.7.1", "10.244.9.1"} <= set(veths_and_addresses()[1])  # node ends
         assert link_name(uid_b) not in veths_and_addresses()[0]
 
-        kube.kubectl("delete", "pod", "a", "c", "--timeout=90s")
+        # A hostNetwork pod stays on the node's network: the node's address, no pair.
+        host_pod = wait_for("h Running", lambda: phase_is(kube, "h", "Running"))
+        assert host_pod["status"]["podIP"] == NODE_IP
+        assert link_name(host_pod["metadata"]["uid"]) not in veths_and_addresses()[0]
+
+        kube.kubectl("delete", "pod", "a", "c", "h", "--timeout=90s")
         links, addresses, routes = veths_and_addresses()
         assert set(links) == others
         assert not [a for a in addresses if a.startswith("10.244.")], addresses
         assert "10.244." not in routes, routes
+        # And the pods' namespaces are gone, not merely unplugged: the node's namespace
+        # knows no peer namespace any more.
+        wait_for("no pod namespace left", lambda: not run_ip_out("netns", "list-id").strip())
     finally:
         secret.shutdown()
         agent.stop()
