@@ -48,7 +48,8 @@ def test_fifty_nodes_from_one_process(
             "--label=vkpy.io/test-set=yes",
             f"--metrics-port={metrics_port}",
             "--log-level=info",
-        ]
+        ],
+        ports=NODES,
     )
     prefix = agent.node_name
     selector = f"kubernetes.io/hostname in ({','.join(f'{prefix}-{i}' for i in range(NODES))})"
@@ -67,7 +68,8 @@ def test_fifty_nodes_from_one_process(
         assert set(names) <= held
         node = kube.get("node", names[7], namespaced=False)
         assert node is not None
-        assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == agent.port
+        index = int(names[7].rsplit("-", 1)[1])  # each node its own port of the listener
+        assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == agent.port + index
         assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
 
         pods = {f"p{i}": names[(i * 7) % NODES] for i in range(10)}
@@ -92,6 +94,16 @@ def test_fifty_nodes_from_one_process(
             timeout=30,
         )
         assert text.strip()
+        # node-scoped paths answer for the node asked about, not the first one: the
+        # API server dials that node's own port
+        on = pods[some]
+        summary = json.loads(
+            kube.kubectl("get", "--raw", f"/api/v1/nodes/{on}/proxy/stats/summary")
+        )
+        assert summary["node"]["nodeName"] == on
+        assert some in {p["podRef"]["name"] for p in summary["pods"]}
+        listed = json.loads(kube.kubectl("get", "--raw", f"/api/v1/nodes/{on}/proxy/pods"))
+        assert {p["spec"]["nodeName"] for p in listed["items"]} == {on}
 
         watches = agent_counts(metrics_port, "vkpy_api_requests_total")
         assert watches.get('code="started",method="WATCH"') == 1, watches

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.agent import Agent, Kube, sim_pod, wait_for
+from tests.integration.agent import Agent, Kube, free_port_range, sim_pod, wait_for
 from vkpy.devcluster import ClusterAccess
 
 pytestmark = pytest.mark.timeout(900)
@@ -32,6 +32,9 @@ LEASE_DURATION = 8  # the Agent's --node-lease-duration: renewals every 2 s
 def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
     prefix = f"vk-sh-{int(time.time() * 1000) % 10**8}"
     state = tmp_path / "shared-state"
+    bases: list[int] = []
+    for _ in range(3):  # each replica listens on every node's port: --port .. --port+29
+        bases.append(free_port_range(NODES, tuple(p for b in bases for p in (b, b + NODES - 1))))
     out = [
         Agent(
             cluster=cluster,
@@ -39,6 +42,7 @@ def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
             state_dir=state,
             log_path=tmp_path / f"r{n}.log",
             provider="sim",
+            port=bases[n],
             extra_args=[
                 f"--nodes={NODES}",
                 "--leader-elect",
@@ -90,8 +94,10 @@ def served_as_held(kube: Kube, prefix: str, ports: dict[str, int]) -> bool:
         ready = any(
             c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])
         )
-        holder = held[node["metadata"]["name"]].get("holderIdentity")
-        if not ready or holder not in ports or port != ports[holder]:
+        name = node["metadata"]["name"]
+        holder = held[name].get("holderIdentity")
+        index = int(name.rsplit("-", 1)[1])  # node i: the holder's --port + i
+        if not ready or holder not in ports or port != ports[holder] + index:
             return False
     return True
 
@@ -137,6 +143,15 @@ def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) ->
         timeout=120,
     )
     before = identity(kube)
+    # node-scoped kubelet paths answer for the node asked about, from its holder
+    for node in sorted(n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == "r1")[
+        :2
+    ]:
+        raw = kube.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/stats/summary")
+        summary = json.loads(raw)
+        assert summary["node"]["nodeName"] == node
+        pod = names[int(node.rsplit("-", 1)[1])]
+        assert [p["podRef"]["name"] for p in summary["pods"]] == [pod]
 
     # SIGKILL: r2's nodes go to r0 and r1 once their Leases have run out
     victim = replicas[2]
