@@ -39,10 +39,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def free_port_range(count: int) -> int:
-    """The first of `count` consecutive free ports (a node set's node i listens on
-    --port + i), below the kernel's ephemeral range."""
-    for base in range(20000, 32000 - count, count):
+def free_port_range(count: int, start: int = 20000) -> int:
+    """The first of `count` consecutive free ports from `start` on (a node set's node i
+    listens on --port + i), below the kernel's ephemeral range."""
+    for base in range(start, 32000 - count, count):
         held: list[socket.socket] = []
         try:
             for port in range(base, base + count):
