@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration.agent import Agent, Kube, free_port_range, sim_pod, wait_for
+from tests.integration.test_kubelet_api import kubelet, rbac_cleanup  # noqa: F401 (fixture)
 from vkpy.devcluster import ClusterAccess
 
 pytestmark = pytest.mark.timeout(900)
@@ -122,6 +123,19 @@ def parse(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def stats_reader(kube: Kube) -> str:
+    """A ServiceAccount allowed to read nodes' stats (as metrics-server); its token."""
+    role = f"{kube.namespace}-stats-reader"
+    kube.kubectl("create", "serviceaccount", "stats-reader", "-n", kube.namespace)
+    kube.kubectl("create", "clusterrole", role, "--verb=get", "--resource=nodes/stats")
+    kube.kubectl(
+        "create", "clusterrolebinding", role, f"--clusterrole={role}",
+        f"--serviceaccount={kube.namespace}:stats-reader",
+    )  # fmt: skip
+    return kube.kubectl("create", "token", "stats-reader", "-n", kube.namespace).strip()
+
+
+@pytest.mark.usefixtures("rbac_cleanup")
 def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) -> None:
     prefix = replicas[0].node_name
     ports = {f"r{n}": agent.port for n, agent in enumerate(replicas)}
@@ -143,12 +157,16 @@ def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) ->
         timeout=120,
     )
     before = identity(kube)
-    # node-scoped kubelet paths answer for the node asked about, from its holder
-    for node in sorted(n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == "r1")[
-        :2
-    ]:
-        raw = kube.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/stats/summary")
-        summary = json.loads(raw)
+    # node-scoped kubelet paths answer for the node asked about, from its holder, on
+    # the port the Node advertises (as the API server dials it)
+    token = stats_reader(kube)
+    of_r1 = sorted(n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == "r1")
+    for node in of_r1[:2]:
+        obj = kube.get("node", node, namespaced=False) or {}
+        port = obj["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        reply = kubelet(port, "/stats/summary", token=token)
+        assert reply.status == 200, reply.text
+        summary = json.loads(reply.text)
         assert summary["node"]["nodeName"] == node
         pod = names[int(node.rsplit("-", 1)[1])]
         assert [p["podRef"]["name"] for p in summary["pods"]] == [pod]
