@@ -59,7 +59,15 @@ def _ip(args: list[str], batch: str = "", netns_pid: int | None = None) -> None:
 
 
 def link_exists(link: str) -> bool:
-    return os.path.exists(f"/sys/class/net/{link}")
+    """Whether vkpy's network namespace has the link (asked by netlink: /sys/class/net
+    shows the namespace sysfs was mounted in, which need not be vkpy's)."""
+    try:
+        result = subprocess.run(
+            ["ip", "link", "show", "dev", link], capture_output=True, timeout=30, check=False
+        )
+    except (FileNotFoundError, subprocess.TimeoutExpired) as error:
+        raise OSError(f"cannot look up the link {link}: {error}") from None
+    return result.returncode == 0
 
 
 def connect(holder_pid: int, record: PodAddress, node: str, pod_uid: str) -> None:

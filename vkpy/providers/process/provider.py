@@ -99,6 +99,8 @@ class ProcessProvider:
         self._event_callback: EventCallback | None = None
         self._runtime: Runtime | None = None
         self._sampler = Sampler()
+        self._node_cidr = ""
+        """The Node's IPv4 spec.podCIDR, once known (set_pod_cidrs)."""
         self._capacity = config.node_capacity()
         # The Python stand-ins run as the containers' user: vkpy's interpreter may sit
         # where that user cannot reach it (a venv under /root), the host's python3 not.
@@ -137,6 +139,25 @@ class ProcessProvider:
             )
         return "watchdog", None
 
+    def set_pod_cidrs(self, cidrs: Sequence[str]) -> None:
+        """The Node's spec.podCIDRs: its IPv4 one replaces `pod_cidr` (addresses held
+        stay held); before `start`, kept for it."""
+        ipv4 = next((c for c in cidrs if ":" not in c), "")
+        if not ipv4 or ipv4 == self._node_cidr:
+            return
+        self._node_cidr = ipv4
+        self._use_node_cidr()
+
+    def _use_node_cidr(self) -> None:
+        if self._runtime is None or not self._config.pod_network or not self._node_cidr:
+            return
+        try:
+            self._runtime.addresses.set_cidr(self._node_cidr)
+        except ValueError as error:
+            log.warning("cannot use the Node's podCIDR", extra={"error": str(error)})
+            return
+        log.info("pod addresses from the Node's podCIDR", extra={"pod_cidr": self._node_cidr})
+
     async def start(self) -> None:
         config = self._config
         run_as = resolve_run_as(config.run_as)
@@ -157,6 +178,7 @@ class ProcessProvider:
             report_event=self._report_event,
             addresses=AddressPool(config.pod_cidr),
         )
+        self._use_node_cidr()
         pods = config.pods_path
         pods.mkdir(parents=True, exist_ok=True)
         os.chmod(pods, 0o711)  # noqa: S103 (traversable, not listable)

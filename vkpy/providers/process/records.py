@@ -75,6 +75,10 @@ class LaunchSpec:
     stdin_pipe: bool = False
     """Give the process a stdin that `kubectl attach` can write to (containers with
     `stdin: true`): the FIFO `STDIN_FIFO` in the instance directory."""
+    stdin_once: bool = False
+    """`stdinOnce: true` (without a tty): the process's stdin is closed when the first
+    writer of the FIFO (the first attach session) goes away, as a container runtime
+    closes it after one attach."""
     tty: bool = False
     """Run the process on a pseudo-terminal (`tty: true`): the supervisor holds the
     master side, logs what it prints as stdout and writes the stdin FIFO into it."""
