@@ -330,7 +330,7 @@ class ProcessProvider:
         if not self._config.namespaces_per_pod:
             return
         spec = pod.pod.get("spec") or {}
-        kinds = namespaces.wanted(spec, self._config.pod_network)
+        kinds = namespaces.wanted(spec, network=self._config.pod_network)
         path = self._config.pods_path / pod.ref.uid
         holder = namespaces.load(path)
         fresh = False
