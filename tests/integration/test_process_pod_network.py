@@ -5,12 +5,12 @@ node address 198.18.0.1 on a veth pair, as for the conformance run): the control
 plane, the vkpy node with the pod CIDR 10.244.7.0/24, kubectl, and the test's own
 connections. Nothing reaches or changes the host's interfaces. Two pods listen on
 port 8080 at once, each answers at its own status.podIP from the node's namespace
-and through `kubectl port-forward`, a readiness probe reaches each at its address,
-127.0.0.1 in a pod is the pod's own (a loopback-only service of the node is out of
-reach), a hostNetwork pod stays on the node's network, a restarted vkpy keeps the
-addresses, takes new ones from the Node's podCIDR and removes pairs of pods that are
-gone (its own only), and deleting the pods leaves no veth, address, route or network
-namespace behind.
+and through `kubectl port-forward`, readiness (HTTP), startup and liveness (TCP)
+probes reach each at its address, 127.0.0.1 in a pod is the pod's own (a
+loopback-only service of the node is out of reach), a hostNetwork pod stays on the
+node's network, a restarted vkpy keeps the addresses, takes new ones from the Node's
+podCIDR and removes pairs of pods that are gone (its own only), and deleting the
+pods leaves no veth, address, route or network namespace behind.
 """
 
 from __future__ import annotations
@@ -64,6 +64,14 @@ if code == 0:
     print(data.decode().splitlines()[-1])
 """
 
+LOW_PORT_AND_PING = """
+import os, socket
+s = socket.socket()
+s.bind(("0.0.0.0", 80))
+p = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+print("uid>0" if os.getuid() > 0 else "root", "bound", s.getsockname()[1], "ping")
+"""
+
 
 class _Secret(socketserver.BaseRequestHandler):
     def handle(self) -> None:
@@ -100,6 +108,13 @@ def server_pod(name: str, node: str) -> dict[str, Any]:
             "env": env,
             "ports": [{"containerPort": 8080}],
             "readinessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 1},
+            # Fails the pod (restartPolicy Never) unless they reach it, once it listens.
+            "startupProbe": {
+                "tcpSocket": {"port": 8080},
+                "periodSeconds": 1,
+                "failureThreshold": 120,
+            },
+            "livenessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
         },
     )
     return pod
@@ -221,6 +236,10 @@ def test_pods_have_their_own_network(
         assert refused.startswith("refused"), refused
         own = kube.kubectl("exec", "b", "--", "python3", "-c", CONNECT, "8080")
         assert own.split("\n")[:2] == ["connected", f"b {ips['b']} b"], own
+        # As a container runtime sets a pod's network up, the pod's unprivileged user
+        # may listen below port 1024 (nginx on 80) and open ping sockets.
+        low = kube.kubectl("exec", "a", "--", "python3", "-c", LOW_PORT_AND_PING)
+        assert low == "uid>0 bound 80 ping\n", low
 
         # While vkpy is down: the Node gets a podCIDR (as an admin or the
         # controller-manager would set it), pod b is deleted for good, and pairs are

@@ -339,7 +339,7 @@ class ProcessProvider:
             return
         spec = pod.pod.get("spec") or {}
         filesystem = self._config.filesystem_per_pod
-        kinds = namespaces.wanted(spec, self._config.pod_network, filesystem)
+        kinds = namespaces.wanted(spec, network=self._config.pod_network, filesystem=filesystem)
         path = self._config.pods_path / pod.ref.uid
         holder = namespaces.load(path)
         fresh = False
