@@ -1,15 +1,17 @@
 """`helm install charts/vkpy` for real: vkpy as a Deployment inside the dev cluster.
 
-NOT COLLECTED YET (the file name does not start with `test_`): it needs the process
-backend's per-pod mount namespaces (branch `mountns`, not on main when this was
-written), and on that branch a pod with an emptyDir mounted at /tmp (the chart
-mounts one, since its root filesystem is read-only) fails to start with "could not
-enter the container's context: Exception occurred in preexec_fn". Run by hand on a
-checkout that has both: `pytest tests/integration/helm_install_e2e.py`; rename it to
-test_helm_install.py once it passes there. What ran by hand on such a checkout
-(without the /tmp volume): the pod scheduled on a worker, in-cluster config from its
-ServiceAccount at the real paths, the CSR approved by the chart's approver, the Node
-registered; vkpy then stopped for want of a writable /tmp.
+NOT COLLECTED YET (the file name does not start with `test_`). Run on main at 14:48
+(with the process backend's mount namespaces): `helm install --wait` passed, the
+pod ran on a worker, loaded its in-cluster config from its ServiceAccount files at
+their real paths, reached the API server through KUBERNETES_SERVICE_HOST/PORT, got
+its serving certificate by a CSR the chart's approver approved and registered its
+Node. Then vkpy stopped: "No usable temporary directory" — with
+readOnlyRootFilesystem, podmounts.attach() makes /tmp read-only *after* moving the
+container's volumes in, so the chart's emptyDir at /tmp is made read-only too.
+(Also: a pod directory under /tmp is hidden by an emptyDir at /tmp, hence the
+cluster directory under /var/tmp here.) Once that is fixed (with a test in
+test_process_pod_filesystem.py whose agent's pods dir is outside /tmp), run
+`pytest tests/integration/helm_install_e2e.py` and rename it test_helm_install.py.
 
 One dev cluster for the module, started as a user would (`devcluster up --workers 2
 --verify-kubelet-certs`): two regular workers (process backend, each with its own
@@ -43,6 +45,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -132,7 +135,10 @@ def values(platform: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
-    dev = DevCluster(tmp_path_factory.mktemp("helm-cluster"), verify_kubelet_certs=True)
+    # Outside /tmp: a pod's own /tmp (the chart mounts an emptyDir there) would cover
+    # its pod directory, which the mount namespace keeps at its real path.
+    directory = Path(tempfile.mkdtemp(prefix="vkpy-helm-", dir="/var/tmp"))
+    dev = DevCluster(directory, verify_kubelet_certs=True)
     dev.up()
     platform = Path(devnodes.SHARED_HOST_PATH) / f"helm-{secrets.token_hex(4)}"
     helm_env = [f"HELM_{kind}_HOME" for kind in ("CACHE", "CONFIG", "DATA")]
@@ -167,6 +173,7 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
                 print(f"--- {name} ---\n{log.read_text(errors='replace')[-6000:]}")
         dev.down()
         shutil.rmtree(platform, ignore_errors=True)
+        shutil.rmtree(directory, ignore_errors=True)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
