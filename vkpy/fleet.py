@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vkpy.api import ApiDependencies, KubeletServer
@@ -54,6 +54,58 @@ class FleetNode:
     tasks: TaskSupervisor
 
 
+def build_node(
+    settings: Settings,
+    member: Member,
+    client: KubeClient,
+    events: EventRecorder,
+    objects: ApiObjectSource,
+    watch: SharedPodWatch,
+) -> FleetNode:
+    """One node of the set with its backend (not started), attached to `watch`.
+    Raises registry.ProviderConfigError for bad backend settings."""
+    name = member.node.name
+    provider = registry.create(
+        settings.provider,
+        member.provider_config,
+        registry.ProviderContext(
+            node_name=name,
+            state_dir=str(Path(settings.state_dir) / "nodes" / name),
+            internal_ip=member.node.internal_ip,
+        ),
+    )
+    recorder = events.for_host(name)
+    tasks = TaskSupervisor()
+    node = NodeController(client, provider, recorder, member.node, task_problem=tasks.problem)
+    lease = LeaseKeeper(
+        client,
+        name,
+        lambda: node.uid,
+        duration=member.node.lease_duration,
+        renew_interval=member.node.lease_renew_interval,
+        spread=True,
+    )
+    pods = PodController(client, provider, recorder, objects, member.pods, shared_watch=watch)
+    forward_backend_events(provider, recorder, pods.find)
+    return FleetNode(member, provider, node, lease, pods, tasks)
+
+
+def node_dependencies(shared: ApiDependencies, node: FleetNode) -> ApiDependencies:
+    """The listener's dependencies narrowed to one node: its name (authorization),
+    its pods and its backend (/pods, /stats/summary, logs and exec of its pods)."""
+    return replace(
+        shared,
+        node_name=node.member.node.name,
+        pods=node.pods.pods,
+        find_pod=node.pods.find,
+        running_pods=node.pods.running_pods,
+        provider=node.provider,
+        provider_for=None,
+        node_ports={},
+        for_node=None,
+    )
+
+
 class Fleet:
     """The nodes of a set, ready to `run` (their backends started by the caller)."""
 
@@ -65,32 +117,9 @@ class Fleet:
         self.nodes: dict[str, FleetNode] = {}
         objects = ApiObjectSource(client)
         for member in members:
-            name = member.node.name
-            provider = registry.create(
-                settings.provider,
-                member.provider_config,
-                registry.ProviderContext(
-                    node_name=name,
-                    state_dir=str(Path(settings.state_dir) / "nodes" / name),
-                    internal_ip=member.node.internal_ip,
-                ),
+            self.nodes[member.node.name] = build_node(
+                settings, member, client, self.events, objects, self.watch
             )
-            events = self.events.for_host(name)
-            tasks = TaskSupervisor()
-            node = NodeController(client, provider, events, member.node, task_problem=tasks.problem)
-            lease = LeaseKeeper(
-                client,
-                name,
-                lambda node=node: node.uid,  # type: ignore[misc]
-                duration=member.node.lease_duration,
-                renew_interval=member.node.lease_renew_interval,
-                spread=True,
-            )
-            pods = PodController(
-                client, provider, events, objects, member.pods, shared_watch=self.watch
-            )
-            forward_backend_events(provider, events, pods.find)
-            self.nodes[name] = FleetNode(member, provider, node, lease, pods, tasks)
         addresses = tuple(dict.fromkeys(a for a in (first.internal_ip,) if a)) or (first.name,)
         self.api = KubeletServer(
             settings.api,
@@ -101,6 +130,8 @@ class Fleet:
                 find_pod=self.find,
                 provider=self.nodes[first.name].provider,
                 provider_for=self.provider_for,
+                node_ports={m.node.port: m.node.name for m in members if m.node.port},
+                for_node=self.node_api,
                 client=client,
                 events=self.events,
                 default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
@@ -119,6 +150,11 @@ class Fleet:
             if found is not None:
                 return found
         return None
+
+    def node_api(self, name: str) -> ApiDependencies | None:
+        """What the listener uses for a request that came in on node `name`'s port."""
+        node = self.nodes.get(name)
+        return None if node is None else node_dependencies(self.api.deps, node)
 
     def provider_for(self, pod: KubeObject) -> Provider:
         node = self.nodes.get(str(spec(pod).get("nodeName") or ""))

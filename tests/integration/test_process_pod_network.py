@@ -5,10 +5,12 @@ node address 198.18.0.1 on a veth pair, as for the conformance run): the control
 plane, the vkpy node with the pod CIDR 10.244.7.0/24, kubectl, and the test's own
 connections. Nothing reaches or changes the host's interfaces. Two pods listen on
 port 8080 at once, each answers at its own status.podIP from the node's namespace
-and through `kubectl port-forward`, a readiness probe reaches each at its address,
-127.0.0.1 in a pod is the pod's own (a loopback-only service of the node is out of
-reach), a restarted vkpy keeps the addresses and gives a new pod another one, and
-deleting the pods leaves no veth, address or route behind.
+and through `kubectl port-forward`, readiness (HTTP), startup and liveness (TCP)
+probes reach each at its address, 127.0.0.1 in a pod is the pod's own (a
+loopback-only service of the node is out of reach), a hostNetwork pod stays on the
+node's network, a restarted vkpy keeps the addresses, takes new ones from the Node's
+podCIDR and removes pairs of pods that are gone (its own only), and deleting the
+pods leaves no veth, address, route or network namespace behind.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from typing import Any
 import pytest
 
 from tests.integration.agent import Agent, Kube, free_port, wait_for
-from tests.integration.process_fixtures import FAST, kill_containers, process_pod
+from tests.integration.process_fixtures import FAST, kill_containers, phase_is, process_pod
 from vkpy.devcluster import ClusterAccess, DevCluster
 from vkpy.devcluster.netns import NODE_IP, PrivateNetwork
 from vkpy.providers.process.podnet import link_name
 
 POD_CIDR = "10.244.7.0/24"
 UID_RANGE = "310000-310999"
+NODE_CIDR = "10.244.9.0/24"
 SERVER = """
 import http.server, os, socket
 body = " ".join([os.environ["POD_NAME"], os.environ["POD_IP"], socket.gethostname()]).encode()
@@ -59,6 +62,14 @@ if code == 0:
     while chunk := s.recv(4096):
         data += chunk
     print(data.decode().splitlines()[-1])
+"""
+
+LOW_PORT_AND_PING = """
+import os, socket
+s = socket.socket()
+s.bind(("0.0.0.0", 80))
+p = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+print("uid>0" if os.getuid() > 0 else "root", "bound", s.getsockname()[1], "ping")
 """
 
 
@@ -97,6 +108,13 @@ def server_pod(name: str, node: str) -> dict[str, Any]:
             "env": env,
             "ports": [{"containerPort": 8080}],
             "readinessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 1},
+            # Fails the pod (restartPolicy Never) unless they reach it, once it listens.
+            "startupProbe": {
+                "tcpSocket": {"port": 8080},
+                "periodSeconds": 1,
+                "failureThreshold": 120,
+            },
+            "livenessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
         },
     )
     return pod
@@ -114,6 +132,14 @@ def ready_ip(kube: Kube, name: str) -> str | None:
 def http_get(host: str, port: int) -> str:
     with urllib.request.urlopen(f"http://{host}:{port}/", timeout=10) as response:
         return str(response.read().decode())
+
+
+def run_ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True)
+
+
+def run_ip_out(*args: str) -> str:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=True).stdout
 
 
 def veths_and_addresses() -> tuple[list[str], list[str], str]:
@@ -187,6 +213,7 @@ def test_pods_have_their_own_network(
         assert node["metadata"]["labels"]["vkpy.io/process-network"] == "pod"
         for name in ("a", "b"):
             kube.apply(server_pod(name, "vk-podnet"))
+        kube.apply(process_pod("h", "vk-podnet", "exec sleep 600", hostNetwork=True))
         # Both listen on 8080 and become Ready: the readiness probe reached each.
         ips = {name: wait_for(f"{name} Ready", lambda n=name: ready_ip(kube, n), 90)
                for name in ("a", "b")}  # fmt: skip
@@ -209,26 +236,52 @@ def test_pods_have_their_own_network(
         assert refused.startswith("refused"), refused
         own = kube.kubectl("exec", "b", "--", "python3", "-c", CONNECT, "8080")
         assert own.split("\n")[:2] == ["connected", f"b {ips['b']} b"], own
+        # As a container runtime sets a pod's network up, the pod's unprivileged user
+        # may listen below port 1024 (nginx on 80) and open ping sockets.
+        low = kube.kubectl("exec", "a", "--", "python3", "-c", LOW_PORT_AND_PING)
+        assert low == "uid>0 bound 80 ping\n", low
 
-        # A restarted vkpy keeps the addresses, and gives a new pod another one.
+        # While vkpy is down: the Node gets a podCIDR (as an admin or the
+        # controller-manager would set it), pod b is deleted for good, and pairs are
+        # left behind: one of this node's for a pod that is gone, one of another node's.
+        uid_b = (kube.get("pod", "b") or {})["metadata"]["uid"]
         agent.stop()
+        kube.kubectl(
+            "patch", "node", "vk-podnet", "-p", json.dumps({"spec": {"podCIDR": NODE_CIDR}})
+        )
+        kube.kubectl("delete", "pod", "b", "--grace-period=0", "--force")
+        for link, owner in (("vkpstale", "vkpy:vk-podnet:gone"), ("vkpother", "vkpy:vk-x:y")):
+            run_ip("link", "add", link, "type", "veth", "peer", "name", f"{link}1")
+            run_ip("link", "set", link, "alias", owner)
+        # A restarted vkpy keeps the addresses, takes new ones from the Node's podCIDR,
+        # removes what it left of b and its own stale pair, and no other node's.
         agent.start()
         kube.apply(server_pod("c", "vk-podnet"))
         ip_c = wait_for("c Ready", lambda: ready_ip(kube, "c"), 90)
-        assert ip_c not in ips.values()
-        assert {n: ready_ip(kube, n) for n in ("a", "b")} == ips
+        assert ipaddress.IPv4Address(ip_c) in ipaddress.IPv4Network(NODE_CIDR)
+        assert ready_ip(kube, "a") == ips["a"]
         assert http_get(ips["a"], 8080).startswith("a ")
         assert http_get(ip_c, 8080).startswith("c ")
+        uids = [(kube.get("pod", n) or {})["metadata"]["uid"] for n in ("a", "c")]
+        mine = {link_name(uid) for uid in uids}
+        others = {"vkpy0", "vkpy1", "vkpother", "vkpother1"}
+        wait_for("b's pair removed", lambda: set(veths_and_addresses()[0]) == mine | others)
+        assert {"10.244.7.1", "10.244.9.1"} <= set(veths_and_addresses()[1])  # node ends
+        assert link_name(uid_b) not in veths_and_addresses()[0]
 
-        links, addresses, _ = veths_and_addresses()
-        uids = [(kube.get("pod", n) or {})["metadata"]["uid"] for n in ("a", "b", "c")]
-        assert set(links) - {"vkpy0", "vkpy1"} == {link_name(uid) for uid in uids}
-        assert "10.244.7.1" in addresses  # the node's end of each pair
-        kube.kubectl("delete", "pod", "a", "b", "c", "--timeout=90s")
+        # A hostNetwork pod stays on the node's network: the node's address, no pair.
+        host_pod = wait_for("h Running", lambda: phase_is(kube, "h", "Running"))
+        assert host_pod["status"]["podIP"] == NODE_IP
+        assert link_name(host_pod["metadata"]["uid"]) not in veths_and_addresses()[0]
+
+        kube.kubectl("delete", "pod", "a", "c", "h", "--timeout=90s")
         links, addresses, routes = veths_and_addresses()
-        assert links == ["vkpy0", "vkpy1"]
-        assert not [a for a in addresses if a.startswith("10.244.7.")], addresses
-        assert "10.244.7." not in routes, routes
+        assert set(links) == others
+        assert not [a for a in addresses if a.startswith("10.244.")], addresses
+        assert "10.244." not in routes, routes
+        # And the pods' namespaces are gone, not merely unplugged: the node's namespace
+        # knows no peer namespace any more.
+        wait_for("no pod namespace left", lambda: not run_ip_out("netns", "list-id").strip())
     finally:
         secret.shutdown()
         agent.stop()

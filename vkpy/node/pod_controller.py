@@ -73,14 +73,15 @@ class PodController:
             self._watcher = Watcher(
                 client,
                 WatchOptions(
-                    path="/api/v1/pods", field_selector=f"spec.nodeName={settings.node_name}"
+                    path="/api/v1/pods",
+                    field_selector=f"spec.nodeName={settings.node_name}",
+                    stream_initial=True,
                 ),
                 self,
                 sleep=clock.sleep,
             )
             self._synced = self._watcher.synced
         else:
-            shared_watch.attach(settings.node_name, self)
             self._synced = shared_watch.synced
         self._status, self._poller = pushing(
             provider, settings.poll_interval, clock, self._in_backend
@@ -88,6 +89,8 @@ class PodController:
         self._status.on_status_change(self.notify)
         self.ready = asyncio.Event()
         """Set once the first list is in and backend pods are adopted."""
+        if shared_watch is not None:  # last: it may hand over the node's pods at once
+            shared_watch.attach(settings.node_name, self)
 
     def _in_backend(self) -> list[PodRef]:
         return [r.ref for r in self._records.values() if r.in_backend]

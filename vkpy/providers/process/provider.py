@@ -48,10 +48,11 @@ from vkpy.providers.errors import (
     RetryableError,
     UnsupportedError,
 )
-from vkpy.providers.process import cgroups, namespaces, podnet, proc
+from vkpy.providers.process import cgroups, namespaces, podnet, proc, sandbox
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.addresses import AddressPool, NoAddressError, PodAddress
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
+from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.identity import IdPool, PodIdentity, kill_processes
 from vkpy.providers.process.images import ImageTable
 from vkpy.providers.process.layout import PodDir, remove_tree
@@ -70,6 +71,10 @@ log = logging.getLogger(__name__)
 ISOLATION_LABEL = "vkpy.io/process-isolation"
 """Node label saying how pods are kept apart: `per-pod-users` (vkpy is root: a uid per
 pod) or `shared-user` (one user for every pod: without root, or with `run_as`)."""
+FILESYSTEM_LABEL = "vkpy.io/process-filesystem"
+"""Node label saying what pods see: `pod-root` (a mount namespace per pod: the host
+read-only, volumes at their mount paths; podroot.py) or `links` (the host as it is,
+volumes as links in the pod's directory)."""
 NETWORK_LABEL = "vkpy.io/process-network"
 """Node label: `pod` (a network namespace and an address per pod) or `host`."""
 _ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le"}
@@ -99,6 +104,8 @@ class ProcessProvider:
         self._event_callback: EventCallback | None = None
         self._runtime: Runtime | None = None
         self._sampler = Sampler()
+        self._node_cidr = ""
+        """The Node's IPv4 spec.podCIDR, once known (set_pod_cidrs)."""
         self._capacity = config.node_capacity()
         # The Python stand-ins run as the containers' user: vkpy's interpreter may sit
         # where that user cannot reach it (a venv under /root), the host's python3 not.
@@ -137,11 +144,31 @@ class ProcessProvider:
             )
         return "watchdog", None
 
+    def set_pod_cidrs(self, cidrs: Sequence[str]) -> None:
+        """The Node's spec.podCIDRs: its IPv4 one replaces `pod_cidr` (addresses held
+        stay held); before `start`, kept for it."""
+        ipv4 = next((c for c in cidrs if ":" not in c), "")
+        if not ipv4 or ipv4 == self._node_cidr:
+            return
+        self._node_cidr = ipv4
+        self._use_node_cidr()
+
+    def _use_node_cidr(self) -> None:
+        if self._runtime is None or not self._config.pod_network or not self._node_cidr:
+            return
+        try:
+            self._runtime.addresses.set_cidr(self._node_cidr)
+        except ValueError as error:
+            log.warning("cannot use the Node's podCIDR", extra={"error": str(error)})
+            return
+        log.info("pod addresses from the Node's podCIDR", extra={"pod_cidr": self._node_cidr})
+
     async def start(self) -> None:
         config = self._config
         run_as = resolve_run_as(config.run_as)
         mode, parent = self._memory_mode()
         first, last = config.uid_range()
+        claims = HostClaims() if config.per_pod_ids else None
         if config.network == "pod" and not config.pod_network:
             raise UnsupportedError(
                 "network: pod needs vkpy to run as root with pod_namespaces (a network "
@@ -153,10 +180,11 @@ class ProcessProvider:
             actions=Actions(config.python, config.internal_ip),
             cgroup=parent,
             memory_mode=mode,
-            pool=IdPool(first, last, config.per_pod_ids, run_as),
+            pool=IdPool(first, last, config.per_pod_ids, run_as, claims),
             report_event=self._report_event,
             addresses=AddressPool(config.pod_cidr),
         )
+        self._use_node_cidr()
         pods = config.pods_path
         pods.mkdir(parents=True, exist_ok=True)
         os.chmod(pods, 0o711)  # noqa: S103 (traversable, not listable)
@@ -177,7 +205,7 @@ class ProcessProvider:
                 others += 1  # another node's pod (a shared pods_dir): never ours to touch
                 continue
             if identity is not None:
-                self._runtime.pool.hold(entry.name, identity)
+                self._runtime.pool.hold(entry.name, identity, entry.absolute())
             address = PodAddress.load(entry)
             if address is not None:
                 self._runtime.addresses.hold(entry.name, address)
@@ -244,6 +272,7 @@ class ProcessProvider:
             os_image=_os_image(),
             labels={
                 ISOLATION_LABEL: "per-pod-users" if self._config.per_pod_ids else "shared-user",
+                FILESYSTEM_LABEL: "pod-root" if self._config.filesystem_per_pod else "links",
                 NETWORK_LABEL: "pod" if self._config.pod_network else "host",
             },
         )
@@ -275,7 +304,7 @@ class ProcessProvider:
         pod = self._images.resolve_pod(pod)
         check_pod(pod, self._config.host_path_prefixes)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
-        identity = runtime.pool.allocate(pod, self._config.node_name)
+        identity = runtime.pool.allocate(pod, self._config.node_name, pod_dir.path.absolute())
         try:
             pod_dir.path.mkdir(mode=0o700, exist_ok=True)
             identity.save(pod_dir.path)
@@ -303,17 +332,32 @@ class ProcessProvider:
         address.save(pod_dir.path)
 
     def _start_namespaces(self, pod: PodConfig) -> None:
-        """The pod's namespaces (namespaces.py) and its network (podnet.py), when vkpy
-        may make them; a holder that is gone is replaced, and its network rewired."""
+        """The pod's namespaces (namespaces.py), its filesystem (podroot.py) and its
+        network (podnet.py), when vkpy may make them; a holder that is gone is
+        replaced, and its network rewired."""
         if not self._config.namespaces_per_pod:
             return
         spec = pod.pod.get("spec") or {}
-        kinds = namespaces.wanted(spec, self._config.pod_network)
+        filesystem = self._config.filesystem_per_pod
+        kinds = namespaces.wanted(spec, network=self._config.pod_network, filesystem=filesystem)
         path = self._config.pods_path / pod.ref.uid
         holder = namespaces.load(path)
         fresh = False
         if kinds and (holder is None or not holder.alive()):
-            holder = namespaces.start(path, kinds, namespaces.hostname(spec, pod.ref.name))
+            plan = None
+            if filesystem:
+                pod_dir = PodDir(path)
+                sandbox.mount_memory_volumes(pod_dir, pod)
+                own = self._runtime_or_fail().addresses.address(pod.ref.uid)
+                ip = own.address if own is not None else self._config.internal_ip
+                plan = sandbox.write_plan(self._config, pod_dir, pod, ip)
+            holder = namespaces.start(
+                path,
+                kinds,
+                namespaces.hostname(spec, pod.ref.name),
+                plan=plan,
+                python=self._config.python,
+            )
             fresh = True
         address = self._runtime_or_fail().addresses.address(pod.ref.uid)
         if holder is None or "net" not in holder.kinds or address is None:
@@ -330,6 +374,7 @@ class ProcessProvider:
         if address is not None:
             podnet.disconnect(address.link)
         namespaces.stop(self._config.pods_path / uid)
+        sandbox.unmount_volumes(self._config.pods_path / uid)
         remove_tree(self._config.pods_path / uid)
         runtime.pool.release(uid)
         runtime.addresses.release(uid)
