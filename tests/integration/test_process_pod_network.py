@@ -65,6 +65,14 @@ if code == 0:
     print(data.decode().splitlines()[-1])
 """
 
+LOW_PORT_AND_PING = """
+import os, socket
+s = socket.socket()
+s.bind(("0.0.0.0", 80))
+p = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+print("uid>0" if os.getuid() > 0 else "root", "bound", s.getsockname()[1], "ping")
+"""
+
 
 class _Secret(socketserver.BaseRequestHandler):
     def handle(self) -> None:
@@ -244,6 +252,10 @@ def test_pods_have_their_own_network(
         assert refused.startswith("refused"), refused
         own = kube.kubectl("exec", "b", "--", "python3", "-c", CONNECT, "8080")
         assert own.split("\n")[:2] == ["connected", f"b {ips['b']} b"], own
+        # As a container runtime sets a pod's network up, the pod's unprivileged user
+        # may listen below port 1024 (nginx on 80) and open ping sockets.
+        low = kube.kubectl("exec", "a", "--", "python3", "-c", LOW_PORT_AND_PING)
+        assert low == "uid>0 bound 80 ping\n", low
 
         # While vkpy is down: the Node gets a podCIDR (as an admin or the
         # controller-manager would set it), pod b is deleted for good, and pairs are
