@@ -252,6 +252,9 @@ def test_pods_have_their_own_network(
         assert refused.startswith("refused"), refused
         own = kube.kubectl("exec", "b", "--", "python3", "-c", CONNECT, "8080")
         assert own.split("\n")[:2] == ["connected", f"b {ips['b']} b"], own
+        # The pod's /etc/hosts (its mount namespace) names it at its own address.
+        hosts = kube.kubectl("exec", "a", "--", "cat", "/etc/hosts")
+        assert f"{ips['a']}\ta\n" in hosts, hosts
         # As a container runtime sets a pod's network up, the pod's unprivileged user
         # may listen below port 1024 (nginx on 80) and open ping sockets.
         low = kube.kubectl("exec", "a", "--", "python3", "-c", LOW_PORT_AND_PING)
