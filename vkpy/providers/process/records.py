@@ -39,6 +39,13 @@ class ProcessContext:
     umask: int = 0o022
     namespaces: tuple[str, ...] = ()
     """Namespace files (`/proc/<holder>/ns/uts`, ...) to join first (namespaces.py)."""
+    mounts: tuple[tuple[str, str, str, bool], ...] = ()
+    """With the pod's filesystem: the container's volumes (sandbox.py, podmounts.py)."""
+    readonly_root: bool = False
+    """`readOnlyRootFilesystem`: with the pod's filesystem, only volumes are writable."""
+    pid_namespace: str = ""
+    """With the pod's filesystem: the pod's PID namespace (`/proc/<holder>/ns/pid`),
+    entered before the fork that starts each process; "": the host's."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,6 +60,11 @@ class ProcessContext:
             groups=tuple(int(g) for g in raw.get("groups") or ()),
             umask=int(raw.get("umask", 0o022)),
             namespaces=tuple(str(n) for n in raw.get("namespaces") or ()),
+            mounts=tuple(
+                (str(b), str(r), str(t), bool(o)) for b, r, t, o in raw.get("mounts") or ()
+            ),
+            readonly_root=bool(raw.get("readonly_root")),
+            pid_namespace=str(raw.get("pid_namespace") or ""),
         )
 
 

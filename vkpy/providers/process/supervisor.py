@@ -50,7 +50,7 @@ from pathlib import Path
 from types import FrameType
 
 from vkpy.providers.process import cgroups, proc
-from vkpy.providers.process.enter import enter_ids
+from vkpy.providers.process.enter import enter_ids, enter_pid_namespace
 from vkpy.providers.process.layout import InstanceDir, read_json, write_json
 from vkpy.providers.process.logfile import LogWriter
 from vkpy.providers.process.records import (
@@ -225,6 +225,7 @@ class Supervisor:
                 streams = (slave, slave, slave)
             else:
                 streams = (stdin, subprocess.PIPE, subprocess.PIPE)
+            enter_pid_namespace(context.pid_namespace)  # the child starts there
             self.child = subprocess.Popen(
                 spec.argv,
                 stdin=streams[0],
