@@ -14,8 +14,12 @@ on a pseudo-terminal, it first makes that terminal the session's controlling ter
 (so the command gets ^C, job control and window-size changes) and sets TERM if the
 container's environment has none.
 
+Last, after dropping privileges, seccomp.py takes away capabilities, sets
+`no_new_privs` and installs the seccomp filter.
+
 Standard library only and importing nothing of vkpy, so it runs as a plain script
 (`python -I -S enter.py`, no site, no package imports): it runs for every exec probe.
+As a script it loads seccomp.py, standard library only too, from beside it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,26 @@ import json
 import os
 import sys
 import termios
+from types import ModuleType
 from typing import TYPE_CHECKING
+
+
+def _beside(name: str) -> ModuleType:
+    """A module of this directory, for when this file runs as a plain script."""
+    import importlib.util  # noqa: PLC0415 (only as a script)
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_vkpy_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING or __package__:
+    from vkpy.providers.process import seccomp
+else:
+    seccomp = _beside("seccomp")
 
 if TYPE_CHECKING:
     from vkpy.providers.process.records import ProcessContext
@@ -76,7 +99,9 @@ def enter_ids(
         take_terminal()
     if cgroup is not None:
         join_cgroup(cgroup)
+    seccomp.prepare(context.capabilities, context.privileged)
     drop_privileges(context.uid, context.gid, list(context.groups))
+    seccomp.confine(context.capabilities, context.privileged, context.seccomp)
 
 
 def _read(path: str) -> dict[str, object] | None:
@@ -125,7 +150,13 @@ def main(argv: list[str]) -> int:
         join_namespaces([str(n) for n in context.get("namespaces") or []])
         if cgroup is not None:
             join_cgroup(cgroup)
+        caps, privileged = (
+            [str(c) for c in context.get("capabilities") or []],
+            bool(context.get("privileged")),
+        )
+        seccomp.prepare(caps, privileged)
         drop_privileges(uid, context.get("gid"), [int(g) for g in context.get("groups") or []])
+        seccomp.confine(caps, privileged, bool(context.get("seccomp", True)))
         os.execvpe(command[0], command, env)  # noqa: S606 (argv, no shell)
     except FileNotFoundError:
         print(f"vkpy: {command[0]}: executable file not found", file=sys.stderr)

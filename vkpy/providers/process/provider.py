@@ -145,7 +145,7 @@ class ProcessProvider:
             actions=Actions(config.python, config.internal_ip),
             cgroup=parent,
             memory_mode=mode,
-            pool=IdPool(first, last, config.per_pod_ids, run_as),
+            pool=IdPool(first, last, config.per_pod_ids, run_as, config.allow),
             report_event=self._report_event,
         )
         pods = config.pods_path

@@ -39,6 +39,12 @@ class ProcessContext:
     umask: int = 0o022
     namespaces: tuple[str, ...] = ()
     """Namespace files (`/proc/<holder>/ns/uts`, ...) to join first (namespaces.py)."""
+    capabilities: tuple[str, ...] = ()
+    """Capabilities the process keeps (names without `CAP_`); none by default (seccomp.py)."""
+    privileged: bool = False
+    """Every capability, no `no_new_privs`, no seccomp filter (only if the node allows)."""
+    seccomp: bool = True
+    """The seccomp filter (`RuntimeDefault`); False: `Unconfined` (if the node allows)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,6 +59,9 @@ class ProcessContext:
             groups=tuple(int(g) for g in raw.get("groups") or ()),
             umask=int(raw.get("umask", 0o022)),
             namespaces=tuple(str(n) for n in raw.get("namespaces") or ()),
+            capabilities=tuple(str(c) for c in raw.get("capabilities") or ()),
+            privileged=bool(raw.get("privileged", False)),
+            seccomp=bool(raw.get("seccomp", True)),
         )
 
 

@@ -21,6 +21,7 @@ from vkpy.providers.process.filesystem import working_dir
 from vkpy.providers.process.identity import IdPool, container_ids
 from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import PodDir
+from vkpy.providers.process.privileges import confinement
 from vkpy.providers.process.records import MemoryMode, ProcessContext
 
 
@@ -96,6 +97,7 @@ def container_context(
     if uid == 0:
         raise ValueError("a container never runs as root")
     holder = namespaces.load(pod_dir.path)
+    confined = confinement(pod, container, runtime.config.allow)
     return ProcessContext(
         env=tuple(container_env(runtime, pod, container)),
         cwd=str(cwd),
@@ -103,4 +105,7 @@ def container_context(
         gid=gid,
         groups=groups,
         namespaces=holder.paths() if holder is not None and holder.alive() else (),
+        capabilities=confined.capabilities,
+        privileged=confined.privileged,
+        seccomp=confined.seccomp,
     )
