@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.namespaces import create_namespace
 from vkpy.devcluster import ClusterAccess, DevCluster, RunKubectl, find_bin_dir
 
 ENV_KUBECONFIG = "VKPY_TEST_KUBECONFIG"
@@ -73,21 +73,8 @@ def run_kubectl(cluster: ClusterAccess) -> RunKubectl:
 @pytest.fixture
 def namespace(run_kubectl: RunKubectl) -> Iterator[str]:
     name = f"vkpy-t-{secrets.token_hex(4)}"
-    run_kubectl("create", "namespace", name)
-    _wait_for_default_service_account(run_kubectl, name)
+    create_namespace(run_kubectl, name)
     try:
         yield name
     finally:
         run_kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
-def _wait_for_default_service_account(run_kubectl: RunKubectl, namespace: str) -> None:
-    """Pods are rejected until the controller-manager has created it (usually ms)."""
-    deadline = time.monotonic() + 30
-    while True:
-        got = run_kubectl("get", "serviceaccount", "default", "-n", namespace, check=False)
-        if got.returncode == 0:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no default ServiceAccount in {namespace}: {got.stderr}")
-        time.sleep(0.1)

@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
+from tests.namespaces import wait_for_default_service_account
 from vkpy.devcluster import (
     BinariesMissing,
     CertificateAuthority,
@@ -345,7 +346,7 @@ async def test_kubectl_logs_reach_the_kubelet(
             namespace = unique("vkpy-t")
             run_kubectl("create", "namespace", namespace)
             try:
-                await asyncio.to_thread(wait_for_sa, run_kubectl, namespace)
+                await asyncio.to_thread(wait_for_default_service_account, run_kubectl, namespace)
                 pod = create_pod(run_kubectl, namespace, {"nodeName": node})
                 result = await asyncio.to_thread(
                     run_kubectl, "logs", "-n", namespace, pod, "-c", "app", check=False
@@ -364,13 +365,6 @@ async def test_kubectl_logs_reach_the_kubelet(
         assert kubelet.body not in result.stdout
         assert "x509: certificate signed by unknown authority" in result.stderr, result.stderr
         assert kubelet.requests == [], result.stderr
-
-
-def wait_for_sa(run_kubectl: RunKubectl, namespace: str) -> None:
-    deadline = time.monotonic() + 30
-    while run_kubectl("get", "sa", "default", "-n", namespace, check=False).returncode:
-        assert time.monotonic() < deadline, "no default ServiceAccount"
-        time.sleep(0.1)
 
 
 # -- starting and stopping --------------------------------------------------------------

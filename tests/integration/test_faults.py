@@ -32,6 +32,7 @@ import yaml
 
 from tests.integration.agent import Agent, Kube, sim_pod
 from tests.integration.process_fixtures import FAST, kill_containers, process_pod
+from tests.namespaces import create_namespace
 from vkpy.devcluster import DevCluster
 
 FLEET = 300
@@ -184,12 +185,8 @@ def fleet(local_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -
     access = local_cluster.access()
     tmp = tmp_path_factory.mktemp("faults")
     namespace = f"vkpy-faults-{secrets.token_hex(3)}"
-    access.run_kubectl("create", "namespace", namespace)
+    create_namespace(access.run_kubectl, namespace)
     kube = Kube(access, namespace)
-    deadline = time.monotonic() + 30
-    while access.run_kubectl("get", "sa", "default", "-n", namespace, check=False).returncode:
-        assert time.monotonic() < deadline, "no default ServiceAccount"
-        time.sleep(0.2)
     agents: list[Agent] = []
 
     def agent(provider: str, config: dict[str, Any]) -> Agent:
@@ -326,3 +323,7 @@ def test_api_server_killed_and_restarted_three_times(
         )
         assert identities(fleet.pods()) == before
         assert_backend_matches(fleet)
+    # The rest of the cluster came back too: the controller-manager (whose informers
+    # wait out client-go's back-off after an outage) prepares a new namespace again.
+    fresh = create_namespace(fleet.kube.cluster.run_kubectl, f"vkpy-after-{secrets.token_hex(3)}")
+    fleet.kube.cluster.run_kubectl("delete", "namespace", fresh, "--wait=false")

@@ -33,6 +33,7 @@ from cryptography.x509.oid import NameOID
 from cryptography.x509.verification import PolicyBuilder, Store
 
 from tests.integration.agent import Agent, Kube, sim_pod, wait_for
+from tests.namespaces import create_namespace
 from vkpy.api.certs import serving_csr
 from vkpy.api.csr import CURRENT, USAGES, CertificateRotator
 from vkpy.api.tls import ServingTLS
@@ -54,11 +55,7 @@ def verifying(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
 def kube(verifying: DevCluster) -> Iterator[Kube]:
     access = verifying.access()
     name = f"vkpy-t-{secrets.token_hex(4)}"
-    access.run_kubectl("create", "namespace", name)
-    wait_for(
-        "default ServiceAccount",
-        lambda: access.run_kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
-    )
+    create_namespace(access.run_kubectl, name)
     try:
         yield Kube(access, name)
     finally:
