@@ -58,12 +58,37 @@ def nr(call: str, machine: str = "x86_64") -> int:
     return ARCHITECTURES[machine][1][call]
 
 
-ESCAPES = (
-    "mount umount2 pivot_root setns ptrace kexec_load kexec_file_load init_module "
-    "finit_module delete_module bpf perf_event_open keyctl add_key request_key "
-    "open_by_handle_at userfaultfd swapon swapoff reboot acct settimeofday clock_settime "
-    "iopl ioperm fsopen fsmount move_mount open_tree"
-).split()
+ESCAPES = [
+    "mount",
+    "umount2",
+    "pivot_root",
+    "setns",
+    "ptrace",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "open_by_handle_at",
+    "userfaultfd",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "settimeofday",
+    "clock_settime",
+    "iopl",
+    "ioperm",
+    "fsopen",
+    "fsmount",
+    "move_mount",
+    "open_tree",
+]
 
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
