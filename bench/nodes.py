@@ -17,9 +17,11 @@ import argparse
 import asyncio
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,11 +69,38 @@ async def late_leases(client: KubeClient, prefix: str, limit: float) -> tuple[in
     return sum(1 for a in ages if a > limit), max(ages, default=0.0)
 
 
+async def lease_puts_by_code(client: KubeClient) -> Counter[str]:
+    """The API server's Lease PUTs by answer code (409s show renewals that conflicted)."""
+    async with client.session.get(
+        client.host + "/metrics", headers=await client._headers(None)
+    ) as response:
+        text = await response.text()
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        lease_put = 'resource="leases"' in line and 'verb="PUT"' in line
+        if line.startswith("apiserver_request_total{") and lease_put:
+            code = line.split('code="', 1)[1].split('"', 1)[0]
+            counts[code] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
+def agent_requests(port: int) -> Counter[str]:
+    """The agent's own count of API requests by method and answer (vkpy_api_requests_total)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as got:
+        text = got.read().decode()
+    counts: Counter[str] = Counter()
+    for labels, value in re.findall(r"^vkpy_api_requests_total\{(.*)\} (\S+)$", text, re.M):
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        counts[f"{fields.get('method')} {fields.get('code')}"] += int(float(value))
+    return counts
+
+
 async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> dict[str, object]:
     client = await KubeClient.connect(ClientOptions(kubeconfig=str(kubeconfig)))
     prefix = f"bn{os.getpid()}"
     selector = f"vkpy.io/bench={prefix}"
     log = (workdir / "agent.log").open("wb")
+    metrics_port = free_port()
     agent = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -87,6 +116,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         f"--state-dir={workdir / 'state'}",
         f"--event-loop={args.event_loop}",
         "--log-level=warning",
+        f"--metrics-port={metrics_port}",
         stdout=log,
         stderr=log,
     )
@@ -114,6 +144,8 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             await asyncio.gather(*(create(n) for n in range(args.nodes * args.pods_per_node)))
         await asyncio.sleep(args.settle)
         before = await apiserver_requests(client)
+        puts_before = await lease_puts_by_code(client)
+        agent_before = agent_requests(metrics_port)
         cpu_before = cpu_seconds(agent.pid)
         window_start = time.monotonic()
         late, oldest = 0, 0.0
@@ -125,6 +157,8 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             fewest_ready = min(fewest_ready, await ready_count(client, selector))
         elapsed = time.monotonic() - window_start
         after = await apiserver_requests(client)
+        puts_after = await lease_puts_by_code(client)
+        agent_after = agent_requests(metrics_port)
         cpu = cpu_seconds(agent.pid) - cpu_before
         rss = rss_mib(agent.pid)
         peak = peak_rss_mib(agent.pid)
@@ -165,6 +199,12 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         "oldest_lease_age_seconds": round(oldest, 1),
         "api_requests_per_second": round(sum(delta.values()) / elapsed, 1),
         "by_verb_and_resource_per_second": rates,
+        "lease_puts_per_second_by_code": {
+            code: round(n / elapsed, 2) for code, n in (puts_after - puts_before).most_common()
+        },
+        "agent_requests_per_second_by_method_and_code": {
+            key: round(n / elapsed, 2) for key, n in (agent_after - agent_before).most_common()
+        },
     }
 
 

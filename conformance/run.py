@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 from conformance.report import Selection, write_report  # noqa: E402
 from vkpy.devcluster import DevCluster, find_bin_dir, pinned_release  # noqa: E402
 from vkpy.devcluster.binaries import tool_dir  # noqa: E402
+from vkpy.devcluster.netns import NODE_IP, setup_node_network  # noqa: E402
 from vkpy.providers.process.standins import BUSYBOX_BIN  # noqa: E402
 
-NODE_IP = "198.18.0.1"
 NODE_NAME = "vkpy-conformance"
 KUBELET_PORT = 10250
 SELECTIONS = (
@@ -50,22 +50,6 @@ SELECTIONS = (
     ),
 )
 SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"
-
-
-def sh(*argv: str) -> None:
-    subprocess.run(argv, check=True)
-
-
-def setup_network() -> None:
-    """Inside the new network namespace: loopback up, a veth pair with the node IP,
-    and unprivileged ports from 0 (containers run as nobody; nginx listens on 80)."""
-    sh("ip", "link", "set", "lo", "up")
-    sh("ip", "link", "add", "vkpy0", "type", "veth", "peer", "name", "vkpy1")
-    sh("ip", "addr", "add", f"{NODE_IP}/32", "dev", "vkpy0")
-    sh("ip", "link", "set", "vkpy0", "up")
-    sh("ip", "link", "set", "vkpy1", "up")
-    Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").write_text("0\n")
-    Path("/proc/sys/net/ipv4/ping_group_range").write_text("0 2147483647\n")
 
 
 def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
@@ -225,7 +209,7 @@ def stop_everything(cluster: DevCluster, node: subprocess.Popen[bytes] | None, p
 
 
 def inside(options: argparse.Namespace) -> int:
-    setup_network()
+    setup_node_network(NODE_IP)
     run_dir = Path(options.run_dir)
     cluster = DevCluster(run_dir / "cluster", bin_dir=Path(options.bin_dir))
     node: subprocess.Popen[bytes] | None = None

@@ -268,23 +268,22 @@ def parser() -> argparse.ArgumentParser:
     _option(
         election,
         "--leader-elect-lease-duration",
-        "seconds a standby waits after the leader's last renewal (default 15)",
-        "15",
+        "seconds a standby waits after the leader's last renewal (default 15; with a "
+        "node set, the node Lease duration)",
         type=float,
     )
     _option(
         election,
         "--leader-elect-renew-deadline",
         "seconds the leader keeps writing after its last renewal; less than the lease "
-        "duration (default 10)",
-        "10",
+        "duration (default 10; with a node set, three quarters of the lease duration)",
         type=float,
     )
     _option(
         election,
         "--leader-elect-retry-period",
-        "seconds between tries to acquire or renew the Lease (default 2)",
-        "2",
+        "seconds between tries to acquire or renew the Lease (default 2; with a node "
+        "set, the node Lease renew interval, a quarter of its duration)",
         type=float,
     )
     _option(
@@ -409,21 +408,36 @@ def _kubeconfig_exists(value: str) -> bool:
     return any(Path(part).expanduser().is_file() for part in value.split(os.pathsep) if part)
 
 
-def _election(args: argparse.Namespace) -> ElectionSettings | None:
+def _election(args: argparse.Namespace, node_set: bool) -> ElectionSettings | None:
+    """One node: the leader Lease vkpy-<node> (defaults 15/10/2 s, client-go's). A node
+    set shared by replicas (vkpy.shard): the nodes' own Leases, renewed as a kubelet
+    renews its Lease (defaults from --node-lease-duration: 40/30/10 s)."""
     if not args.leader_elect:
         return None
     identity = args.leader_elect_identity or f"{socket.gethostname()}_{secrets.token_hex(4)}"
+    if node_set:
+        defaults = (
+            float(args.node_lease_duration),
+            args.node_lease_duration * 0.75,
+            args.node_lease_duration / 4,
+        )
+    else:
+        defaults = (15.0, 10.0, 2.0)
     try:
         return ElectionSettings(
             namespace=args.leader_elect_resource_namespace,
             name=args.leader_elect_resource_name or f"vkpy-{args.node_name}",
             identity=identity,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
+            lease_duration=_given(args.leader_elect_lease_duration, defaults[0]),
+            renew_deadline=_given(args.leader_elect_renew_deadline, defaults[1]),
+            retry_period=_given(args.leader_elect_retry_period, defaults[2]),
         )
     except ValueError as error:
         raise UsageError(f"--leader-elect-*: {error}") from error
+
+
+def _given(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -468,10 +482,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         allowed_unsafe_sysctls=_unsafe_sysctls(args.allowed_unsafe_sysctls),
     )
     provider_config = _read_provider_config(args.provider_config)
-    if args.leader_elect and (args.nodes or args.node_set):
-        raise UsageError(
-            "--leader-elect serves one node; it cannot be combined with --nodes or --node-set"
-        )
     members = _node_set(args, node, pods, provider_config)
     return Settings(
         kube=ClientOptions(
@@ -487,7 +497,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         provider_config=provider_config,
         state_dir=args.state_dir,
         startup_timeout=args.startup_timeout,
-        election=_election(args),
+        election=_election(args, bool(members)),
         health_port=args.health_port,
         health_bind_address=args.health_bind_address,
     )

@@ -54,6 +54,42 @@ class FleetNode:
     tasks: TaskSupervisor
 
 
+def build_node(
+    settings: Settings,
+    member: Member,
+    client: KubeClient,
+    events: EventRecorder,
+    objects: ApiObjectSource,
+    watch: SharedPodWatch,
+) -> FleetNode:
+    """One node of the set with its backend (not started), attached to `watch`.
+    Raises registry.ProviderConfigError for bad backend settings."""
+    name = member.node.name
+    provider = registry.create(
+        settings.provider,
+        member.provider_config,
+        registry.ProviderContext(
+            node_name=name,
+            state_dir=str(Path(settings.state_dir) / "nodes" / name),
+            internal_ip=member.node.internal_ip,
+        ),
+    )
+    recorder = events.for_host(name)
+    tasks = TaskSupervisor()
+    node = NodeController(client, provider, recorder, member.node, task_problem=tasks.problem)
+    lease = LeaseKeeper(
+        client,
+        name,
+        lambda: node.uid,
+        duration=member.node.lease_duration,
+        renew_interval=member.node.lease_renew_interval,
+        spread=True,
+    )
+    pods = PodController(client, provider, recorder, objects, member.pods, shared_watch=watch)
+    forward_backend_events(provider, recorder, pods.find)
+    return FleetNode(member, provider, node, lease, pods, tasks)
+
+
 class Fleet:
     """The nodes of a set, ready to `run` (their backends started by the caller)."""
 
@@ -65,32 +101,9 @@ class Fleet:
         self.nodes: dict[str, FleetNode] = {}
         objects = ApiObjectSource(client)
         for member in members:
-            name = member.node.name
-            provider = registry.create(
-                settings.provider,
-                member.provider_config,
-                registry.ProviderContext(
-                    node_name=name,
-                    state_dir=str(Path(settings.state_dir) / "nodes" / name),
-                    internal_ip=member.node.internal_ip,
-                ),
+            self.nodes[member.node.name] = build_node(
+                settings, member, client, self.events, objects, self.watch
             )
-            events = self.events.for_host(name)
-            tasks = TaskSupervisor()
-            node = NodeController(client, provider, events, member.node, task_problem=tasks.problem)
-            lease = LeaseKeeper(
-                client,
-                name,
-                lambda node=node: node.uid,  # type: ignore[misc]
-                duration=member.node.lease_duration,
-                renew_interval=member.node.lease_renew_interval,
-                spread=True,
-            )
-            pods = PodController(
-                client, provider, events, objects, member.pods, shared_watch=self.watch
-            )
-            forward_backend_events(provider, events, pods.find)
-            self.nodes[name] = FleetNode(member, provider, node, lease, pods, tasks)
         addresses = tuple(dict.fromkeys(a for a in (first.internal_ip,) if a)) or (first.name,)
         self.api = KubeletServer(
             settings.api,

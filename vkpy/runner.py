@@ -41,6 +41,7 @@ from vkpy.node.pod_controller import PodController
 from vkpy.providers import registry
 from vkpy.providers.base import Provider
 from vkpy.settings import Settings
+from vkpy.shard import ShardedFleet
 
 log = logging.getLogger(__name__)
 
@@ -275,16 +276,20 @@ async def _connected(client: KubeClient, settings: Settings, **about: object) ->
 
 
 async def _serve_set(settings: Settings, client: KubeClient) -> int:
-    """Serve a node set (vkpy.fleet) until a signal; the process exit status."""
+    """Serve a node set (vkpy.fleet; with --leader-elect, this replica's share of it,
+    vkpy.shard) until a signal; the process exit status."""
     try:
-        fleet = Fleet(settings, client)
+        fleet: Fleet | ShardedFleet = (
+            Fleet(settings, client) if settings.election is None else ShardedFleet(settings, client)
+        )
     except registry.ProviderConfigError as error:
         log.error("invalid provider configuration", extra={"error": str(error)})
         return 2
-    if not await _connected(client, settings, nodes=len(fleet.nodes)):
+    if not await _connected(client, settings, nodes=len(settings.node_set)):
         return 1
     probes = Probes(settings, None)
-    probes.controllers = [n.node for n in fleet.nodes.values()]
+    if isinstance(fleet, Fleet):
+        probes.controllers = [n.node for n in fleet.nodes.values()]
     try:
         health = await _start_health(settings, probes)
     except OSError as error:
@@ -294,13 +299,14 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await fleet.start_backends()
+    if isinstance(fleet, Fleet):
+        await fleet.start_backends()
     task = asyncio.create_task(fleet.run(), name="fleet")
     stopper = asyncio.create_task(stop.wait(), name="signals")
     try:
         await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
-            log.info("stopping", extra={"nodes": len(fleet.nodes)})
+            log.info("stopping", extra={"nodes": len(settings.node_set)})
             task.cancel()
         try:
             await task
@@ -313,11 +319,15 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
         stopper.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await fleet.events.flush(2.0)
-        await fleet.close_backends()
+        if isinstance(fleet, Fleet):
+            await fleet.events.flush(2.0)
+            await fleet.close_backends()
+        else:
+            await fleet.release()
+            await fleet.events.flush(2.0)
         if health is not None:
             await health.close()
-        log.info("stopped", extra={"nodes": len(fleet.nodes)})
+        log.info("stopped", extra={"nodes": len(settings.node_set)})
 
 
 async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> int:

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import ssl
 import subprocess
 import sys
@@ -414,14 +415,44 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
         assert f"export KUBECONFIG={kubeconfig}" in env.stdout
         assert f"export PATH={kubectl.parent}:" in env.stdout
         assert f"export VKPY_CLUSTER_DIR={cluster_dir}" in env.stdout
+
+        _run_until_sigterm(cluster_dir, tmp_path / "run.out")
     finally:
         down = devcluster_cli("down", "--dir", str(cluster_dir))
     assert down.returncode == 0, down.stderr
     assert [name for name, pid in pids.items() if pid_alive(pid)] == []
     assert [name for name, pid in addon_pids.items() if pid_alive(pid)] == []
+    assert _running_in(cluster_dir) == []  # nor the pods of `run`'s node
     stopped_env = devcluster_cli("env", "--dir", str(cluster_dir))
     assert stopped_env.returncode == 1
     assert "no cluster is running" in stopped_env.stderr
+
+
+def _run_until_sigterm(cluster_dir: Path, out: Path) -> None:
+    """`devcluster run` (what `make run` calls) is stopped by a service manager or a
+    terminal closing with SIGTERM, not only Ctrl-C: its virtual node must stop too."""
+    node = "vk-cli-run"
+    with out.open("w") as sink:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "vkpy.devcluster", "run", "--dir", str(cluster_dir),
+             "--node-name", node, "--no-metrics-server"],
+            stdout=sink, stderr=subprocess.STDOUT, cwd=REPO,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while f"Node {node} is Ready" not in out.read_text():
+            assert run.poll() is None, out.read_text()
+            assert time.monotonic() < deadline, out.read_text()
+            time.sleep(0.5)
+        vkpy = [pid for pid in _running_with(f"--node-name={node}") if pid != run.pid]
+        assert vkpy, "no vkpy process for the node"
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=60) == 0, out.read_text()
+        assert [pid for pid in vkpy if pid_alive(pid)] == [], out.read_text()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
 
 
 @pytest.mark.cluster
@@ -451,11 +482,7 @@ def test_start_timeout_names_the_stuck_component_and_stops_it(tmp_path: Path) ->
 
 def _running_in(directory: Path) -> list[int]:
     """PIDs of live processes whose command line mentions `directory`."""
-    return [
-        int(pid)
-        for pid in os.listdir("/proc")
-        if pid.isdigit() and str(directory) in _cmdline(int(pid)) and pid_alive(int(pid))
-    ]
+    return _running_with(str(directory))
 
 
 def _cmdline(pid: int) -> str:
@@ -479,3 +506,12 @@ def test_missing_binaries_say_how_to_get_them(
     assert "controlplane/build.sh" in message
     assert "Go 1.26" in message
     assert "VKPY_CONTROLPLANE_BIN" in message
+
+
+def _running_with(text: str) -> list[int]:
+    """PIDs of live processes whose command line contains `text`."""
+    return [
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and text in _cmdline(int(pid)) and pid_alive(int(pid))
+    ]

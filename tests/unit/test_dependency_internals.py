@@ -8,7 +8,8 @@ names the internal that changed and the vkpy code that uses it.
   `RequestHandler.set_parser(parser)` (the hook of aiohttp's own WebSocket support),
   whose parser is fed `feed_data(bytes) -> (eof, tail)` and `feed_eof()`, and writes
   through `request.transport` with back-pressure from `request.writer.drain()`.
-- kubernetes-asyncio: KubeClient (vkpy/kube/client.py) sends requests through
+- kubernetes-asyncio (only for kubeconfigs with an `exec` or `auth-provider` credential
+  plugin, vkpy/kube/access.py `plugin_access`): KubeClient sends requests through
   `ApiClient.rest_client.pool_manager` (an aiohttp ClientSession sized by
   `Configuration.connection_pool_maxsize`), adds credentials with
   `ApiClient.update_params_for_auth(headers, queries, ["BearerToken"])`, and reads the
@@ -106,7 +107,7 @@ POOL = changed(
     "kubernetes-asyncio",
     "ApiClient.rest_client.pool_manager (an aiohttp.ClientSession sized by "
     "Configuration.connection_pool_maxsize)",
-    "vkpy/kube/client.py KubeClient.session",
+    "vkpy/kube/client.py KubeClient.open (credential plugins)",
 )
 
 
@@ -134,7 +135,7 @@ async def test_kubernetes_asyncio_adds_the_bearer_token() -> None:
         assert headers.get("authorization") == "Bearer secret-token", changed(
             "kubernetes-asyncio",
             'ApiClient.update_params_for_auth(headers, queries, ["BearerToken"])',
-            "vkpy/kube/client.py KubeClient._headers",
+            "vkpy/kube/access.py plugin_access",
         )
     finally:
         await api.close()
@@ -170,7 +171,7 @@ async def test_kubernetes_asyncio_loader_leaves_the_ca_in_a_file(tmp_path: Path)
     message = changed(
         "kubernetes-asyncio",
         "Configuration.ssl_ca_cert (a file path set by load_kube_config)",
-        "vkpy/kube/client.py KubeClient.cluster_ca",
+        "vkpy/kube/access.py plugin_access",
     )
     ca_file = getattr(configuration, "ssl_ca_cert", None)
     assert isinstance(ca_file, str), message

@@ -4,7 +4,7 @@ NotReady while the backend is unhealthy; API errors never end the loop."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
@@ -21,10 +21,10 @@ NODE_PATH = "/api/v1/nodes/vk-1"
 
 
 class Node:
-    def __init__(self) -> None:
+    def __init__(self, backend: type[ScriptedBackend] = ScriptedBackend) -> None:
         self.clock = FakeClock()
         self.kube = FakeKube(self.clock)
-        self.backend = ScriptedBackend(self.clock)
+        self.backend = backend(self.clock)
         self.events = EventRecorder(self.kube, host="vk-1")  # type: ignore[arg-type]
         settings = NodeSettings(
             name="vk-1",
@@ -58,8 +58,8 @@ class Node:
 
 
 @pytest.fixture
-async def node() -> AsyncIterator[Node]:
-    n = Node()
+async def node(request: pytest.FixtureRequest) -> AsyncIterator[Node]:
+    n = Node(getattr(request, "param", ScriptedBackend))
     yield n
     for task in n.tasks:
         task.cancel()
@@ -155,3 +155,33 @@ async def test_registration_refused_for_good_ends_the_controller(node: Node) -> 
     with pytest.raises(ApiError, match="403"):
         await task
     assert not node.controller.registered.is_set()
+
+
+class CidrBackend(ScriptedBackend):
+    """A backend that addresses pods from the Node's podCIDRs (UsesPodCIDR)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.cidrs: list[list[str]] = []
+
+    def set_pod_cidrs(self, cidrs: Sequence[str]) -> None:
+        self.cidrs.append(list(cidrs))
+
+
+@pytest.mark.parametrize("node", [CidrBackend], indirect=True)
+async def test_the_nodes_pod_cidrs_reach_a_backend_that_uses_them(node: Node) -> None:
+    backend = node.backend
+    assert isinstance(backend, CidrBackend)
+    node.kube.objects[NODE_PATH] = {
+        "metadata": {"name": "vk-1", "uid": "u", "resourceVersion": "5"},
+        "spec": {"podCIDR": "10.244.3.0/24"},
+        "status": {},
+    }
+    node.start()
+    await settle()
+    assert backend.cidrs[-1] == ["10.244.3.0/24"]
+    # Set later (kube-controller-manager allocates after registration): the heartbeat
+    # reads it back.
+    node.kube.objects[NODE_PATH]["spec"]["podCIDRs"] = ["10.244.3.0/24", "fd00:3::/64"]
+    await node.clock.advance(70)
+    assert backend.cidrs[-1] == ["10.244.3.0/24", "fd00:3::/64"]

@@ -155,6 +155,48 @@ async def test_one_watch_feeds_every_node_only_its_own_pods() -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def test_a_controller_attached_after_the_first_list_gets_its_nodes_pods() -> None:
+    """A replica sharing a set takes a node long after the watch started: the node's
+    pods, kept by the watch, reach the new controller at once, then the events; a
+    controller detached (node given back) hears nothing more."""
+    clock = FakeClock()
+    kube = FakeKube(clock)
+    kube.add_pod(bound("early-b", "node-b"))
+    events = EventRecorder(kube, host="node-a")  # type: ignore[arg-type]
+    watch = SharedPodWatch(kube, clock=clock, keep=["node-a", "node-b"])  # type: ignore[arg-type]
+    tasks = [asyncio.create_task(watch.run()), asyncio.create_task(events.run())]
+    try:
+        await settle()
+        kube.add_pod(bound("later-b", "node-b"))  # while nobody here serves node-b
+        await settle()
+        assert watch.dropped == 0
+        backend = ScriptedBackend(clock)
+        controller = PodController(
+            kube,  # type: ignore[arg-type]
+            backend,
+            events.for_host("node-b"),
+            ApiObjectSource(kube),  # type: ignore[arg-type]
+            PodControllerSettings(node_name="node-b", host_ip=HOST_IP),
+            clock=clock,
+            shared_watch=watch,
+        )
+        tasks.append(asyncio.create_task(controller.run()))
+        await settle()
+        assert {p["metadata"]["name"] for p in controller.pods()} == {"early-b", "later-b"}
+        kube.add_pod(bound("last-b", "node-b"))
+        await settle()
+        assert backend.count("create") == 3
+        watch.detach("node-b")
+        kube.add_pod(bound("after-b", "node-b"))
+        await settle()
+        assert backend.count("create") == 3
+        assert len(kube.requests_to("WATCH", "/api/v1/pods$")) == 1
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def test_the_example_node_set_parses(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "node-set.yaml"
     s = parse(tmp_path, "--provider=sim", f"--node-set={example}")

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from kubernetes_asyncio import client as k8s_client
 
+from vkpy.kube.access import Access
 from vkpy.kube.client import ClientOptions, KubeClient
 from vkpy.kube.watch import Watcher, WatchOptions
 
@@ -106,9 +106,7 @@ async def api() -> AsyncIterator[tuple[FakeApiServer, KubeClient]]:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    configuration = k8s_client.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
-    client = KubeClient(k8s_client.ApiClient(configuration), ClientOptions())
+    client = KubeClient.open(Access(f"http://127.0.0.1:{port}", None), ClientOptions())
     try:
         yield server, client
     finally:

@@ -39,7 +39,7 @@ from vkpy.api.streaming import (
     cancel_and_wait,
 )
 from vkpy.api.upgrade import UpgradedConnection, is_spdy_upgrade, is_websocket_upgrade
-from vkpy.api.ws_channels import ChannelSession, prepare_websocket
+from vkpy.api.ws_channels import ChannelSession, choose_protocol, prepare_websocket
 from vkpy.providers.base import ByteSink, ByteSource, PortForwardProvider, Provider
 from vkpy.providers.errors import ProviderError
 from vkpy.streams import channels
@@ -284,15 +284,9 @@ async def _serve_websocket(
     ports = _ports(request)
     if isinstance(ports, web.Response):
         return ports
-    offered = request.headers.getall("Sec-WebSocket-Protocol", ())
-    protocol = channels.negotiate(offered, channels.PORTFORWARD_PROTOCOLS)
-    if protocol is None:
-        supported = [p for p in channels.PORTFORWARD_PROTOCOLS if p]
-        return plain(
-            403,
-            f"requested protocol(s) are not supported: {channels.split_offered(offered)}; "
-            f"supports {supported}",
-        )
+    protocol = choose_protocol(request, channels.PORTFORWARD_PROTOCOLS)
+    if isinstance(protocol, web.Response):
+        return protocol
     settings = stream_settings(request)
     ws = await prepare_websocket(request, protocol)
     inputs = {channels.port_forward_channels(i)[0]: ByteQueue() for i in range(len(ports))}

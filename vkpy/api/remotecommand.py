@@ -48,7 +48,7 @@ from vkpy.api.streaming import (
     run_backend_call,
 )
 from vkpy.api.upgrade import UpgradedConnection, is_spdy_upgrade, is_websocket_upgrade
-from vkpy.api.ws_channels import ChannelSession, prepare_websocket
+from vkpy.api.ws_channels import ChannelSession, choose_protocol, prepare_websocket
 from vkpy.providers.base import (
     AttachProvider,
     ExecProvider,
@@ -320,15 +320,9 @@ async def _finish_spdy(
 
 
 async def _serve_websocket(request: web.Request, call: _Call) -> web.StreamResponse:
-    offered = request.headers.getall("Sec-WebSocket-Protocol", ())
-    protocol = channels.negotiate(offered, channels.REMOTECOMMAND_PROTOCOLS)
-    if protocol is None:
-        supported = [p for p in channels.REMOTECOMMAND_PROTOCOLS if p]
-        return plain(
-            403,
-            f"requested protocol(s) are not supported: {channels.split_offered(offered)}; "
-            f"supports {supported}",
-        )
+    protocol = choose_protocol(request, channels.REMOTECOMMAND_PROTOCOLS)
+    if isinstance(protocol, web.Response):
+        return protocol
     settings = stream_settings(request)
     ws = await prepare_websocket(request, protocol)
     options = call.options

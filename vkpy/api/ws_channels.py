@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from aiohttp import WSMsgType, web
 
+from vkpy.api.state import plain
 from vkpy.api.streaming import ByteQueue, IdleTimer, StreamSettings
 from vkpy.streams import channels
 
@@ -30,6 +31,20 @@ MAX_MESSAGE_PAYLOAD = 32 * 1024
 """Outgoing channel payloads are split into messages of at most this many bytes."""
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 """Largest message accepted from a client."""
+
+
+def choose_protocol(request: web.Request, supported: Sequence[str]) -> str | web.Response:
+    """The subprotocol to speak out of those the client offers, or the 403 the kubelet
+    answers when it supports none of them."""
+    offered = request.headers.getall("Sec-WebSocket-Protocol", ())
+    protocol = channels.negotiate(offered, supported)
+    if protocol is not None:
+        return protocol
+    return plain(
+        403,
+        f"requested protocol(s) are not supported: {channels.split_offered(offered)}; "
+        f"supports {[p for p in supported if p]}",
+    )
 
 
 async def prepare_websocket(request: web.Request, protocol: str) -> web.WebSocketResponse:

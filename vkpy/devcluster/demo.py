@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 from .access import ClusterAccess
 from .binaries import find_bin_dir
@@ -59,6 +60,10 @@ def _node_ready(access: ClusterAccess, node: str) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def run(
     directory: Path,
     node: str,
@@ -78,9 +83,15 @@ def run(
         argv.append(f"--provider={provider}")
     if local is not None:
         argv += ["--node-ip=127.0.0.1", "--listen-address=127.0.0.1"]
-        cert = issue_serving_cert(node, local.dir / "nodes" / node, local.pki)
+        node_dir = local.dir / "nodes" / node
+        cert = issue_serving_cert(node, node_dir, local.pki)
         argv += [f"--tls-cert-file={cert.cert}", f"--tls-private-key-file={cert.key}"]
+        # Inside the cluster's directory, so that `down` finds the pods left running.
+        argv.append(f"--state-dir={node_dir / 'state'}")
     print("starting:", shlex.join(argv))
+    # A service manager or a closing terminal stops us with SIGTERM, not Ctrl-C:
+    # treat it the same, so the virtual node is stopped rather than orphaned.
+    signal.signal(signal.SIGTERM, _interrupt)
     child = subprocess.Popen(argv)
     try:
         deadline = time.monotonic() + 60

@@ -160,9 +160,9 @@ class Extras:
             )
         records = [a.process for a in self.records.items]
         left = processes.stop(records, grace)
-        for addon in self.records.of_kind("node"):
-            if addon.state_dir is not None:
-                nodes.kill_leftover_pods(addon.state_dir)
+        # Every node's state dir, including `run`'s node, which is not an add-on.
+        for state_dir in sorted((self.layout.dir / "nodes").glob("*/state")):
+            nodes.kill_leftover_pods(state_dir)
         stopped += [r.name for r in records if r not in left]
         self.records.remove({r.name for r in records if r not in left})
         if left:

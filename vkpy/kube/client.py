@@ -1,10 +1,13 @@
 """A small raw-JSON client for the Kubernetes API server.
 
-kubernetes-asyncio loads the configuration (kubeconfig, in-cluster service account,
-exec and token plugins) and owns the HTTP session; this module sends requests through
-that session and hands back decoded JSON, skipping the model classes, which cost more
-than everything else vkpy does with a pod. Every request is counted in the
-`vkpy_api_requests_total` metric so benchmarks can report API calls per pod.
+`vkpy.kube.access` reads the kubeconfig or the in-cluster service account; this module
+owns one aiohttp session built from it, sends requests and hands back decoded JSON,
+never the generated model classes, which cost more than everything else vkpy does
+with a pod (and whose import alone is 38 MiB). The session does not consult the
+environment per request (aiohttp's `trust_env` read ~/.netrc and the proxy variables
+on every request: 8% of a pod burst's CPU); the proxy is resolved once. Every request
+is counted in the `vkpy_api_requests_total` metric so benchmarks can report API calls
+per pod.
 """
 
 from __future__ import annotations
@@ -14,14 +17,13 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
 from vkpy import jsoncodec, metrics
+from vkpy.kube import access as kube_access
+from vkpy.kube.access import Access
 from vkpy.objects import KubeObject
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,7 @@ class ClientOptions:
 
     kubeconfig: str | None = None
     """Path of a kubeconfig, or a list of them joined by ":" as in KUBECONFIG (merged by
-    kubernetes-asyncio's loader, the one reader of kubeconfigs); None means in-cluster."""
+    `vkpy.kube.access`, the one reader of kubeconfigs); None means in-cluster."""
     context: str | None = None
     max_connections: int = 64
     request_timeout: float = 30.0
@@ -90,70 +92,81 @@ class NotLeaderError(ApiError):
 
 
 class KubeClient:
-    """Raw JSON requests and streaming watches over kubernetes-asyncio's session."""
+    """Raw JSON requests and streaming watches over one aiohttp session."""
 
     def __init__(
         self,
-        api_client: k8s_client.ApiClient,
+        access: Access,
+        session: aiohttp.ClientSession,
         options: ClientOptions,
         write_budget: WriteBudget | None = None,
     ) -> None:
-        self._api = api_client
+        self._access = access
+        self._session = session
         self._options = options
-        self._host = str(api_client.configuration.host).rstrip("/")
+        self._host = access.host.rstrip("/")
         self._write_budget = write_budget
+        self._extra: dict[str, Any] = {}
+        if access.proxy:
+            self._extra["proxy"] = access.proxy
+        if access.server_hostname:
+            self._extra["server_hostname"] = access.server_hostname
 
     def fenced(self, write_budget: WriteBudget) -> KubeClient:
         """The same connection, refusing every write once `write_budget()` is spent and
         ending any write request when it runs out (leader election's write fencing).
         Closing it closes nothing: the unfenced client owns the session."""
-        return KubeClient(self._api, self._options, write_budget)
+        return KubeClient(self._access, self._session, self._options, write_budget)
+
+    @classmethod
+    def open(cls, access: Access, options: ClientOptions) -> KubeClient:
+        """A client with a session of its own for `access` (call inside the event loop)."""
+        plugin = access.plugin
+        if plugin is not None:  # kubernetes-asyncio's ApiClient owns the session
+            session: aiohttp.ClientSession = plugin.rest_client.pool_manager  # type: ignore[attr-defined]
+        else:
+            connector = aiohttp.TCPConnector(
+                limit=options.max_connections,
+                ssl=access.ssl_context if access.ssl_context is not None else False,
+            )
+            # Watch events carry whole objects: etcd allows 1.5 MiB each.
+            session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21)
+        return cls(access, session, options)
 
     @classmethod
     async def connect(cls, options: ClientOptions) -> KubeClient:
         """Load configuration and open the session (no request is sent yet)."""
-        configuration = k8s_client.Configuration()
         if options.kubeconfig:
-            await k8s_config.load_kube_config(
-                config_file=options.kubeconfig,
-                context=options.context,
-                client_configuration=configuration,
+            access = await kube_access.from_kubeconfig(
+                options.kubeconfig, options.context, options.max_connections
             )
         else:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        configuration.connection_pool_maxsize = options.max_connections
-        return cls(k8s_client.ApiClient(configuration), options)
+            access = kube_access.in_cluster()
+        return cls.open(access, options)
 
     @property
     def host(self) -> str:
         return self._host
 
     def cluster_ca(self) -> bytes | None:
-        """The CA (PEM) this client trusts for the API server, as its loader found it
-        (the chosen context's cluster, or the service account's ca.crt); None if none."""
-        path = self._api.configuration.ssl_ca_cert
-        if not path:
-            return None
-        try:
-            return Path(str(path)).read_bytes()
-        except OSError as error:
-            log.warning("cannot read the cluster CA", extra={"error": str(error)})
-            return None
+        """The CA (PEM) this client trusts for the API server, as the kubeconfig or the
+        service account gave it; None if none."""
+        return self._access.ca_pem
 
     @property
     def session(self) -> aiohttp.ClientSession:
-        session: aiohttp.ClientSession = self._api.rest_client.pool_manager
-        return session
+        return self._session
 
     async def close(self) -> None:
         if self._write_budget is None:
-            await self._api.close()
+            await self._session.close()
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         headers: dict[str, str] = {"Accept": "application/json", "User-Agent": "vkpy"}
         if content_type:
             headers["Content-Type"] = content_type
-        await self._api.update_params_for_auth(headers, [], ["BearerToken"])
+        if self._access.auth is not None:
+            headers.update(await self._access.auth())
         return headers
 
     async def request(
@@ -185,6 +198,7 @@ class KubeClient:
                 data=data,
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=limit),
+                **self._extra,
             ) as response:
                 outcome = str(response.status)
                 raw = await response.read()
@@ -227,6 +241,7 @@ class KubeClient:
                 params=_params(query),
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=10),
+                **self._extra,
             ) as response:
                 if response.status >= 400:
                     raise _api_error(response.status, await response.text())

@@ -76,6 +76,8 @@ class EphemeralContainers:
 
         Raises Retry when the backend had a transient failure."""
         names = _names(pod)
+        if not names:
+            return
         handed = self._handed.setdefault(ref.uid, set())
         new = [n for n in names if n not in handed]
         if not new:

@@ -15,6 +15,13 @@ renew_deadline` seconds. `write_budget()` is what the API client's write gate re
 (vkpy.kube.client.KubeClient.fenced): a write is refused once the budget is spent and
 no write request outlives it. A leader that stops (SIGTERM) releases the Lease so a
 standby takes over at its next try instead of waiting for the Lease to expire.
+
+The same elector, one per node, shares a node set among replicas (vkpy.shard): there
+the Lease is the node's own heartbeat Lease in kube-node-lease, so holding a node
+costs the API server no more than a kubelet's renewals. For that the Lease can carry
+labels and an owner, a caller that lists Leases can hand what it read to `observe`
+(and to `try_acquire_or_renew`) instead of reading each one again, and a holder
+renews with a PUT of the Lease it last wrote, reading it only after a conflict.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 
 from vkpy.clock import SYSTEM_CLOCK, Clock, utcnow
 from vkpy.kube.client import ApiError, KubeClient
@@ -49,6 +57,8 @@ class ElectionSettings:
     """How long the leader keeps writing after its last successful renewal."""
     retry_period: float = 2.0
     """Seconds between tries to acquire or renew."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels written on the Lease (a node set's Leases are listed by them)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
@@ -76,9 +86,18 @@ class LeaderElector:
     """Acquires, renews and releases one Lease; see the module docstring."""
 
     def __init__(
-        self, client: KubeClient, settings: ElectionSettings, clock: Clock = SYSTEM_CLOCK
+        self,
+        client: KubeClient,
+        settings: ElectionSettings,
+        clock: Clock = SYSTEM_CLOCK,
+        owner: Callable[[], KubeObject | None] = lambda: None,
     ) -> None:
+        """`owner`: the ownerReference to write on the Lease, when there is one yet
+        (a node's Lease is owned by its Node, so it goes when the Node goes)."""
         self._client = client
+        self._owner = owner
+        self._last: KubeObject | None = None
+        """The Lease as this replica last wrote it, while it holds it."""
         self._settings = settings
         self._clock = clock
         self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{settings.namespace}/leases"
@@ -106,6 +125,27 @@ class LeaderElector:
         """The holder this replica last saw ("" if none or not yet read)."""
         return self._seen[0] if self._seen else ""
 
+    def observe(self, lease: KubeObject) -> None:
+        """The Lease as someone else read it just now (a list of many Leases)."""
+        seen = _observed(lease)
+        if seen != self._seen:
+            self._seen, self._seen_at = seen, self._clock.monotonic()
+
+    def vacant(self) -> bool:
+        """Whether a try would take the Lease now as far as this replica knows: never
+        seen, free, its own, or unchanged for its duration on this replica's clock."""
+        return self._clock.monotonic() >= self.vacant_at()
+
+    def vacant_at(self) -> float:
+        """When (monotonic) the Lease, as last seen, becomes takeable (-inf: now)."""
+        if self._seen is None or self._seen[0] in ("", self.identity):
+            return -math.inf
+        duration = self._seen[2]
+        wait = self._settings.lease_duration
+        if isinstance(duration, int | float):
+            wait = float(duration)
+        return self._seen_at + wait
+
     async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
         """Wait until this replica holds the Lease, then run `lead()` while renewing it.
 
@@ -117,8 +157,15 @@ class LeaderElector:
             "became the leader",
             extra={"lease": self._path, "identity": self.identity},
         )
+        await self.hold(lead)
+
+    async def hold(self, lead: Callable[[], Awaitable[None]], spread: bool = False) -> None:
+        """Run `lead()` while renewing the Lease this replica holds now (after a
+        successful `try_acquire_or_renew`); as `run` from there. `spread`: the first
+        renewal comes at a random point of the retry period, so the Leases of many
+        nodes taken at once are not renewed in bursts ever after."""
         leading = asyncio.create_task(_as_coroutine(lead), name="leading")
-        keeping = asyncio.create_task(self._keep(), name="lease-renewal")
+        keeping = asyncio.create_task(self._keep(spread), name="lease-renewal")
         try:
             done, _ = await asyncio.wait({leading, keeping}, return_when=asyncio.FIRST_COMPLETED)
             if keeping in done:
@@ -140,10 +187,13 @@ class LeaderElector:
                 log.warning("cannot read or take the leader Lease", extra={"error": str(error)})
             await self._clock.sleep(self._settings.retry_period)
 
-    async def _keep(self) -> None:
+    async def _keep(self, spread: bool = False) -> None:
         """Renew every retry period; raise LeadershipLost once the budget is spent."""
+        period = self._settings.retry_period
+        first = random.uniform(0, period) if spread else period
         while True:
-            await self._clock.sleep(min(self._settings.retry_period, max(0.0, self.write_budget())))
+            await self._clock.sleep(min(first, max(0.0, self.write_budget())))
+            first = period
             if self.write_budget() <= 0:
                 break
             try:
@@ -164,12 +214,21 @@ class LeaderElector:
 
     def _body(self, current: KubeObject | None, now: str) -> KubeObject:
         old = spec(current) if current is not None else {}
+        old_meta = meta(current) if current is not None else {}
         ours = old.get("holderIdentity") == self.identity
         transitions = int(old.get("leaseTransitions") or 0)
+        metadata: KubeObject = {"name": self._settings.name, "namespace": self._settings.namespace}
+        labels = {**(old_meta.get("labels") or {}), **self._settings.labels}
+        if labels:
+            metadata["labels"] = labels
+        owner = self._owner()
+        owners = [owner] if owner is not None else old_meta.get("ownerReferences")
+        if owners:
+            metadata["ownerReferences"] = owners
         body: KubeObject = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": self._settings.name, "namespace": self._settings.namespace},
+            "metadata": metadata,
             "spec": {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": math.ceil(self._settings.lease_duration),
@@ -182,22 +241,36 @@ class LeaderElector:
             body["metadata"]["resourceVersion"] = meta(current).get("resourceVersion")
         return body
 
-    async def try_acquire_or_renew(self) -> bool:
-        """One try: True when this replica holds the Lease afterwards."""
+    async def try_acquire_or_renew(self, current: KubeObject | None = None) -> bool:
+        """One try: True when this replica holds the Lease afterwards. `current`: the
+        Lease as just read by the caller (a list), so this try does not read it again."""
         self.last_try_at = self._clock.monotonic()
         try:
-            held = await self._try()
+            if current is None and self._last is not None and self.is_leader():
+                sent = self._clock.monotonic()  # the budget counts from sending
+                try:  # renewing: the Lease as we wrote it, unless someone wrote since
+                    return self._took(await self._client.replace(self._path, self._renewed()), sent)
+                except ApiError as error:
+                    if not error.conflict:
+                        raise
+                    self._last = None  # read it, and decide again
+            held = await self._try(current)
         except ApiError as error:
             self.last_error = str(error)
             raise
         self.last_error = None
         return held
 
-    async def _try(self) -> bool:
+    def _renewed(self) -> KubeObject:
+        assert self._last is not None
+        return self._body(self._last, format_micro(utcnow(self._clock)))
+
+    async def _try(self, current: KubeObject | None) -> bool:
         started = self._clock.monotonic()
         now = format_micro(utcnow(self._clock))
         try:
-            current = await self._client.get(self._path)
+            if current is None:
+                current = await self._client.get(self._path)
         except ApiError as error:
             if not error.not_found:
                 raise
@@ -226,12 +299,14 @@ class LeaderElector:
     def _took(self, lease: KubeObject, started: float) -> bool:
         self._seen, self._seen_at = _observed(lease), started
         self._valid_until = started + self._settings.renew_deadline
+        self._last = lease
         return True
 
     async def release(self) -> None:
         """Give the Lease up (if still held) so a standby takes over at its next try.
 
         This replica stops writing first: the budget is spent before the request."""
+        self._last = None
         if not self.is_leader():
             self._valid_until = -math.inf
             return

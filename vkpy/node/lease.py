@@ -3,7 +3,15 @@
 The node lifecycle controller marks a node Unknown when its Lease stops being renewed,
 so this loop renews `kube-node-lease/<node>` every `renew_interval` seconds with a
 `lease_duration` of 40 s, owned by the Node (so it goes when the Node goes). It
-creates the Lease when missing and, on a conflict, reads it again and retries.
+creates the Lease when missing.
+
+A renewal is one merge patch of the renew time, with no resourceVersion: nothing
+else writes a node's Lease, so there is nothing to guard against, and on a loaded
+API server a renewal the client gave up on (a timeout) still lands later. With a
+read-modify-write update (PUT at the resourceVersion last read), the next renewal
+then conflicted with that late write and was read and written again: 1000 nodes
+cost 131 Lease writes a second instead of 100 (issue 17). A patch costs one write
+per renewal, whatever became of the one before.
 """
 
 from __future__ import annotations
@@ -15,8 +23,8 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from vkpy.kube.client import ApiError, KubeClient
-from vkpy.objects import KubeObject, meta
+from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
+from vkpy.objects import KubeObject
 from vkpy.rfc3339 import format_micro
 
 log = logging.getLogger(__name__)
@@ -53,7 +61,7 @@ class LeaseKeeper:
         self._spread = spread
         self._monotonic = monotonic
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{node_name}"
-        self._lease: KubeObject | None = None
+        self._exists = False
         self.renewals = 0
 
     async def run(self) -> None:
@@ -67,7 +75,6 @@ class LeaseKeeper:
                 await self.renew()
             except ApiError as error:
                 log.warning("lease renewal failed", extra={"node": self._name, "error": str(error)})
-                self._lease = None
             step = random.uniform(0, self._interval) if first and self._spread else self._interval
             first = False
             due += step
@@ -76,8 +83,8 @@ class LeaseKeeper:
                 due += self._interval
             await self._sleep(due - now)
 
-    def _desired(self, base: KubeObject | None) -> KubeObject:
-        lease: KubeObject = {
+    def _desired(self) -> KubeObject:
+        return {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": {
@@ -92,43 +99,38 @@ class LeaseKeeper:
                     }
                 ],
             },
-            "spec": {
-                "holderIdentity": self._name,
-                "leaseDurationSeconds": self._duration,
-                "renewTime": micro_time(datetime.now(UTC)),
-            },
+            "spec": self._spec(),
         }
-        if base is not None:
-            lease["metadata"]["resourceVersion"] = meta(base).get("resourceVersion")
-        return lease
+
+    def _spec(self) -> KubeObject:
+        return {
+            "holderIdentity": self._name,
+            "leaseDurationSeconds": self._duration,
+            "renewTime": micro_time(datetime.now(UTC)),
+        }
 
     async def renew(self) -> None:
-        """One renewal: update the known Lease, or read/create it; retry conflicts."""
-        for _ in range(5):
-            try:
-                if self._lease is None:
-                    self._lease = await self._get_or_create()
-                    if self._lease is not None:
-                        self.renewals += 1
-                        return
-                self._lease = await self._client.replace(self._path, self._desired(self._lease))
-                self.renewals += 1
-                return
-            except ApiError as error:
-                if not (error.conflict or error.not_found):
-                    raise
-                self._lease = None
-        raise ApiError(409, "Conflict", "lease kept changing under us")
-
-    async def _get_or_create(self) -> KubeObject | None:
-        """The current Lease (None: renew it next), or a newly created one."""
+        """One renewal: a merge patch of the Lease, created first when missing."""
         try:
-            current = await self._client.get(self._path)
+            await self._renew()
         except ApiError as error:
             if not error.not_found:
                 raise
-            return await self._client.create(
-                f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases", self._desired(None)
-            )
-        self._lease = current
-        return await self._client.replace(self._path, self._desired(current))
+            self._exists = False  # deleted (or its Node was): create it again now
+            await self._renew()
+
+    async def _renew(self) -> None:
+        if not self._exists:
+            try:
+                await self._client.create(
+                    f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases", self._desired()
+                )
+                self._exists = True
+                self.renewals += 1
+                return
+            except ApiError as error:
+                if not error.conflict:  # 409 AlreadyExists
+                    raise
+                self._exists = True  # there from before: renew it
+        await self._client.patch(self._path, {"spec": self._spec()}, MERGE_PATCH)
+        self.renewals += 1

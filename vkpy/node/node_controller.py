@@ -29,7 +29,7 @@ from vkpy.node.node_status import (
     node_status,
 )
 from vkpy.objects import KubeObject, meta, spec, status
-from vkpy.providers.base import Provider
+from vkpy.providers.base import Provider, UsesPodCIDR
 from vkpy.providers.errors import ProviderError
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,7 @@ class NodeController:
                 delay = min(delay * 2, 30)
         self.uid = str(meta(node).get("uid"))
         self._conditions = list(status(node).get("conditions") or [])
+        self._tell_pod_cidrs(node)
         self.registered.set()
         self._events.emit(self._involved(), NORMAL, "RegisteredNode", "vkpy node registered")
         await self.sync(force=True)
@@ -175,8 +176,18 @@ class NodeController:
             )
         node = await self._client.patch(self._path + "/status", {"status": desired})
         self._conditions = list(status(node).get("conditions") or [])
+        self._tell_pod_cidrs(node)
         self._last_sent = desired
         self._last_sent_at = self._clock.monotonic()
+
+    def _tell_pod_cidrs(self, node: KubeObject) -> None:
+        """Hand the Node's pod CIDRs to a backend that addresses pods from them."""
+        if isinstance(self._provider, UsesPodCIDR):
+            node_spec = spec(node)
+            cidrs = node_spec.get("podCIDRs") or (
+                [node_spec["podCIDR"]] if node_spec.get("podCIDR") else []
+            )
+            self._provider.set_pod_cidrs([str(c) for c in cidrs])
 
     def _involved(self) -> InvolvedObject:
         return InvolvedObject(kind="Node", name=self._settings.name, uid=self._settings.name)

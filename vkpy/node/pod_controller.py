@@ -80,7 +80,6 @@ class PodController:
             )
             self._synced = self._watcher.synced
         else:
-            shared_watch.attach(settings.node_name, self)
             self._synced = shared_watch.synced
         self._status, self._poller = pushing(
             provider, settings.poll_interval, clock, self._in_backend
@@ -88,6 +87,8 @@ class PodController:
         self._status.on_status_change(self.notify)
         self.ready = asyncio.Event()
         """Set once the first list is in and backend pods are adopted."""
+        if shared_watch is not None:  # last: it may hand over the node's pods at once
+            shared_watch.attach(settings.node_name, self)
 
     def _in_backend(self) -> list[PodRef]:
         return [r.ref for r in self._records.values() if r.in_backend]

@@ -7,17 +7,23 @@ every pod bound to some node (`spec.nodeName!=`, which the API server indexes) a
 hands each list and event to the pod controller of the node it names; pods of nodes
 that are not ours are dropped on arrival. A pod's nodeName never changes once set, so
 routing by it is final.
+
+When replicas share a node set (vkpy.shard), a node's controller is attached when
+this replica takes the node and detached when it gives it back, long after the first
+list. For that the watch is told every node of the set (`keep`) and keeps their pods
+(the same dicts, not copies), so a controller attached late gets the node's pods as
+a complete list at once, then the events.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from vkpy.clock import SYSTEM_CLOCK, Clock
 from vkpy.kube.client import KubeClient
 from vkpy.kube.watch import Watcher, WatchHandler, WatchOptions
-from vkpy.objects import KubeObject, spec
+from vkpy.objects import KubeObject, meta, spec
 
 BOUND_PODS = "spec.nodeName!="
 """Every pod the scheduler (or a user) has bound to a node."""
@@ -27,9 +33,15 @@ class SharedPodWatch:
     """Lists and watches bound pods once; `attach` a node's handler before `run`."""
 
     def __init__(
-        self, client: KubeClient, clock: Clock = SYSTEM_CLOCK, label_selector: str = ""
+        self,
+        client: KubeClient,
+        clock: Clock = SYSTEM_CLOCK,
+        label_selector: str = "",
+        keep: Collection[str] = (),
     ) -> None:
+        """`keep`: the nodes whose pods are kept for controllers attached later."""
         self._handlers: dict[str, WatchHandler] = {}
+        self._kept: dict[str, dict[str, KubeObject]] = {name: {} for name in keep}
         self._watcher = Watcher(
             client,
             WatchOptions(
@@ -48,6 +60,13 @@ class SharedPodWatch:
 
     def attach(self, node_name: str, handler: WatchHandler) -> None:
         self._handlers[node_name] = handler
+        kept = self._kept.get(node_name)
+        if kept is not None and self.synced.is_set():
+            handler.replace(list(kept.values()))
+
+    def detach(self, node_name: str) -> None:
+        """Stop handing this node's pods to its controller (it is served elsewhere)."""
+        self._handlers.pop(node_name, None)
 
     def nodes(self) -> Iterable[str]:
         return self._handlers.keys()
@@ -59,18 +78,33 @@ class SharedPodWatch:
 
     def replace(self, items: list[KubeObject]) -> None:
         by_node: dict[str, list[KubeObject]] = {name: [] for name in self._handlers}
+        for node_pods in self._kept.values():
+            node_pods.clear()
         for pod in items:
-            mine = by_node.get(str(spec(pod).get("nodeName") or ""))
+            node = str(spec(pod).get("nodeName") or "")
+            kept = self._kept.get(node)
+            if kept is not None:
+                kept[str(meta(pod).get("uid"))] = pod
+            mine = by_node.get(node)
             if mine is None:
-                self.dropped += 1
+                self.dropped += kept is None
             else:
                 mine.append(pod)
         for name, pods in by_node.items():
             self._handlers[name].replace(pods)
 
     def apply(self, event_type: str, obj: KubeObject) -> None:
-        handler = self._handlers.get(str(spec(obj).get("nodeName") or ""))
+        node = str(spec(obj).get("nodeName") or "")
+        kept = self._kept.get(node)
+        if kept is not None:
+            if event_type == "DELETED":
+                kept.pop(str(meta(obj).get("uid")), None)
+            else:
+                kept[str(meta(obj).get("uid"))] = obj
+        handler = self._handlers.get(node)
         if handler is None:
+            if kept is not None:
+                return  # a node of the set that another replica serves now
             self.dropped += 1
             return
         handler.apply(event_type, obj)

@@ -15,6 +15,7 @@ for what it cannot:
 - `RunsEphemeralContainers`: the backend runs `kubectl debug` containers.
 - `ReportsEvents`: the backend tells of things that happened to a pod (a failed
   probe, a container killed for it), which become Events on the pod.
+- `UsesPodCIDR`: the backend addresses pods from the Node's spec.podCIDRs.
 - `RunsTasks`: the backend has long-lived tasks of its own (a status monitor);
   it declares them and the kubelet side runs them, supervised (vkpy.node.background).
 - `ReadsVolumeFiles`: the backend wants volume contents (ConfigMaps, Secrets,
@@ -287,6 +288,15 @@ class BackgroundTask:
     name: str
     run: Callable[[], Coroutine[object, object, None]]
     critical: bool = False
+
+
+@runtime_checkable
+class UsesPodCIDR(Protocol):
+    """A backend that gives pods addresses of their own from the Node's spec.podCIDRs
+    (set by an admin or by kube-controller-manager's --allocate-node-cidrs)."""
+
+    def set_pod_cidrs(self, cidrs: Sequence[str]) -> None:
+        """The Node's spec.podCIDRs (or [podCIDR]) as last read; may be empty."""
 
 
 @runtime_checkable

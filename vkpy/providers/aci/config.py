@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from vkpy.providers.config_reader import ConfigReader
+
 CredentialKind = Literal["default", "client_secret", "workload_identity", "managed_identity"]
 DEFAULT_CAPACITY: Mapping[str, str] = {
     "cpu": "800",
@@ -20,78 +22,6 @@ DEFAULT_CAPACITY: Mapping[str, str] = {
     "pods": "200",
     "ephemeral-storage": "10Ti",
 }
-
-
-class _Reader:
-    """Typed access to a raw mapping; `finish` fails on keys nobody read."""
-
-    def __init__(self, raw: Mapping[str, object], where: str = "") -> None:
-        self._raw = dict(raw)
-        self._seen: set[str] = set()
-        self._where = where
-
-    def _get(self, key: str) -> object | None:
-        self._seen.add(key)
-        return self._raw.get(key)
-
-    def string(self, key: str, default: str | None = None) -> str | None:
-        value = self._get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise ValueError(f"{self._where}{key} must be a string")
-        return str(value)
-
-    def required(self, key: str) -> str:
-        value = self.string(key)
-        if not value:
-            raise ValueError(f"{self._where}{key} is required")
-        return value
-
-    def number(self, key: str, default: float) -> float:
-        value = self._get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise ValueError(f"{self._where}{key} must be a number")
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError(f"{self._where}{key} must be a number") from None
-        if number < 0:
-            raise ValueError(f"{self._where}{key} must not be negative")
-        return number
-
-    def boolean(self, key: str, default: bool) -> bool:
-        value = self._get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise ValueError(f"{self._where}{key} must be true or false")
-        return value
-
-    def mapping(self, key: str) -> Mapping[str, object]:
-        value = self._get(key)
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{self._where}{key} must be a mapping")
-        return value
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        value = self._get(key)
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            return tuple(v.strip() for v in value.split(",") if v.strip())
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"{self._where}{key} must be a list of strings")
-        return tuple(value)
-
-    def finish(self) -> None:
-        unknown = sorted(set(self._raw) - self._seen)
-        if unknown:
-            raise ValueError(f"unknown setting(s): {', '.join(self._where + k for k in unknown)}")
 
 
 @dataclass(frozen=True)
@@ -110,7 +40,7 @@ class Credentials:
 
     @classmethod
     def read(cls, raw: Mapping[str, object]) -> Credentials:
-        r = _Reader(raw, "credentials.")
+        r = ConfigReader(raw, "credentials.")
         kind = r.string("type", "default") or "default"
         if kind not in ("default", "client_secret", "workload_identity", "managed_identity"):
             raise ValueError(
@@ -187,8 +117,8 @@ class AciConfig:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, object], os_type: str | None = None) -> AciConfig:
-        r = _Reader(raw)
-        network = _Reader(r.mapping("network"), "network.")
+        r = ConfigReader(raw)
+        network = ConfigReader(r.mapping("network"), "network.")
         net = Network(
             subnet_ids=network.strings("subnet_ids"),
             dns_label_prefix=network.string("dns_label_prefix"),

@@ -15,12 +15,30 @@ import re
 from collections.abc import Mapping
 
 from vkpy.providers.base import PodRef
+from vkpy.providers.owner_tags import (
+    NAME,
+    NAMESPACE,
+    NODE,
+    PREFIX,
+    UID,
+    add_labels,
+    owner,
+    ownership,
+)
 
-PREFIX = "vkpy.io/"
-NODE = PREFIX + "node"
-NAMESPACE = PREFIX + "pod-namespace"
-NAME = PREFIX + "pod-name"
-UID = PREFIX + "pod-uid"
+__all__ = [
+    "MAX_TAGS",
+    "NAME",
+    "NAMESPACE",
+    "NODE",
+    "PREFIX",
+    "UID",
+    "allowed",
+    "group_name",
+    "owner",
+    "pod_tags",
+]
+
 MAX_TAGS = 50
 """ARM's limit of tags per resource."""
 _BAD_KEY = re.compile(r"[<>%&\\?]")
@@ -40,21 +58,4 @@ def allowed(key: str, value: str) -> bool:
 
 def pod_tags(node: str, ref: PodRef, labels: Mapping[str, str] | None = None) -> dict[str, str]:
     """The ownership tags, then the pod's labels while there is room."""
-    tags = {NODE: node, NAMESPACE: ref.namespace, NAME: ref.name, UID: ref.uid}
-    for key, value in sorted((labels or {}).items()):
-        if len(tags) >= MAX_TAGS:
-            break
-        if not key.startswith(PREFIX) and allowed(key, str(value)):
-            tags[key] = str(value)
-    return tags
-
-
-def owner(tags: Mapping[str, str] | None, node: str) -> PodRef | None:
-    """The pod that owns a group with these tags, if this node made it."""
-    tags = tags or {}
-    if tags.get(NODE) != node:
-        return None
-    namespace, name, uid = tags.get(NAMESPACE), tags.get(NAME), tags.get(UID)
-    if not (namespace and name and uid):
-        return None
-    return PodRef(namespace, name, uid)
+    return add_labels(ownership(node, ref), labels, allowed, MAX_TAGS)

@@ -2,8 +2,8 @@
 
 A backend's `--provider-config` is a flat YAML mapping. The AWS part of it (region,
 endpoint, retries, node capacity) is the same for `lambda` and `fargate`, so it is
-read here once; each backend reads its own keys with the same `ConfigReader`, which
-rejects unknown keys and wrong types with a message that names the key.
+read here once; each backend reads its own keys with the shared `ConfigReader`
+(vkpy.providers.config_reader), which rejects unknown keys and wrong types.
 
 Credentials are never in the config file: they come from the standard AWS chain
 (environment, shared files and profiles, container or instance roles).
@@ -18,84 +18,8 @@ from dataclasses import dataclass, field
 from vkpy import __version__
 from vkpy.providers.aws.retry import RetryPolicy
 from vkpy.providers.base import NodeInfo, NodeResources
+from vkpy.providers.config_reader import ConfigReader
 from vkpy.quantity import QuantityError, parse_quantity
-
-
-class ConfigReader:
-    """Typed access to a raw config mapping; `finish` fails on keys nobody read."""
-
-    def __init__(self, raw: Mapping[str, object]) -> None:
-        self._raw = dict(raw)
-        self._seen: set[str] = set()
-
-    def _get(self, key: str) -> object | None:
-        self._seen.add(key)
-        return self._raw.get(key)
-
-    def string(self, key: str, default: str | None = None) -> str | None:
-        value = self._get(key)
-        if value is None:
-            return default
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise ValueError(f"{key} must be a string")
-        return str(value)
-
-    def required(self, key: str) -> str:
-        value = self.string(key)
-        if not value:
-            raise ValueError(f"{key} is required")
-        return value
-
-    def number(self, key: str, default: float) -> float:
-        value = self._get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise ValueError(f"{key} must be a number")
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError(f"{key} must be a number") from None
-        if number < 0:
-            raise ValueError(f"{key} must not be negative")
-        return number
-
-    def integer(self, key: str, default: int) -> int:
-        number = self.number(key, default)
-        if number != int(number):
-            raise ValueError(f"{key} must be a whole number")
-        return int(number)
-
-    def boolean(self, key: str, default: bool) -> bool:
-        value = self._get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise ValueError(f"{key} must be true or false")
-        return value
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        value = self._get(key)
-        if value is None:
-            return ()
-        if isinstance(value, str):
-            return tuple(v.strip() for v in value.split(",") if v.strip())
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"{key} must be a list of strings")
-        return tuple(value)
-
-    def mapping(self, key: str) -> dict[str, str]:
-        value = self._get(key)
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise ValueError(f"{key} must be a mapping")
-        return {str(k): str(v) for k, v in value.items()}
-
-    def finish(self) -> None:
-        unknown = set(self._raw) - self._seen
-        if unknown:
-            raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
 
 
 def capacity_from(
@@ -103,9 +27,9 @@ def capacity_from(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Capacity and allocatable: `capacity` over `defaults`, `allocatable` over capacity."""
     capacity = dict(defaults)
-    capacity.update(reader.mapping("capacity"))
+    capacity.update(reader.string_map("capacity"))
     allocatable = dict(capacity)
-    allocatable.update(reader.mapping("allocatable"))
+    allocatable.update(reader.string_map("allocatable"))
     for name, value in (*capacity.items(), *allocatable.items()):
         try:
             parse_quantity(value)

@@ -13,12 +13,32 @@ import re
 from collections.abc import Iterable, Mapping
 
 from vkpy.providers.base import PodRef
+from vkpy.providers.owner_tags import (
+    NAME,
+    NAMESPACE,
+    NODE,
+    PREFIX,
+    UID,
+    add_labels,
+    owner,
+    ownership,
+)
 
-PREFIX = "vkpy.io/"
-NODE = PREFIX + "node"
-NAMESPACE = PREFIX + "pod-namespace"
-NAME = PREFIX + "pod-name"
-UID = PREFIX + "pod-uid"
+__all__ = [
+    "MAX_TAGS",
+    "NAME",
+    "NAMESPACE",
+    "NODE",
+    "PREFIX",
+    "UID",
+    "allowed",
+    "as_list",
+    "from_list",
+    "note_value",
+    "owner",
+    "pod_tags",
+]
+
 MAX_TAGS = 50
 """AWS's limit of tags per resource (Lambda and ECS)."""
 
@@ -40,26 +60,11 @@ def pod_tags(
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The ownership tags, then `extra` (vkpy's own), then labels while there is room."""
-    tags = {NODE: node, NAMESPACE: ref.namespace, NAME: ref.name, UID: ref.uid}
+    tags = ownership(node, ref)
     for key, value in (extra or {}).items():
         if allowed(key, value):
             tags[key] = value
-    for key, value in sorted((labels or {}).items()):
-        if len(tags) >= MAX_TAGS:
-            break
-        if not key.startswith(PREFIX) and allowed(key, str(value)):
-            tags[key] = str(value)
-    return tags
-
-
-def owner(tags: Mapping[str, str], node: str) -> PodRef | None:
-    """The pod that owns a resource with these tags, if this node made it."""
-    if tags.get(NODE) != node:
-        return None
-    namespace, name, uid = tags.get(NAMESPACE), tags.get(NAME), tags.get(UID)
-    if not (namespace and name and uid):
-        return None
-    return PodRef(namespace, name, uid)
+    return add_labels(tags, labels, allowed, MAX_TAGS)
 
 
 def as_list(

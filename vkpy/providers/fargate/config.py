@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vkpy.providers.aws.settings import AwsSettings, ConfigReader
+from vkpy.providers.aws.settings import AwsSettings
+from vkpy.providers.config_reader import ConfigReader
 
 DEFAULT_CAPACITY: Mapping[str, str] = {
     "cpu": "100",

@@ -3,8 +3,8 @@
 Probes and hooks share their handlers in the pod spec, so they share this code. An
 exec handler runs in the container's context (its cgroup, user, environment and
 working directory) through the exec helper (enter.py), in a session of its own so a
-timeout kills everything it started. httpGet and tcpSocket go to the pod's address
-(the node's, as pods use the host network) unless the handler names a host; named
+timeout kills everything it started. httpGet, tcpSocket and grpc go to the pod's address
+(`host`: its own with `network: pod`, else the node's) unless the handler names a host; named
 ports are looked up in the container's ports. HTTP probes follow the kubelet:
 no keep-alive, `User-Agent: kube-probe/<version>`, success for 200-399, no TLS
 verification for HTTPS, redirects not followed (a redirect counts as success).
@@ -98,20 +98,24 @@ class Actions:
         container: KubeObject,
         instance: InstanceDir,
         timeout: float,
+        host: str | None = None,
     ) -> Outcome:
-        """Run the handler once; exceptions become failed outcomes."""
+        """Run the handler once, against the pod's address `host` (default: the node's);
+        exceptions become failed outcomes."""
+        pod_host = host or self._pod_host
         try:
             if "exec" in handler:
                 command = [str(c) for c in (handler["exec"] or {}).get("command") or []]
                 return await self.exec(command, instance, timeout)
             if "httpGet" in handler:
-                return await self.http_get(handler["httpGet"] or {}, container, timeout)
+                return await self.http_get(handler["httpGet"] or {}, container, timeout, pod_host)
             if "tcpSocket" in handler:
-                return await self.tcp_socket(handler["tcpSocket"] or {}, container, timeout)
+                tcp = handler["tcpSocket"] or {}
+                return await self.tcp_socket(tcp, container, timeout, pod_host)
             if "grpc" in handler:
                 grpc = handler["grpc"] or {}
                 result = await grpc_probe.check(
-                    self._pod_host,
+                    pod_host,
                     int(grpc.get("port", 0)),
                     str(grpc.get("service") or ""),
                     timeout,
@@ -160,12 +164,14 @@ class Actions:
             )
         return self._session
 
-    async def http_get(self, get: KubeObject, container: KubeObject, timeout: float) -> Outcome:
+    async def http_get(
+        self, get: KubeObject, container: KubeObject, timeout: float, pod_host: str = ""
+    ) -> Outcome:
         port = resolve_port(get.get("port"), container)
         if port is None:
             return Outcome(False, f"port {get.get('port')!r} is not a container port")
         scheme = str(get.get("scheme") or "HTTP").lower()
-        host = str(get.get("host") or self._pod_host)
+        host = str(get.get("host") or pod_host or self._pod_host)
         path = str(get.get("path") or "/")
         if not path.startswith("/"):
             path = "/" + path
@@ -185,11 +191,13 @@ class Actions:
             text = body.decode(errors="replace")
             return Outcome(False, f"HTTP probe failed with statuscode: {response.status} {text}")
 
-    async def tcp_socket(self, tcp: KubeObject, container: KubeObject, timeout: float) -> Outcome:
+    async def tcp_socket(
+        self, tcp: KubeObject, container: KubeObject, timeout: float, pod_host: str = ""
+    ) -> Outcome:
         port = resolve_port(tcp.get("port"), container)
         if port is None:
             return Outcome(False, f"port {tcp.get('port')!r} is not a container port")
-        host = str(tcp.get("host") or self._pod_host)
+        host = str(tcp.get("host") or pod_host or self._pod_host)
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         writer.close()
         with contextlib.suppress(OSError):

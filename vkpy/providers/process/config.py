@@ -19,11 +19,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
+from vkpy.providers.process.addresses import parse_cidr
 from vkpy.providers.process.images import ImageSpec, parse_images
 from vkpy.providers.process.privileges import parse_allow
 from vkpy.quantity import QuantityError, parse_quantity
 
 MemoryEnforcement = Literal["auto", "cgroup", "watchdog", "none"]
+NetworkMode = Literal["host", "pod"]
 
 
 def host_capacity(directory: str) -> dict[str, str]:
@@ -137,6 +139,13 @@ class ProcessConfig:
     pod_namespaces: bool = True
     """When vkpy is root: each pod gets UTS (its hostname) and IPC namespaces of its
     own, shared by its containers (namespaces.py)."""
+    network: NetworkMode = "host"
+    """`host`: pods share the node's network (port-forward confined to the pod's own
+    listening sockets). `pod` (needs root and `pod_namespaces`): a network namespace
+    per pod with an address of its own from the pod CIDR (podnet.py)."""
+    pod_cidr: str = ""
+    """IPv4 CIDR the pods' addresses come from in `network: pod` (its first address is
+    the node's end); the Node's spec.podCIDR, when set, is used instead."""
     pod_uid_range: str = "200000-265535"
     """`first-last`: the uids (and gids) given to pods when vkpy is root, one per pod;
     `runAsUser`, `runAsGroup`, `fsGroup` and `supplementalGroups` must be inside it."""
@@ -213,6 +222,10 @@ class ProcessConfig:
             raise ValueError("log_max_bytes must be at least 4096 and log_max_files at least 1")
         if config.backoff_base_seconds <= 0 or config.backoff_max_seconds < 0:
             raise ValueError("backoff delays must be positive")
+        if config.network not in ("host", "pod"):
+            raise ValueError("network must be host or pod")
+        if config.pod_cidr:
+            parse_cidr(config.pod_cidr)
         resolve_run_as(config.run_as)
         config.uid_range()
         return config
@@ -231,6 +244,11 @@ class ProcessConfig:
     def namespaces_per_pod(self) -> bool:
         """Whether pods get namespaces of their own (root, and `pod_namespaces`)."""
         return os.geteuid() == 0 and bool(self.pod_namespaces)
+
+    @property
+    def pod_network(self) -> bool:
+        """Whether pods get a network namespace and an address of their own."""
+        return self.network == "pod" and self.namespaces_per_pod
 
     @property
     def per_pod_ids(self) -> bool:

@@ -356,7 +356,11 @@ class ContainerRunner:
         hook = (self.config.spec.get("lifecycle") or {}).get("postStart")
         if fresh and hook:
             outcome = await self.runtime.actions.run(
-                hook, self.config.spec, self.dir.instance(self.instance), self.pod_grace()
+                hook,
+                self.config.spec,
+                self.dir.instance(self.instance),
+                self.pod_grace(),
+                self.runtime.pod_ip(self.pod.ref),
             )
             if not outcome.ok:
                 log.warning(
@@ -382,7 +386,11 @@ class ContainerRunner:
 
     async def _attempt(self, spec: ProbeSpec) -> Outcome:
         outcome = await self.runtime.actions.run(
-            spec.handler, self.config.spec, self.dir.instance(self.instance), spec.timeout
+            spec.handler,
+            self.config.spec,
+            self.dir.instance(self.instance),
+            spec.timeout,
+            self.runtime.pod_ip(self.pod.ref),
         )
         if not outcome.ok:
             message = f"{spec.kind.capitalize()} probe failed: {outcome.message}"
@@ -446,7 +454,11 @@ class ContainerRunner:
         hook = (self.config.spec.get("lifecycle") or {}).get("preStop")
         if pre_stop and hook and grace > 0:
             await self.runtime.actions.run(
-                hook, self.config.spec, self.dir.instance(self.instance), grace
+                hook,
+                self.config.spec,
+                self.dir.instance(self.instance),
+                grace,
+                self.runtime.pod_ip(self.pod.ref),
             )
         remaining = max(grace - (time.monotonic() - began), MIN_GRACE)
         supervised.signal(signal.SIGTERM)

@@ -36,7 +36,7 @@ class Holder:
     pid: int
     start: int
     kinds: tuple[str, ...]
-    """Which namespaces it holds: "uts", "ipc"."""
+    """Which namespaces it holds: "uts", "ipc", "net" (podnet.py)."""
 
     def alive(self) -> bool:
         return proc.is_same_process(self.pid, self.start)
@@ -45,11 +45,14 @@ class Holder:
         return tuple(f"/proc/{self.pid}/ns/{kind}" for kind in self.kinds)
 
 
-def wanted(spec: KubeObject) -> tuple[str, ...]:
-    """The namespaces a pod gets of its own (none it asked to share with the host)."""
+def wanted(spec: KubeObject, network: bool = False) -> tuple[str, ...]:
+    """The namespaces a pod gets of its own (none it asked to share with the host);
+    `network`: the node gives pods a network of their own (podnet.py)."""
     kinds = []
     if not spec.get("hostNetwork"):
         kinds.append("uts")
+        if network:
+            kinds.append("net")
     if not spec.get("hostIPC"):
         kinds.append("ipc")
     return tuple(kinds)

@@ -283,6 +283,6 @@ class PodRuntime:
             containers=tuple(apps),
             init_containers=tuple(inits),
             started_at=at(int(self.created * 1e9)) if self.created else None,
-            pod_ip=self.runtime.config.internal_ip,
+            pod_ip=self.runtime.pod_ip(self.ref),
             ephemeral_containers=tuple(c.state() for c in self.ephemerals),
         )

@@ -48,8 +48,9 @@ from vkpy.providers.errors import (
     RetryableError,
     UnsupportedError,
 )
-from vkpy.providers.process import cgroups, namespaces, proc
+from vkpy.providers.process import cgroups, namespaces, podnet, proc
 from vkpy.providers.process.actions import Actions
+from vkpy.providers.process.addresses import AddressPool, NoAddressError, PodAddress
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
 from vkpy.providers.process.identity import IdPool, PodIdentity, kill_processes
 from vkpy.providers.process.images import ImageTable
@@ -69,6 +70,8 @@ log = logging.getLogger(__name__)
 ISOLATION_LABEL = "vkpy.io/process-isolation"
 """Node label saying how pods are kept apart: `per-pod-users` (vkpy is root: a uid per
 pod) or `shared-user` (one user for every pod: without root, or with `run_as`)."""
+NETWORK_LABEL = "vkpy.io/process-network"
+"""Node label: `pod` (a network namespace and an address per pod) or `host`."""
 _ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le"}
 
 
@@ -96,6 +99,8 @@ class ProcessProvider:
         self._event_callback: EventCallback | None = None
         self._runtime: Runtime | None = None
         self._sampler = Sampler()
+        self._node_cidr = ""
+        """The Node's IPv4 spec.podCIDR, once known (set_pod_cidrs)."""
         self._capacity = config.node_capacity()
         # The Python stand-ins run as the containers' user: vkpy's interpreter may sit
         # where that user cannot reach it (a venv under /root), the host's python3 not.
@@ -134,11 +139,35 @@ class ProcessProvider:
             )
         return "watchdog", None
 
+    def set_pod_cidrs(self, cidrs: Sequence[str]) -> None:
+        """The Node's spec.podCIDRs: its IPv4 one replaces `pod_cidr` (addresses held
+        stay held); before `start`, kept for it."""
+        ipv4 = next((c for c in cidrs if ":" not in c), "")
+        if not ipv4 or ipv4 == self._node_cidr:
+            return
+        self._node_cidr = ipv4
+        self._use_node_cidr()
+
+    def _use_node_cidr(self) -> None:
+        if self._runtime is None or not self._config.pod_network or not self._node_cidr:
+            return
+        try:
+            self._runtime.addresses.set_cidr(self._node_cidr)
+        except ValueError as error:
+            log.warning("cannot use the Node's podCIDR", extra={"error": str(error)})
+            return
+        log.info("pod addresses from the Node's podCIDR", extra={"pod_cidr": self._node_cidr})
+
     async def start(self) -> None:
         config = self._config
         run_as = resolve_run_as(config.run_as)
         mode, parent = self._memory_mode()
         first, last = config.uid_range()
+        if config.network == "pod" and not config.pod_network:
+            raise UnsupportedError(
+                "network: pod needs vkpy to run as root with pod_namespaces (a network "
+                "namespace per pod)"
+            )
         self._runtime = Runtime(
             config=config,
             run_as=run_as,
@@ -147,7 +176,9 @@ class ProcessProvider:
             memory_mode=mode,
             pool=IdPool(first, last, config.per_pod_ids, run_as, config.allow),
             report_event=self._report_event,
+            addresses=AddressPool(config.pod_cidr),
         )
+        self._use_node_cidr()
         pods = config.pods_path
         pods.mkdir(parents=True, exist_ok=True)
         os.chmod(pods, 0o711)  # noqa: S103 (traversable, not listable)
@@ -169,6 +200,9 @@ class ProcessProvider:
                 continue
             if identity is not None:
                 self._runtime.pool.hold(entry.name, identity)
+            address = PodAddress.load(entry)
+            if address is not None:
+                self._runtime.addresses.hold(entry.name, address)
             pod = PodRuntime.load(self._runtime, PodDir(entry), self._notify)
             if pod is None:
                 # pod.json is written before any container starts: nothing runs here.
@@ -185,6 +219,7 @@ class ProcessProvider:
                 )
             pod.start()
             self._notify(pod.ref)
+        await asyncio.to_thread(self._remove_orphan_links)
         running = sum(1 for p in self._pods.values() for c in p.containers if c.supervised)
         log.info(
             "process backend ready",
@@ -197,8 +232,22 @@ class ProcessProvider:
                 "pods_dir": str(pods),
                 "pod_ids": f"{first}-{last}" if config.per_pod_ids else "shared",
                 "other_nodes_pods": others,
+                "network": config.network if config.pod_network else "host",
+                "pod_cidr": self._runtime.addresses.cidr,
             },
         )
+
+    def _remove_orphan_links(self) -> None:
+        """Remove the veth pairs this node made for pods it no longer has."""
+        if not self._config.pod_network:
+            return
+        for uid, link in podnet.own_links(self._config.node_name).items():
+            if uid not in self._pods:
+                log.warning("removing the network of a pod that is gone", extra={"link": link})
+                try:
+                    podnet.disconnect(link)
+                except OSError as error:
+                    log.warning("cannot remove a veth pair", extra={"error": str(error)})
 
     async def close(self) -> None:
         for pod in self._pods.values():
@@ -216,7 +265,8 @@ class ProcessProvider:
             kernel_version=platform.release(),
             os_image=_os_image(),
             labels={
-                ISOLATION_LABEL: "per-pod-users" if self._config.per_pod_ids else "shared-user"
+                ISOLATION_LABEL: "per-pod-users" if self._config.per_pod_ids else "shared-user",
+                NETWORK_LABEL: "pod" if self._config.pod_network else "host",
             },
         )
 
@@ -251,6 +301,7 @@ class ProcessProvider:
         try:
             pod_dir.path.mkdir(mode=0o700, exist_ok=True)
             identity.save(pod_dir.path)
+            self._allocate_address(runtime, pod, pod_dir)
             await asyncio.to_thread(self._start_namespaces, pod)
             created = await PodRuntime.create(runtime, pod, pod_dir, self._notify)
         except FileNotFoundError as error:
@@ -263,25 +314,47 @@ class ProcessProvider:
         created.start()
         self._notify(pod.ref)
 
+    def _allocate_address(self, runtime: Runtime, pod: PodConfig, pod_dir: PodDir) -> None:
+        """The pod's own address (`network: pod`), recorded before its network is made."""
+        if not self._config.pod_network or (pod.pod.get("spec") or {}).get("hostNetwork"):
+            return
+        try:
+            address = runtime.addresses.allocate(pod.ref.uid, podnet.link_name(pod.ref.uid))
+        except NoAddressError as error:
+            raise RetryableError(str(error)) from None
+        address.save(pod_dir.path)
+
     def _start_namespaces(self, pod: PodConfig) -> None:
-        """The pod's UTS and IPC namespaces (namespaces.py), when vkpy may make them."""
+        """The pod's namespaces (namespaces.py) and its network (podnet.py), when vkpy
+        may make them; a holder that is gone is replaced, and its network rewired."""
         if not self._config.namespaces_per_pod:
             return
         spec = pod.pod.get("spec") or {}
-        kinds = namespaces.wanted(spec)
+        kinds = namespaces.wanted(spec, self._config.pod_network)
         path = self._config.pods_path / pod.ref.uid
         holder = namespaces.load(path)
+        fresh = False
         if kinds and (holder is None or not holder.alive()):
-            namespaces.start(path, kinds, namespaces.hostname(spec, pod.ref.name))
+            holder = namespaces.start(path, kinds, namespaces.hostname(spec, pod.ref.name))
+            fresh = True
+        address = self._runtime_or_fail().addresses.address(pod.ref.uid)
+        if holder is None or "net" not in holder.kinds or address is None:
+            return
+        if fresh or not podnet.link_exists(address.link):
+            podnet.connect(holder.pid, address, self._config.node_name, pod.ref.uid)
 
     def _remove(self, uid: str) -> None:
         """Remove what is left of one of this node's pods: every process still running
         as its own ids, then its directory; only then are its ids free again."""
         runtime = self._runtime_or_fail()
         kill_processes(runtime.pool.exclusive_ids(uid))
+        address = runtime.addresses.address(uid) or PodAddress.load(self._config.pods_path / uid)
+        if address is not None:
+            podnet.disconnect(address.link)
         namespaces.stop(self._config.pods_path / uid)
         remove_tree(self._config.pods_path / uid)
         runtime.pool.release(uid)
+        runtime.addresses.release(uid)
 
     async def update_pod(self, pod: PodConfig) -> None:
         await self._pod(pod.ref).update(self._images.resolve_pod(pod))
@@ -345,6 +418,19 @@ class ProcessProvider:
         self, ref: PodRef, port: int, inbound: ByteSource, outbound: ByteSink
     ) -> None:
         pod = self._pod(ref)
+        holder = namespaces.load(pod.dir.path)
+        if holder is not None and "net" in holder.kinds and holder.alive():
+            # The pod's own network: connect inside it, as a kubelet does.
+            try:
+                sock = await asyncio.to_thread(podnet.connect_in, holder.pid, port)
+            except ConnectionRefusedError:
+                raise ProviderError(
+                    f"dial tcp 127.0.0.1:{port}: connect: connection refused"
+                ) from None
+            except OSError as error:
+                raise ProviderError(f"dial tcp 127.0.0.1:{port}: {error}") from None
+            await forward_port("127.0.0.1", port, inbound, outbound, sock=sock)
+            return
         address = await asyncio.to_thread(pod_listener, self._pod_pids(pod), port)
         if address is None:
             # What a kubelet reports when nothing listens in the pod's network namespace;

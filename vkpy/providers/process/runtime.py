@@ -10,11 +10,12 @@ container's root. The main process, probes, hooks and exec sessions all use it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vkpy.providers.base import ContainerConfig, EventCallback, PodConfig, PodEvent, PodRef
 from vkpy.providers.process import namespaces
 from vkpy.providers.process.actions import Actions
+from vkpy.providers.process.addresses import AddressPool
 from vkpy.providers.process.cgroups import CgroupParent
 from vkpy.providers.process.config import ProcessConfig, RunAs
 from vkpy.providers.process.filesystem import working_dir
@@ -40,6 +41,13 @@ class Runtime:
     """Which pod has which ids (identity.py)."""
     report_event: EventCallback = _no_events
     """Where a pod's Events go (failed probes, kills): the kubelet side's callback."""
+    addresses: AddressPool = field(default_factory=AddressPool)
+    """Which pod has which address (`network: pod`, addresses.py)."""
+
+    def pod_ip(self, pod: PodRef) -> str:
+        """The pod's address: its own (`network: pod`), else the node's."""
+        held = self.addresses.address(pod.uid)
+        return held.address if held is not None else self.config.internal_ip
 
     def owner(self, pod: PodRef) -> RunAs:
         """Who owns what the pod may write: its own identity, or the shared one."""
@@ -77,10 +85,25 @@ def container_env(
                 runtime.config.kubernetes_service_host, runtime.config.kubernetes_service_port
             )
         )
+    own_ip = runtime.addresses.address(pod.ref.uid)
     for name, value in container.env:
         values.pop(name, None)
         values[name] = value
+    if own_ip is not None:
+        # The kubelet side resolved status.podIP before the pod had its address.
+        for name in _pod_ip_fields(container):
+            values[name] = own_ip.address
     return list(values.items())
+
+
+def _pod_ip_fields(container: ContainerConfig) -> list[str]:
+    """Names of the container's variables from the downward API's status.podIP(s)."""
+    names = []
+    for entry in container.spec.get("env") or []:
+        ref = (entry.get("valueFrom") or {}).get("fieldRef") or {}
+        if ref.get("fieldPath") in ("status.podIP", "status.podIPs"):
+            names.append(str(entry.get("name")))
+    return names
 
 
 def container_context(

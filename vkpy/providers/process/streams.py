@@ -16,7 +16,8 @@
   client's window sizes are set on the terminal's device.
 - port-forward connects to the address a process of the pod listens on for that
   port (listening.py; pods share the host's network, so nothing else of the host is
-  reached) and copies both ways, half-closing as each side finishes.
+  reached), or is given a socket connected inside the pod's own network namespace
+  (podnet.py), and copies both ways, half-closing as each side finishes.
 
 All file descriptors are non-blocking and driven by the event loop's readers and
 writers, owned here and closed in every case, so sessions leak nothing.
@@ -32,6 +33,7 @@ import logging
 import os
 import pty
 import signal
+import socket
 import struct
 import termios
 from collections.abc import Sequence
@@ -367,10 +369,20 @@ async def attach(runner: ContainerRunner, io: StreamIO) -> int | None:
 # --- port-forward ------------------------------------------------------------------------------
 
 
-async def forward_port(host: str, port: int, inbound: ByteSource, outbound: ByteSink) -> None:
-    """Carry one connection to `host:port` until both directions are done."""
+async def forward_port(
+    host: str,
+    port: int,
+    inbound: ByteSource,
+    outbound: ByteSink,
+    sock: socket.socket | None = None,
+) -> None:
+    """Carry one connection to `host:port` (or the connected `sock`) until both
+    directions are done."""
     try:
-        reader, writer = await asyncio.open_connection(host, port)
+        if sock is not None:
+            reader, writer = await asyncio.open_connection(sock=sock)
+        else:
+            reader, writer = await asyncio.open_connection(host, port)
     except ConnectionRefusedError:
         raise ProviderError(f"dial tcp {host}:{port}: connect: connection refused") from None
     except OSError as error:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import platform
 import random
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -52,6 +51,7 @@ from vkpy.providers.base import (
 from vkpy.providers.errors import InvalidInputError, NotFoundError, RetryableError
 from vkpy.providers.sim import telemetry, timeline
 from vkpy.providers.sim.exec import attach_echo, exec_builtin, serve_port
+from vkpy.providers.sim.record_files import RecordFiles
 from vkpy.providers.sim.telemetry import LogShape
 from vkpy.quantity import QuantityError, parse_quantity
 
@@ -132,6 +132,7 @@ class SimProvider:
         self._timers: dict[str, Timer] = {}
         self._callback: StatusCallback | None = None
         self._dir = Path(config.state_dir) / "sim" if config.state_dir else None
+        self._files = RecordFiles(self._dir) if self._dir is not None else None
         self._env: dict[str, dict[str, dict[str, str]]] = {}
         """uid -> container -> environment, for `env` in exec (memory only: may be secret)."""
         self._attached: dict[str, set[asyncio.Event]] = {}
@@ -164,6 +165,8 @@ class SimProvider:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        if self._files is not None:
+            await self._files.close()
 
     def node_info(self) -> NodeInfo:
         return NodeInfo(
@@ -248,8 +251,8 @@ class SimProvider:
         timer = self._timers.pop(ref.uid, None)
         if timer:
             timer.cancel()
-        if self._dir is not None:
-            (self._dir / f"{ref.uid}.json").unlink(missing_ok=True)
+        if self._files is not None:
+            await self._files.remove(ref.uid)
         if record is None:
             raise NotFoundError(f"sim has no pod {ref}")
 
@@ -368,14 +371,12 @@ class SimProvider:
     # --- internals -----------------------------------------------------------------
 
     async def _persist(self, record: timeline.Record) -> None:
-        """Write the record to the state dir. The file is written by a thread: a burst of
-        1000 creates spent a fifth of its time in open() and write() on the event loop
-        (profile in docs/benchmarks.md), stalling every other pod behind a busy disk."""
-        if self._dir is None:
+        """Write the record to the state dir, off the event loop, batched with the
+        records of other pods (record_files.py)."""
+        if self._files is None:
             return
-        path = self._dir / f"{record.uid}.json"
         text = json.dumps({f.name: getattr(record, f.name) for f in fields(record)})
-        await asyncio.to_thread(_write_replace, path, text)
+        await self._files.write(record.uid, text)
 
     def _notify(self, ref: PodRef) -> None:
         if self._callback is not None:
@@ -400,12 +401,6 @@ class SimProvider:
         self._timers[record.uid] = self._clock.call_later(
             max(0.0, upcoming - self._clock.time()) + 0.01, fire
         )
-
-
-def _write_replace(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _resource(container: ContainerConfig, name: str) -> float | None:

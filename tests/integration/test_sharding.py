@@ -1,0 +1,180 @@
+"""One node set shared by three replicas against the real control plane (issue 17):
+three `python -m vkpy --nodes 30 --leader-elect` processes with the same set (and,
+as replicas share a cloud account, the same sim backend state) split the 30 nodes
+ten each through the nodes' own Leases. A replica SIGKILLed loses its nodes to the
+other two (fifteen each), whose pods keep running with the same UIDs, container IDs
+and restart counts, nothing duplicated, and `kubectl logs` reaches them through the
+replica that took them; a replica joining again gets its ten back from the others.
+How long the killed replica's nodes went unrenewed is printed (Lease times)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.agent import Agent, Kube, sim_pod, wait_for
+from vkpy.devcluster import ClusterAccess
+
+pytestmark = pytest.mark.timeout(900)
+
+NODES = 30
+LEASE_DURATION = 8  # the Agent's --node-lease-duration: renewals every 2 s
+
+
+@pytest.fixture
+def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
+    prefix = f"vk-sh-{int(time.time() * 1000) % 10**8}"
+    state = tmp_path / "shared-state"
+    out = [
+        Agent(
+            cluster=cluster,
+            node_name=prefix,
+            state_dir=state,
+            log_path=tmp_path / f"r{n}.log",
+            provider="sim",
+            extra_args=[
+                f"--nodes={NODES}",
+                "--leader-elect",
+                f"--leader-elect-identity=r{n}",
+                "--log-level=info",
+            ],
+        )
+        for n in range(3)
+    ]
+    yield out
+    for agent in out:
+        agent.stop()
+    selector = f"vkpy.io/node-set={prefix}"
+    cluster.run_kubectl(
+        "delete", "lease", "-n", "kube-node-lease", "-l", selector, "--wait=false", check=False
+    )
+    nodes = [f"{prefix}-{n}" for n in range(NODES)]
+    cluster.run_kubectl("delete", "node", *nodes, "--wait=false", check=False)
+    for agent in out:
+        print(f"--- log of {agent.log_path.stem} ---\n{agent.logs()[-6000:]}")
+
+
+def leases(kube: Kube, prefix: str) -> dict[str, dict[str, Any]]:
+    """The set's node Leases by node name."""
+    selector = f"vkpy.io/node-set={prefix}"
+    answer = kube.kubectl("get", "lease", "-n", "kube-node-lease", "-l", selector, "-o", "json")
+    got = json.loads(answer)["items"]
+    return {
+        lease["metadata"]["name"]: lease["spec"]
+        for lease in got
+        if not lease["metadata"]["name"].startswith("vkpy-set-")
+    }
+
+
+def holders(kube: Kube, prefix: str) -> Counter[str]:
+    return Counter(str(s.get("holderIdentity") or "") for s in leases(kube, prefix).values())
+
+
+def served_as_held(kube: Kube, prefix: str, ports: dict[str, int]) -> bool:
+    """Every node is Ready and points at the listener of the replica holding its Lease."""
+    held = leases(kube, prefix)
+    nodes = json.loads(kube.kubectl("get", "nodes", "-o", "json"))["items"]
+    ours = [n for n in nodes if n["metadata"]["name"].startswith(prefix + "-")]
+    if len(ours) != NODES or len(held) != NODES:
+        return False
+    for node in ours:
+        status = node.get("status", {})
+        port = status.get("daemonEndpoints", {}).get("kubeletEndpoint", {}).get("Port")
+        ready = any(
+            c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])
+        )
+        holder = held[node["metadata"]["name"]].get("holderIdentity")
+        if not ready or holder not in ports or port != ports[holder]:
+            return False
+    return True
+
+
+def identity(kube: Kube) -> dict[str, Any]:
+    """What must not change when a node moves to another replica, per pod."""
+    out = {}
+    for pod in kube.list("pods"):
+        status = pod.get("status", {}).get("containerStatuses", [{}])[0]
+        out[pod["metadata"]["name"]] = (
+            pod["metadata"]["uid"],
+            pod["spec"]["nodeName"],
+            pod.get("status", {}).get("phase"),
+            status.get("containerID"),
+            status.get("restartCount"),
+            status.get("state", {}).get("running", {}).get("startedAt"),
+        )
+    return out
+
+
+def parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) -> None:
+    prefix = replicas[0].node_name
+    ports = {f"r{n}": agent.port for n, agent in enumerate(replicas)}
+    for agent in replicas:
+        agent.start()
+    wait_for(
+        "ten nodes per replica",
+        lambda: holders(kube, prefix) == Counter({"r0": 10, "r1": 10, "r2": 10}),
+        timeout=180,
+    )
+    wait_for("every node served by its holder", lambda: served_as_held(kube, prefix, ports), 120)
+
+    names = [f"sh{n}" for n in range(NODES)]
+    for n, name in enumerate(names):
+        kube.create(sim_pod(name, f"{prefix}-{n}"))
+    wait_for(
+        "pods Running",
+        lambda: all(kube.phase(n) == "Running" for n in names),
+        timeout=120,
+    )
+    before = identity(kube)
+
+    # SIGKILL: r2's nodes go to r0 and r1 once their Leases have run out
+    victim = replicas[2]
+    victim.kill()
+    last = {n: parse(s["renewTime"]) for n, s in leases(kube, prefix).items()}
+    orphans = {n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == "r2"}
+    assert len(orphans) == 10
+    wait_for(
+        "fifteen nodes each for the survivors",
+        lambda: holders(kube, prefix) == Counter({"r0": 15, "r1": 15}),
+        timeout=120,
+    )
+    after = leases(kube, prefix)
+    gaps = [(parse(after[n]["acquireTime"]) - last[n]).total_seconds() for n in orphans]
+    print(
+        f"killed replica's nodes taken {min(gaps):.1f}-{max(gaps):.1f} s after their last "
+        f"renewal (lease duration {LEASE_DURATION} s, renewals every {LEASE_DURATION / 4} s)"
+    )
+    wait_for("every node served by its holder", lambda: served_as_held(kube, prefix, ports), 120)
+    assert identity(kube) == before
+    moved = next(n for n in names if f"{prefix}-{names.index(n)}" in orphans)
+    logs = kube.cluster.run_kubectl("logs", "-n", kube.namespace, moved, "--tail=1", check=False)
+    assert logs.returncode == 0 and logs.stdout.startswith("line "), logs.stderr
+    # nothing duplicated: one backend record per pod, across every node's backend
+    records = [p.stem for p in victim.state_dir.glob("nodes/*/sim/*.json")]
+    assert sorted(records) == sorted(uid for uid, *_ in before.values())
+
+    # a replica joining gets its share: the others give nodes back, nothing restarts
+    victim.start()
+    wait_for(
+        "ten nodes per replica again",
+        lambda: holders(kube, prefix) == Counter({"r0": 10, "r1": 10, "r2": 10}),
+        timeout=120,
+    )
+    wait_for("every node served by its holder", lambda: served_as_held(kube, prefix, ports), 120)
+    assert identity(kube) == before
+    back = sorted(n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == "r2")
+    pod = names[int(back[0].rsplit("-", 1)[1])]
+    logs = kube.cluster.run_kubectl("logs", "-n", kube.namespace, pod, "--tail=1", check=False)
+    assert logs.returncode == 0 and logs.stdout.startswith("line "), logs.stderr
+    assert all(a.alive() for a in replicas)

@@ -1,0 +1,174 @@
+"""A pod's own network (`network: pod`): its namespace wired to the node by a veth pair.
+
+The pod's network namespace is held by its namespace holder (namespaces.py), like
+its UTS and IPC namespaces, and every process of the pod joins it. Here it gets
+its wiring, point to point as in a CNI "ptp" setup (no bridge, nothing shared
+between pods): a veth pair whose pod end is `eth0` in the pod's namespace with the
+pod's address (/32), loopback up, a link route to the gateway and the default route
+through it; the node end (`vkp` + the start of the pod's uid) carries the gateway
+address (the first of the pod CIDR, the same on every pair) and a /32 route to the
+pod. So the node reaches each pod at its address, two pods can listen on one port,
+and 127.0.0.1 in a pod is the pod's own. Traffic between pods, or from a pod to
+beyond the node, is routed only if the host forwards IPv4 (vkpy leaves that
+setting alone). The node end carries an alias `vkpy:<node>:<pod uid>`, so a vkpy
+starting again finds the pairs of its own pods that are gone and removes them, and
+never another node's. Everything is done with `ip` (iproute2), in one batch per side.
+
+`connect_in` opens a TCP connection from inside a pod's network namespace (for
+port-forward, as a kubelet connects to localhost in the pod's sandbox): a
+short-lived thread joins the namespace with `setns`, connects, and ends, so no
+thread of vkpy stays in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+
+from vkpy.providers.process.addresses import PodAddress
+
+ALIAS_PREFIX = "vkpy:"
+POD_LINK = "eth0"
+CLONE_NEWNET = 0x40000000
+
+
+def link_name(pod_uid: str) -> str:
+    """The node end of the pod's pair: 15 characters at most (IFNAMSIZ)."""
+    return "vkp" + pod_uid.replace("-", "")[:12]
+
+
+def alias(node: str, pod_uid: str) -> str:
+    return f"{ALIAS_PREFIX}{node}:{pod_uid}"
+
+
+def _ip(args: list[str], batch: str = "", netns_pid: int | None = None) -> None:
+    argv = ["ip", *args]
+    if netns_pid is not None:
+        argv = ["nsenter", f"--net=/proc/{netns_pid}/ns/net", "--", *argv]
+    try:
+        result = subprocess.run(
+            argv, input=batch or None, capture_output=True, text=True, timeout=30, check=False
+        )
+    except (FileNotFoundError, subprocess.TimeoutExpired) as error:
+        raise OSError(f"cannot wire the pod's network ({' '.join(argv[:3])}): {error}") from None
+    if result.returncode != 0:
+        raise OSError(f"cannot wire the pod's network: {result.stderr.strip() or argv}")
+
+
+def link_exists(link: str) -> bool:
+    """Whether vkpy's network namespace has the link (asked by netlink: /sys/class/net
+    shows the namespace sysfs was mounted in, which need not be vkpy's)."""
+    try:
+        result = subprocess.run(
+            ["ip", "link", "show", "dev", link], capture_output=True, timeout=30, check=False
+        )
+    except (FileNotFoundError, subprocess.TimeoutExpired) as error:
+        raise OSError(f"cannot look up the link {link}: {error}") from None
+    return result.returncode == 0
+
+
+def connect(holder_pid: int, record: PodAddress, node: str, pod_uid: str) -> None:
+    """Wire the namespace of the holder `holder_pid` to the node (see the docstring)."""
+    disconnect(record.link)  # a pair left from a holder that is gone
+    gw = record.gateway
+    _ip(["link", "add", record.link, "type", "veth", "peer", "name", POD_LINK,
+         "netns", str(holder_pid)])  # fmt: skip
+    try:
+        _ip(
+            ["-batch", "-"],
+            "\n".join(
+                [
+                    f"link set {record.link} alias {alias(node, pod_uid)}",
+                    f"addr add {gw}/32 dev {record.link}",
+                    f"link set {record.link} up",
+                    f"route replace {record.address}/32 dev {record.link} src {gw}",
+                ]
+            )
+            + "\n",
+        )
+        _ip(
+            ["-batch", "-"],
+            "\n".join(
+                [
+                    "link set lo up",
+                    f"addr add {record.address}/32 dev {POD_LINK}",
+                    f"link set {POD_LINK} up",
+                    f"route add {gw}/32 dev {POD_LINK} scope link",
+                    f"route add default via {gw} dev {POD_LINK}",
+                ]
+            )
+            + "\n",
+            netns_pid=holder_pid,
+        )
+    except OSError:
+        disconnect(record.link)
+        raise
+
+
+def disconnect(link: str) -> None:
+    """Remove the pair (its address and route go with it); nothing if it is gone."""
+    if link and link_exists(link):
+        try:
+            _ip(["link", "del", link])
+        except OSError:
+            if link_exists(link):
+                raise
+
+
+def own_links(node: str) -> dict[str, str]:
+    """{pod uid: node-end link} of the pairs this node made, as the kernel has them."""
+    result = subprocess.run(
+        ["ip", "-j", "link", "show", "type", "veth"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if result.returncode != 0:
+        return {}
+    try:
+        links = json.loads(result.stdout or "[]")
+    except ValueError:
+        return {}
+    prefix = f"{ALIAS_PREFIX}{node}:"
+    found = {}
+    for link in links:
+        text = str(link.get("ifalias") or "")
+        if text.startswith(prefix):
+            found[text.removeprefix(prefix)] = str(link.get("ifname"))
+    return found
+
+
+def connect_in(holder_pid: int, port: int, timeout: float = 10.0) -> socket.socket:
+    """A TCP connection to 127.0.0.1:`port` inside the holder's network namespace."""
+    outcome: list[socket.socket | BaseException] = []
+
+    def run() -> None:
+        import ctypes  # noqa: PLC0415 (only pods with a network of their own need it)
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(f"/proc/{holder_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    error = ctypes.get_errno()
+                    raise OSError(error, f"setns: {os.strerror(error)}")
+            finally:
+                os.close(fd)
+            # This thread ends right after: nothing else of vkpy runs in the namespace.
+            sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+            sock.settimeout(None)
+            outcome.append(sock)
+        except BaseException as error:  # handed to the caller
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, name=f"netns-connect-{holder_pid}", daemon=True)
+    thread.start()
+    thread.join()
+    result = outcome[0] if outcome else OSError("the connecting thread ended without a result")
+    if isinstance(result, BaseException):
+        raise result
+    return result

@@ -1,0 +1,379 @@
+"""A node set shared by several replicas, with Kubernetes as the only coordinator.
+
+One process can serve a thousand nodes (vkpy.fleet), but one process is one machine
+and one failure. With `--leader-elect` and a node set, every replica of a Deployment
+is given the same set and serves the part of it whose Leases it holds: each node's
+own Lease in kube-node-lease (the heartbeat the node lifecycle controller reads)
+names the replica serving it, with vkpy.node.leader's rules and write fencing, so
+holding a node costs exactly a kubelet's Lease renewals and nothing new runs.
+
+Each replica also keeps a Lease of its own (`vkpy-set-<set>-<identity>`, labelled
+with the set) so the others can count the live replicas. Every retry period a
+replica renews that Lease, lists the set's Leases in one request, and follows
+vkpy.node.shard_plan: it gives back what exceeds its fair share (ceil(nodes /
+replicas)) and takes free, released or expired Leases up to it. A replica that dies
+stops renewing; once its Leases have not changed for their duration the others take
+its nodes, so a node is served again within the lease duration plus one retry
+period. A node taken over starts afresh here: its backend (shared by the replicas, as
+they share a cloud account) is adopted, its pods come from the one pod watch, which
+keeps every pod of the set for this, and nothing is restarted. A node given back
+stops writing first (its writes are fenced by its Lease), then releases the Lease
+so the replica that wants it takes it at its next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from vkpy.api import ApiDependencies, KubeletServer
+from vkpy.clock import SYSTEM_CLOCK, Clock
+from vkpy.fleet import FleetNode, build_node
+from vkpy.kube.client import ApiError, KubeClient
+from vkpy.kube.events import EventRecorder
+from vkpy.node.leader import LeaderElector, LeadershipLost
+from vkpy.node.lease import NAMESPACE as NODE_LEASES
+from vkpy.node.pod_config import ApiObjectSource
+from vkpy.node.shard_plan import Claim, Sightings, plan
+from vkpy.node.shared_pod_watch import SharedPodWatch
+from vkpy.node_set import Member
+from vkpy.objects import KubeObject, meta, spec
+from vkpy.providers import registry
+from vkpy.providers.base import Provider
+from vkpy.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SET_LABEL = "vkpy.io/node-set"
+"""On every Lease of a shared node set (the nodes' and the replicas'): its name."""
+REPLICA_LABEL = "vkpy.io/node-set-replica"
+"""On a replica's own Lease."""
+AT_ONCE = 32
+"""Leases taken, released or nodes registered at the same time."""
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"
+
+
+def _dns_label(text: str, limit: int) -> str:
+    """`text` as lowercase letters, digits and dashes, at most `limit` long (a hash
+    keeps names that had to be cut apart)."""
+    clean = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
+    if len(clean) <= limit:
+        return clean
+    digest = hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
+    return f"{clean[: limit - 9].rstrip('-')}-{digest}"
+
+
+def set_name(settings: Settings) -> str:
+    """The set's name in labels: from --node-name, the same for every replica."""
+    return _dns_label(settings.node.name, 63)
+
+
+def replica_lease(set_name: str, identity: str) -> str:
+    return f"vkpy-set-{set_name}-{_dns_label(identity, 100)}"
+
+
+@dataclass
+class _Slot:
+    """One node of the set: its Lease's elector, and its parts while served here."""
+
+    member: Member
+    elector: LeaderElector
+    serving: FleetNode | None = None
+    task: asyncio.Task[None] | None = None
+
+    def held(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+
+class ShardedFleet:
+    """This replica's part of a shared node set; `run` until cancelled, then `release`."""
+
+    def __init__(self, settings: Settings, client: KubeClient, clock: Clock = SYSTEM_CLOCK):
+        if settings.election is None:
+            raise ValueError("a shared node set needs leader election settings")
+        self._settings = settings
+        self._election = settings.election
+        self._client = client
+        self._clock = clock
+        self.set = set_name(settings)
+        self.identity = self._election.identity
+        members = settings.node_set
+        first = members[0]
+        self.events = EventRecorder(client, host=first.node.name)
+        self.watch = SharedPodWatch(client, clock, keep=[m.node.name for m in members])
+        self._objects = ApiObjectSource(client)
+        self.slots: dict[str, _Slot] = {}
+        for member in members:
+            node_lease = replace(
+                self._election,
+                namespace=NODE_LEASES,
+                name=member.node.name,
+                labels={SET_LABEL: self.set},
+            )
+            owner = functools.partial(self._owner, member.node.name)
+            elector = LeaderElector(client, node_lease, clock, owner=owner)
+            self.slots[member.node.name] = _Slot(member, elector)
+        self._replicas_namespace = self._election.namespace
+        self._me = LeaderElector(
+            client,
+            replace(
+                self._election,
+                name=replica_lease(self.set, self.identity),
+                labels={SET_LABEL: self.set, REPLICA_LABEL: "true"},
+            ),
+            clock,
+        )
+        self._others = Sightings()
+        self.replicas = 1
+        """Live replicas at the last round, this one included."""
+        self._gate = asyncio.Semaphore(AT_ONCE)
+        # The listener's default backend is never started: every pod is routed to the
+        # backend of the node that runs it (provider_for), served here or not at all.
+        idle = _backend(settings, first)
+        addresses = tuple(a for a in (first.node.internal_ip,) if a) or (first.node.name,)
+        self.api = KubeletServer(
+            settings.api,
+            ApiDependencies(
+                node_name=first.node.name,
+                addresses=addresses,
+                pods=self.all_pods,
+                find_pod=self.find,
+                provider=idle,
+                provider_for=self.provider_for,
+                client=client,
+                events=self.events,
+                default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
+            ),
+        )
+
+    # --- what the one listener reads ------------------------------------------------
+
+    def serving(self) -> list[FleetNode]:
+        return [s.serving for s in self.slots.values() if s.serving is not None]
+
+    def held(self) -> list[str]:
+        """The nodes this replica serves now."""
+        return [name for name, slot in self.slots.items() if slot.held()]
+
+    def all_pods(self) -> list[KubeObject]:
+        return [pod for n in self.serving() for pod in n.pods.pods()]
+
+    def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
+        for node in self.serving():
+            found = node.pods.find(namespace, name, uid)
+            if found is not None:
+                return found
+        return None
+
+    def provider_for(self, pod: KubeObject) -> Provider:
+        slot = self.slots.get(str(spec(pod).get("nodeName") or ""))
+        if slot is None or slot.serving is None:
+            raise LookupError(f"this replica does not serve {spec(pod).get('nodeName')}")
+        return slot.serving.provider
+
+    # --- running --------------------------------------------------------------------
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+
+            def start(name: str, coro: Awaitable[None]) -> None:
+                group.create_task(_logged(name, coro), name=name)
+
+            start("events", self.events.run())
+            start("kubelet-api", self.api.run())
+            start("pod-watch", self.watch.run())
+            # Nodes taken here point at this replica's listener: only once it listens.
+            await self.api.listening.wait()
+            log.info(
+                "sharing the node set",
+                extra={"set": self.set, "identity": self.identity, "nodes": len(self.slots)},
+            )
+            async with asyncio.TaskGroup() as nodes:
+                while True:
+                    try:
+                        await self.round(nodes)
+                    except ApiError as error:
+                        log.warning(
+                            "cannot read the node set's Leases", extra={"error": str(error)}
+                        )
+                    await self._clock.sleep(self._until_next_round())
+
+    def _until_next_round(self) -> float:
+        """The retry period, or less when a Lease seen held elsewhere (or a replica's)
+        runs out sooner: a dead replica's nodes are taken the moment its Leases have
+        not changed for their duration, not up to a period later."""
+        now = self._clock.monotonic()
+        soonest = min(
+            (
+                slot.elector.vacant_at()
+                for slot in self.slots.values()
+                if not slot.held() and slot.elector.holder() not in ("", self.identity)
+            ),
+            default=math.inf,
+        )
+        soonest = min(soonest, self._others.next_expiry(now))
+        period = self._election.retry_period
+        return max(0.05 * period, min(period, soonest - now + 0.01))
+
+    async def round(self, nodes: asyncio.TaskGroup) -> None:
+        """One round: renew this replica's Lease, read the set's, give back, take."""
+        try:
+            await self._me.try_acquire_or_renew()
+        except ApiError as error:
+            log.warning("cannot renew this replica's Lease", extra={"error": str(error)})
+        listed = await self._list()
+        now = self._clock.monotonic()
+        replicas: set[str] = set()
+        for lease in listed:
+            name = str(meta(lease).get("name"))
+            labels = meta(lease).get("labels") or {}
+            holder = str(spec(lease).get("holderIdentity") or "")
+            if labels.get(REPLICA_LABEL):
+                if holder and holder != self.identity:
+                    duration = float(spec(lease).get("leaseDurationSeconds") or 0)
+                    renewed = (holder, spec(lease).get("renewTime"))
+                    self._others.see(name, renewed, duration, now)
+                    replicas.add(name)
+            elif meta(lease).get("namespace") == NODE_LEASES and name in self.slots:
+                self.slots[name].elector.observe(lease)
+        self._others.forget(replicas)
+        self.replicas = 1 + len(self._others.alive(now))
+        claims = {
+            name: Claim(slot.elector.holder(), slot.elector.vacant())
+            for name, slot in self.slots.items()
+        }
+        todo = plan(self.identity, list(self.slots), claims, self.replicas, self.held())
+        if todo.give_back:
+            log.info(
+                "giving nodes back",
+                extra={"nodes": len(todo.give_back), "replicas": self.replicas},
+            )
+            await _each(self._give_back, [self.slots[n] for n in todo.give_back])
+        by_name = {str(meta(lease).get("name")): lease for lease in listed}
+
+        async def take(slot: _Slot) -> None:
+            name = slot.member.node.name
+            current = by_name.get(name)
+            if current is not None and meta(current).get("namespace") != NODE_LEASES:
+                current = None
+            try:
+                taken = await slot.elector.try_acquire_or_renew(current)
+            except ApiError as error:
+                log.warning("cannot take a node's Lease", extra={"node": name, "error": str(error)})
+                return
+            if taken:
+                slot.task = nodes.create_task(self._serve(slot), name=f"node/{name}")
+
+        if todo.take:
+            await _each(take, [self.slots[n] for n in todo.take])
+            log.info(
+                "took nodes",
+                extra={
+                    "wanted": len(todo.take),
+                    "holding": len(self.held()),
+                    "replicas": self.replicas,
+                },
+            )
+
+    async def _list(self) -> list[KubeObject]:
+        selector = {"labelSelector": f"{SET_LABEL}={self.set}"}
+        namespaces = dict.fromkeys((NODE_LEASES, self._replicas_namespace))
+        out: list[KubeObject] = []
+        for namespace in namespaces:
+            answer = await self._client.get(LEASES.format(namespace), selector)
+            for item in answer.get("items") or ():
+                item.setdefault("metadata", {}).setdefault("namespace", namespace)
+                out.append(item)
+        return out
+
+    async def _serve(self, slot: _Slot) -> None:
+        """Serve one node while its Lease is held here; never raises but on cancel."""
+        name = slot.member.node.name
+        fenced = self._client.fenced(slot.elector.write_budget)
+        node: FleetNode | None = None
+        try:
+            node = build_node(
+                self._settings, slot.member, fenced, self.events, self._objects, self.watch
+            )
+            slot.serving = node
+            await node.provider.start()
+            node.tasks.add_from(node.provider)
+            log.info("serving node", extra={"node": name})
+            await slot.elector.hold(lambda: self._run_node(node), spread=True)
+        except LeadershipLost as error:
+            log.warning("node lost", extra={"node": name, "error": str(error)})
+        except Exception:
+            log.exception("node failed; giving it up", extra={"node": name})
+        finally:
+            self.watch.detach(name)
+            slot.serving = None
+            if node is not None:
+                await node.provider.close()
+
+    async def _run_node(self, node: FleetNode) -> None:
+        async with self._gate:
+            await node.node.register()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(node.node.keep(), name="node")
+            group.create_task(node.pods.run(), name="pods")
+            group.create_task(node.tasks.run(), name="backend-tasks")
+
+    async def _give_back(self, slot: _Slot) -> None:
+        """Stop serving the node (its writes end first), then release its Lease."""
+        if slot.task is not None:
+            slot.task.cancel()
+            await asyncio.gather(slot.task, return_exceptions=True)
+            slot.task = None
+        await slot.elector.release()
+
+    def _owner(self, name: str) -> KubeObject | None:
+        """The node's Lease is owned by its Node (once known here), so it goes with it."""
+        node = self.slots[name].serving
+        if node is None or not node.node.uid:
+            return None
+        return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node.node.uid}
+
+    async def release(self) -> None:
+        """On the way out: stop every node, release their Leases and this replica's."""
+        await _each(self._give_back, [s for s in self.slots.values() if s.task is not None])
+        await self._me.release()
+
+
+def _backend(settings: Settings, member: Member) -> Provider:
+    return registry.create(
+        settings.provider,
+        member.provider_config,
+        registry.ProviderContext(
+            node_name=member.node.name,
+            state_dir=str(Path(settings.state_dir) / "nodes" / member.node.name),
+            internal_ip=member.node.internal_ip,
+        ),
+    )
+
+
+async def _each(work: Callable[[_Slot], Awaitable[None]], slots: list[_Slot]) -> None:
+    gate = asyncio.Semaphore(AT_ONCE)
+
+    async def one(slot: _Slot) -> None:
+        async with gate:
+            await work(slot)
+
+    await asyncio.gather(*(one(s) for s in slots))
+
+
+async def _logged(name: str, coro: Awaitable[None]) -> None:
+    try:
+        await coro
+        raise RuntimeError(f"task {name} ended")
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("task failed", extra={"task": name})
+        raise
