@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import socket
 from pathlib import Path
@@ -72,6 +73,14 @@ worker.join()
 STATUS = "grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status"
 
 
+def settings(**values: Any) -> dict[str, Any]:
+    """Provider settings with ids of this test's own: other vkpy nodes of this host
+    (other test runs) take the default range's ids too, and end whatever runs as
+    them when their pods go."""
+    first = random.randrange(400_000, 900_000, 1000)
+    return {"pod_uid_range": f"{first}-{first + 999}", **values}
+
+
 def _log(pods: Path, kube: Kube, name: str, container: str = "app") -> str | None:
     pod = kube.get("pod", name)
     if pod is None:
@@ -101,7 +110,7 @@ def test_pod_processes_have_no_privileges_and_the_escapes_are_refused(
     kube: Kube, start_process_agent: StartProcessAgent, reachable_pods_dir: Path
 ) -> None:
     pods = reachable_pods_dir
-    agent = start_process_agent({"pods_dir": str(pods)})
+    agent = start_process_agent(settings(pods_dir=str(pods)))
     port = free_port()
     script = (
         f"{STATUS}; unshare -U true 2>/dev/null && echo UNSHARE-USER-OK; "
@@ -177,7 +186,7 @@ ASKS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
 def test_privileges_and_host_namespaces_are_refused_by_default_with_an_event(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:
-    agent = start_process_agent()
+    agent = start_process_agent(settings())
     for name, (spec, security, _) in ASKS.items():
         kube.create(
             process_pod(
@@ -210,7 +219,7 @@ def test_a_node_that_allows_them_runs_privileged_capable_and_host_namespace_pods
 ) -> None:
     pods = reachable_pods_dir
     allow = ["privileged", "capabilities", "hostPID", "hostNetwork", "hostIPC", "unconfined"]
-    agent = start_process_agent({"pods_dir": str(pods), "allow": allow})
+    agent = start_process_agent(settings(pods_dir=str(pods), allow=allow))
     low = _free_low_port()
     bind = (
         f"python3 -c \"import socket; socket.socket().bind(('127.0.0.1', {low})); print('BOUND')\""
