@@ -29,26 +29,13 @@ import json
 import os
 import sys
 import termios
-from types import ModuleType
 from typing import TYPE_CHECKING
-
-
-def _beside(name: str) -> ModuleType:
-    """A module of this directory, for when this file runs as a plain script."""
-    import importlib.util  # noqa: PLC0415 (only as a script)
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_vkpy_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 if TYPE_CHECKING or __package__:
     from vkpy.providers.process import seccomp
-else:
-    seccomp = _beside("seccomp")
+else:  # a plain script: seccomp.py beside it, first on the path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import seccomp
 
 if TYPE_CHECKING:
     from vkpy.providers.process.records import ProcessContext
