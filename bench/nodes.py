@@ -26,7 +26,14 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pods import apiserver_requests, cpu_seconds, free_port, peak_rss_mib, pod
+from pods import (
+    apiserver_requests,
+    cpu_seconds,
+    free_port,
+    free_port_range,
+    peak_rss_mib,
+    pod,
+)
 
 from vkpy.devcluster import given_or_started
 from vkpy.kube.client import ClientOptions, KubeClient
@@ -112,7 +119,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         "--provider=sim",
         "--node-ip=127.0.0.1",
         "--listen-address=127.0.0.1",
-        f"--port={free_port()}",
+        f"--port={free_port_range(args.nodes)}",
         f"--state-dir={workdir / 'state'}",
         f"--event-loop={args.event_loop}",
         "--log-level=warning",

@@ -39,6 +39,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_range(count: int, start: int = 20000) -> int:
+    """The first of `count` consecutive free ports from `start` on (a node set's node i
+    listens on --port + i), below the kernel's ephemeral range."""
+    for base in range(start, 32000 - count, count):
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
 def pod(name: str, node: str) -> dict[str, object]:
     return {
         "apiVersion": "v1",

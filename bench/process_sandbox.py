@@ -1,6 +1,8 @@
 """What the process backend's sandbox costs: create -> Running and exec latency, with
-the sandbox (the default when vkpy is root: per-pod users, UTS and IPC namespaces per
-pod) and without (`run_as: nobody`, one user for every pod, `pod_namespaces: false`).
+the sandbox (the default when vkpy is root: per-pod users, UTS, IPC, mount and PID
+namespaces per pod), without the pod filesystem (`pod_filesystem: false`: no mount
+and PID namespaces) and without any (`run_as: nobody`, one user for every pod,
+`pod_namespaces: false`).
 
 For each mode a process-backend node is started against a real control plane (the
 one --kubeconfig names, or a local one started here); `--pods` pods are created one
@@ -32,7 +34,8 @@ from vkpy.devcluster import ClusterAccess, given_or_started
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES: dict[str, dict[str, object]] = {
-    "sandbox: per-pod users, UTS+IPC namespaces": {},
+    "sandbox: per-pod users, UTS+IPC+mount+PID namespaces (pod filesystem)": {},
+    "per-pod users, UTS+IPC namespaces, no pod filesystem": {"pod_filesystem": False},
     "no sandbox: run_as nobody, no namespaces": {"run_as": "nobody", "pod_namespaces": False},
 }
 

@@ -1,21 +1,18 @@
-"""The conformance run's JUnit report, summed up for docs/conformance.md.
+"""The conformance run's JUnit report read back, and why each failed spec failed.
 
 Ginkgo's JUnit file lists every spec of the suite, the ones the focus left out too
-(as skipped). This reads it back, keeps the specs each selection chose (the same
-regular expressions the run used), counts passed, failed and skipped (a spec may skip
-itself, e.g. for another cloud provider), groups the failures by the first line of
-their message with names and numbers blanked out, so one cause shows once with its
-count, and writes that between markers in the document (`<!-- run:<backend> -->`),
-leaving the text around it as people wrote it.
+(as skipped). This reads it back (the selections choose specs with the same regular
+expressions the run used; a spec may skip itself, e.g. for another cloud provider)
+and says in one line why a spec failed: a known cause found in its name or in what
+it logged, else the first line of its message with names and numbers blanked out,
+so one cause reads the same for every spec it hits. results.py keeps the results.
 """
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 
 SKIP = re.compile(r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]")
@@ -75,18 +72,6 @@ CAUSES: tuple[tuple[str, str, str], ...] = (
 name, `logged` at its failure message and the containers' output it logged."""
 
 
-@dataclass
-class Tally:
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    specs: list[Spec] = field(default_factory=list)
-
-    @property
-    def total(self) -> int:
-        return self.passed + self.failed + self.skipped
-
-
 def read_junit(path: Path) -> list[Spec]:
     """The specs that ran (`[It]` cases), with their outcome and failure message."""
     specs: list[Spec] = []
@@ -115,24 +100,6 @@ def read_junit(path: Path) -> list[Spec]:
     return specs
 
 
-def tally(specs: list[Spec], selection: Selection) -> Tally:
-    """The selection's counts; specs the focus left out (skipped with no reason) are not counted."""
-    result = Tally()
-    for spec in specs:
-        if not selection.chooses(spec.name):
-            continue
-        if spec.status == "skipped" and spec.message.strip() in ("", "skipped"):
-            continue  # not run: filtered out by the focus
-        result.specs.append(spec)
-        if spec.status == "passed":
-            result.passed += 1
-        elif spec.status == "failed":
-            result.failed += 1
-        else:
-            result.skipped += 1
-    return result
-
-
 def known_cause(spec: Spec) -> str | None:
     """The first CAUSES entry whose signature is in the spec's name or what it logged."""
     outputs = [line for line in spec.output.splitlines() if "output.go" in line or ": " in line]
@@ -153,91 +120,3 @@ def cause(message: str) -> str:
     first = re.sub(r"\b[a-z0-9]+(-[a-z0-9]+)*-[a-z0-9]{5}\b", "NAME", first)
     first = re.sub(r"\d+(\.\d+)?", "N", first)
     return first[:200]
-
-
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def render(
-    tallies: dict[str, Tally],
-    *,
-    started: datetime,
-    command: str,
-    provider: str,
-    release: str,
-    procs: int,
-) -> str:
-    lines = [
-        f"### {provider} backend, {started:%Y-%m-%d %H:%M} UTC",
-        "",
-        f"Command: `{command}` (Kubernetes {release}: e2e.test and agnhost built from "
-        f"k8s.io/kubernetes {release}; {procs} specs in parallel; skip "
-        "`Serial|Disruptive|Slow|Flaky`).",
-        "",
-        "| selection | specs run | passed | failed | skipped |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, result in tallies.items():
-        lines.append(
-            f"| {name} | {result.total} | {result.passed} | {result.failed} | {result.skipped} |"
-        )
-    causes: dict[str, list[str]] = defaultdict(list)
-    seen: set[str] = set()
-    for result in tallies.values():
-        for spec in result.specs:
-            if spec.status == "failed" and spec.name not in seen:
-                seen.add(spec.name)
-                causes[known_cause(spec) or cause(spec.message)].append(spec.name)
-    if causes:
-        lines += [
-            "",
-            "Failures grouped by cause (a known signature in the spec's name, message or "
-            "output, else the message's first line):",
-            "",
-            "| count | cause | specs |",
-            "|---:|---|---|",
-        ]
-        for text, names in sorted(causes.items(), key=lambda item: (-len(item[1]), item[0])):
-            shown = "<br>".join(_escape(n) for n in sorted(names))
-            lines.append(f"| {len(names)} | {_escape(text)} | {shown} |")
-    for name, result in tallies.items():
-        lines += ["", f"<details><summary>Every {name} spec ({result.total})</summary>", ""]
-        lines += ["| result | spec |", "|---|---|"]
-        for spec in sorted(result.specs, key=lambda s: (s.status != "failed", s.status, s.name)):
-            lines.append(f"| {spec.status} | {_escape(spec.name)} |")
-        lines += ["", "</details>"]
-    return "\n".join(lines)
-
-
-def write_report(
-    path: Path,
-    junits: list[Path],
-    selections: tuple[Selection, ...],
-    *,
-    started: datetime,
-    command: str,
-    provider: str,
-    release: str,
-    procs: int,
-) -> str:
-    """Put this run's section into `path` (replacing the last run of this backend);
-    returns a one-line summary."""
-    specs = [spec for junit in junits for spec in read_junit(junit)]
-    tallies = {s.name: tally(specs, s) for s in selections}
-    section = render(
-        tallies, started=started, command=command, provider=provider, release=release, procs=procs
-    )
-    begin, end = f"<!-- run:{provider} -->", f"<!-- /run:{provider} -->"
-    text = path.read_text() if path.exists() else "# Conformance\n"
-    block = f"{begin}\n{section}\n{end}"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        text = head + block + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-    return "; ".join(
-        f"{name}: {t.passed} passed, {t.failed} failed, {t.skipped} skipped of {t.total}"
-        for name, t in tallies.items()
-    )

@@ -33,13 +33,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from conformance.report import Selection, write_report  # noqa: E402
+from conformance import results  # noqa: E402
+from conformance.report import Selection, read_junit  # noqa: E402
 from vkpy.devcluster import DevCluster, find_bin_dir, pinned_release  # noqa: E402
 from vkpy.devcluster.binaries import tool_dir  # noqa: E402
 from vkpy.devcluster.netns import NODE_IP, setup_node_network  # noqa: E402
 from vkpy.providers.process.standins import BUSYBOX_BIN  # noqa: E402
 
 NODE_NAME = "vkpy-conformance"
+POD_CIDR = "10.244.0.0/16"
+"""Pod addresses (`network: pod`): every pod has a network of its own, so two pods
+may listen on one port (the suite's pods use 80 and 8080 over and over, and a
+namespace is deleted while the next spec already runs)."""
 KUBELET_PORT = 10250
 SELECTIONS = (
     Selection("NodeConformance", r"\[NodeConformance\]", "node"),
@@ -54,8 +59,8 @@ SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"
 
 def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
     """The process backend's settings for the run: agnhost from the pinned build (a
-    copy the containers' user can reach), hostPath under /tmp, the API server as the
-    `kubernetes` Service."""
+    copy the containers' user can reach), hostPath under /tmp, a network namespace
+    and an address per pod, the API server as the `kubernetes` Service."""
     bin_dir = run_dir / "bin"
     bin_dir.mkdir(mode=0o755)
     shutil.copy2(agnhost, bin_dir / "agnhost")
@@ -70,6 +75,8 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
             },
         },
         "host_path_prefixes": ["/tmp"],
+        "network": "pod",
+        "pod_cidr": POD_CIDR,
         "kubernetes_service_host": "127.0.0.1",
         "kubernetes_service_port": port,
         "pods_dir": str(run_dir / "pods"),
@@ -161,9 +168,9 @@ def ginkgo_argv(
 
 def suite_runs(options: argparse.Namespace, run_dir: Path, cluster: DevCluster) -> list[list[str]]:
     """One Ginkgo run per selection: the NodeConformance specs with --procs at once, the
-    kubectl specs one at a time (their pods listen on fixed ports, 80 and 8080, and all
-    pods share one network here). --focus: one run of what it matches; --rerun-failed:
-    each selection's failed specs."""
+    kubectl specs with --cli-procs (one at a time by default: their port-forward
+    specs measure what a forwarded connection carries). --focus: one run of what it
+    matches; --rerun-failed: each selection's failed specs."""
     tools = Path(options.tools)
     if options.focus and not options.rerun_failed:
         argv = ginkgo_argv(tools, run_dir, cluster, options.procs, "focus", options.timeout)
@@ -210,6 +217,8 @@ def stop_everything(cluster: DevCluster, node: subprocess.Popen[bytes] | None, p
 
 def inside(options: argparse.Namespace) -> int:
     setup_node_network(NODE_IP)
+    # Pods reach each other through the node's ends of their pairs (this namespace only).
+    Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
     run_dir = Path(options.run_dir)
     cluster = DevCluster(run_dir / "cluster", bin_dir=Path(options.bin_dir))
     node: subprocess.Popen[bytes] | None = None
@@ -255,6 +264,16 @@ def main() -> int:
         help="markdown report to write ('' for none)",
     )
     parser.add_argument(
+        "--results",
+        default=str(ROOT / "docs" / "conformance-results.json"),
+        help="results store the run updates ('' for none)",
+    )
+    parser.add_argument(
+        "--from-run",
+        default="",
+        help="record a kept run directory's results (with its run.json) without running",
+    )
+    parser.add_argument(
         "--keep",
         default="",
         help="run directory to use and keep (default: a temporary one, removed)",
@@ -267,6 +286,8 @@ def main() -> int:
     options = parser.parse_args()
     if options.inside:
         return inside(options)
+    if options.from_run:
+        return record_run(options, Path(options.from_run).absolute())
     if os.geteuid() != 0:
         print("conformance/run.py needs root: it makes a network namespace", file=sys.stderr)
         return 1
@@ -285,6 +306,9 @@ def main() -> int:
         else shlex.join(["conformance/run.py", *sys.argv[1:]])
     )
     started = datetime.now(UTC)
+    (run_dir / "run.json").write_text(
+        json.dumps({"started": f"{started:%Y-%m-%d %H:%M}", "command": command, "commit": commit()})
+    )
     child = [
         "unshare", "--net", "--", sys.executable, str(Path(__file__).resolve()), "--inside",
         f"--run-dir={run_dir}", f"--tools={tools}", f"--agnhost={agnhost}", f"--bin-dir={bin_dir}",
@@ -295,26 +319,44 @@ def main() -> int:
     ]  # fmt: skip
     print(f"run directory {run_dir}; suite log {run_dir / 'suite.log'}", flush=True)
     result = subprocess.run(child, check=False)
+    code = record_run(options, run_dir)
+    if code == 0 and not options.keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return code or result.returncode
+
+
+def commit() -> str:
+    got = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return got.stdout.strip() or "unknown"
+
+
+def record_run(options: argparse.Namespace, run_dir: Path) -> int:
+    """The run's JUnit reports into the results store and the document."""
     junits = sorted(run_dir.glob("junit*.xml"))
     if not junits:
         print(f"no JUnit report: see {run_dir}", file=sys.stderr)
-        return result.returncode or 1
-    if options.report:
-        summary = write_report(
-            Path(options.report),
-            junits,
-            SELECTIONS,
-            started=started,
-            command=command,
-            provider=options.provider + ("-rerun" if options.rerun_failed else ""),
-            release=pinned_release(),
-            procs=options.procs,
-        )
-        print(summary)
-    if not options.keep:
-        for junit in junits:
-            shutil.copy2(junit, Path(tempfile.gettempdir()) / f"vkpy-conformance-{junit.name}")
-        shutil.rmtree(run_dir, ignore_errors=True)
+        return 1
+    facts = json.loads((run_dir / "run.json").read_text())
+    kind = "rerun" if options.rerun_failed else "focus" if options.focus else "full"
+    run = results.Run(
+        backend=options.provider,
+        started=facts["started"],
+        command=facts["command"],
+        release=pinned_release(),
+        commit=facts["commit"],
+        kind=facts.get("kind", kind),
+    )
+    specs = [spec for junit in junits for spec in read_junit(junit)]
+    if options.results:
+        store = results.load(Path(options.results))
+        counted = results.record(store, specs, SELECTIONS, run)
+        results.save(Path(options.results), store)
+        print(f"{counted} spec results recorded in {options.results}")
+        if options.report:
+            print(results.update_document(Path(options.report), store, SELECTIONS))
     return 0
 
 

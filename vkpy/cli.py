@@ -483,6 +483,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     )
     provider_config = _read_provider_config(args.provider_config)
     members = _node_set(args, node, pods, provider_config)
+    if members and args.port + len(members) - 1 > 65535:
+        raise UsageError(
+            f"--port {args.port}: the {len(members)} nodes of the set take ports "
+            f"{args.port}-{args.port + len(members) - 1}, past 65535"
+        )
     return Settings(
         kube=ClientOptions(
             kubeconfig=args.kubeconfig,

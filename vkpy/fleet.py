@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vkpy.api import ApiDependencies, KubeletServer
@@ -90,6 +90,22 @@ def build_node(
     return FleetNode(member, provider, node, lease, pods, tasks)
 
 
+def node_dependencies(shared: ApiDependencies, node: FleetNode) -> ApiDependencies:
+    """The listener's dependencies narrowed to one node: its name (authorization),
+    its pods and its backend (/pods, /stats/summary, logs and exec of its pods)."""
+    return replace(
+        shared,
+        node_name=node.member.node.name,
+        pods=node.pods.pods,
+        find_pod=node.pods.find,
+        running_pods=node.pods.running_pods,
+        provider=node.provider,
+        provider_for=None,
+        node_ports={},
+        for_node=None,
+    )
+
+
 class Fleet:
     """The nodes of a set, ready to `run` (their backends started by the caller)."""
 
@@ -114,6 +130,8 @@ class Fleet:
                 find_pod=self.find,
                 provider=self.nodes[first.name].provider,
                 provider_for=self.provider_for,
+                node_ports={m.node.port: m.node.name for m in members if m.node.port},
+                for_node=self.node_api,
                 client=client,
                 events=self.events,
                 default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
@@ -132,6 +150,11 @@ class Fleet:
             if found is not None:
                 return found
         return None
+
+    def node_api(self, name: str) -> ApiDependencies | None:
+        """What the listener uses for a request that came in on node `name`'s port."""
+        node = self.nodes.get(name)
+        return None if node is None else node_dependencies(self.api.deps, node)
 
     def provider_for(self, pod: KubeObject) -> Provider:
         node = self.nodes.get(str(spec(pod).get("nodeName") or ""))

@@ -15,7 +15,10 @@ its own labels, taints, capacity and backend settings:
         provider_config: {start_seconds: 2}
 
 Each member becomes the settings of one node (a copy of the command line's, with the
-group's changes), so everything below sees ordinary per-node settings.
+group's changes), so everything below sees ordinary per-node settings. Node i of the
+set advertises kubelet port `--port` + i, all served by the process's one listener:
+the API server asks a kubelet for /stats/summary or /pods without naming the node,
+so the port it dials is what says which node it means.
 """
 
 from __future__ import annotations
@@ -148,7 +151,14 @@ def members(
             raise NodeSetError(f"node {member.node.name!r} appears twice in the node set")
         seen.add(member.node.name)
     workers = max(2, pods.workers // len(out))
-    return tuple(replace(m, pods=replace(m.pods, workers=workers)) for m in out)
+    return tuple(
+        replace(
+            m,
+            node=replace(m.node, port=base.port + i if base.port else 0),
+            pods=replace(m.pods, workers=workers),
+        )
+        for i, m in enumerate(out)
+    )
 
 
 def from_file(data: object) -> list[object]:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from vkpy.api import ApiDependencies, KubeletServer
 from vkpy.clock import SYSTEM_CLOCK, Clock
-from vkpy.fleet import FleetNode, build_node
+from vkpy.fleet import FleetNode, build_node, node_dependencies
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.node.leader import LeaderElector, LeadershipLost
@@ -147,6 +147,8 @@ class ShardedFleet:
                 find_pod=self.find,
                 provider=idle,
                 provider_for=self.provider_for,
+                node_ports={m.node.port: m.node.name for m in members if m.node.port},
+                for_node=self.node_api,
                 client=client,
                 events=self.events,
                 default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
@@ -171,6 +173,14 @@ class ShardedFleet:
             if found is not None:
                 return found
         return None
+
+    def node_api(self, name: str) -> ApiDependencies | None:
+        """What the listener uses for a request on node `name`'s port (None: that node
+        is served by another replica now, or by none)."""
+        slot = self.slots.get(name)
+        if slot is None or slot.serving is None:
+            return None
+        return node_dependencies(self.api.deps, slot.serving)
 
     def provider_for(self, pod: KubeObject) -> Provider:
         slot = self.slots.get(str(spec(pod).get("nodeName") or ""))

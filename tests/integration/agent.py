@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,6 +28,30 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_port_range(count: int, taken: tuple[int, ...] = ()) -> int:
+    """The first of `count` consecutive ports free now (a node set's nodes listen on
+    --port, --port + 1, ...), below the kernel's ephemeral range so connections made
+    meanwhile do not take them; none of `taken` (ranges handed out already)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000 - count)
+        if any(base <= t < base + count for t in taken):
+            continue
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.agent import Agent, Kube
+from tests.integration.agent import Agent, Kube, free_port, free_port_range
 from vkpy.devcluster import ClusterAccess
 
 StartAgent = Callable[..., Agent]
@@ -35,6 +35,7 @@ def start_agent(cluster: ClusterAccess, tmp_path: Path) -> Iterator[StartAgent]:
         config: dict[str, Any] | None = None,
         args: list[str] | None = None,
         kubeconfig_env: str | None = None,
+        ports: int = 1,
     ) -> Agent:
         name = f"vk-{secrets.token_hex(3)}"
         state = tmp_path / name
@@ -52,6 +53,7 @@ def start_agent(cluster: ClusterAccess, tmp_path: Path) -> Iterator[StartAgent]:
             provider_config=config_path,
             extra_args=args or [],
             kubeconfig_env=kubeconfig_env,
+            port=free_port() if ports == 1 else free_port_range(ports),
         )
         agents.append(agent.start())
         return agent

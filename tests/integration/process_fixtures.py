@@ -20,7 +20,7 @@ import pytest
 
 from tests.integration.agent import Agent, Kube
 from tests.integration.conftest import StartAgent
-from vkpy.providers.process import namespaces
+from vkpy.providers.process import namespaces, sandbox
 from vkpy.providers.process.proc import is_same_process
 from vkpy.providers.process.records import RunRecord
 from vkpy.providers.process.supervision import SIGNAL_KILL
@@ -89,6 +89,7 @@ def kill_containers(pods: Path) -> None:
     """End every container under `pods` (vkpy leaves them running when it stops)."""
     for pod in pods.glob("*/"):
         namespaces.stop(pod)  # the pod's namespace holder, if it has one
+        sandbox.unmount_volumes(pod)  # memory emptyDirs (tmpfs on the host)
     for run_file in pods.glob("*/containers/*/instances/*/run.json"):
         run = RunRecord.from_dict(json.loads(run_file.read_text()))
         if is_same_process(run.supervisor_pid, run.supervisor_start):

@@ -2,7 +2,8 @@
 
 `sim_box`: a sim node and a sim pod `box` (the sim backend's built-in commands).
 `process_box`: a process-backend node and a pod `box` whose `app` container echoes
-what it reads on stdin (stdin: true) and whose `web` container is
+what it reads on stdin (stdin: true, stdinOnce: true, as `kubectl run -i` makes it:
+an attach session lasts until the process ends) and whose `web` container is
 `python3 -m http.server` on a free port, serving a listing of `/`. Containers the
 process backend leaves running (by design, it outlives vkpy) are killed at the end.
 """
@@ -63,6 +64,7 @@ def process_box(start_agent: StartAgent, kube: Kube) -> Iterator[Box]:
                 "image": "busybox",
                 "command": ["sh", "-c", ECHO_STDIN],
                 "stdin": True,
+                "stdinOnce": True,
                 "env": [{"name": "GREETING", "value": "hello from the pod"}],
             },
             {

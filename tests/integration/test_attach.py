@@ -1,8 +1,9 @@
 """`kubectl attach` to a container that reads stdin, through the real API server.
 
 On the process backend the container is `sh` reading lines from its stdin (the FIFO
-the supervisor keeps for `stdin: true`) and echoing them to its stdout, which attach
-follows; `quit` makes it exit, which ends the attach. On the sim backend the "main
+the supervisor keeps for `stdin: true`; `stdinOnce`, so the session outlasts the
+client's input) and echoing them to its stdout, which attach follows; `quit` makes
+it exit, which ends the attach. On the sim backend the "main
 process" echoes stdin back. Both transports.
 """
 

@@ -10,11 +10,13 @@ Warning Event says why, so kubectl ends instead of waiting forever.
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
+import subprocess
+import threading
 from typing import Any
 
 from tests.integration.agent import Kube, wait_for
 from tests.integration.stream_fixtures import Box, process_box, sim_box  # noqa: F401
-from tests.integration.stream_helpers import kubectl
+from tests.integration.stream_helpers import kubectl, start_kubectl
 from vkpy.devcluster import ClusterAccess
 
 
@@ -31,15 +33,34 @@ def test_kubectl_debug_runs_in_the_target_container(
     cluster: ClusterAccess, kube: Kube, process_box: Box, namespace: str
 ) -> None:
     script = 'read -r line; echo "got $line with $GREETING"'
-    got = kubectl(
+    client = start_kubectl(
         cluster,
         *("debug", "-i", "-n", namespace, "box", "--image=busybox"),
         *("--target=app", "--container=dbg", "--", "sh", "-c", script),
-        input=b"typed\n",
-        timeout=90,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    assert got.returncode == 0, got.stderr
-    assert b"got typed with hello from the pod\n" in got.stdout, (got.stdout, got.stderr)
+    assert client.stdin is not None and client.stdout is not None
+    # The debug container has stdin without stdinOnce: as on a kubelet, the end of the
+    # client's stdin would end the session, so stdin stays open until the answer came.
+    timer = threading.Timer(90, client.kill)
+    timer.start()
+    try:
+        client.stdin.write(b"typed\n")
+        client.stdin.flush()
+        answer = b""
+        while line := client.stdout.readline():  # kubectl first says which container
+            if line.startswith(b"got "):
+                answer = line
+                break
+        client.stdin.close()
+        client.wait()
+    finally:
+        timer.cancel()
+        client.kill()
+    assert answer == b"got typed with hello from the pod\n", (answer, client.stderr.read())
+    assert client.returncode == 0
     terminated = wait_for(
         "the debug container to end",
         lambda: ephemeral_status(kube, "box", "dbg").get("state", {}).get("terminated"),

@@ -9,8 +9,11 @@ import json
 import re
 import urllib.request
 
+import pytest
+
 from tests.integration.agent import Kube, free_port, sim_pod, wait_for
 from tests.integration.conftest import StartAgent
+from tests.integration.test_kubelet_api import kubelet, rbac_cleanup  # noqa: F401 (fixture)
 from vkpy.devcluster import ClusterAccess
 
 NODES = 50
@@ -38,6 +41,23 @@ def ready_nodes(kube: Kube, selector: str) -> list[str]:
     )
 
 
+def one_node_reader(kube: Kube, node: str) -> str:
+    """A ServiceAccount allowed to read one node's stats and pods; its token."""
+    name = "one-node-reader"
+    role = f"{kube.namespace}-{name}"
+    kube.kubectl("create", "serviceaccount", name, "-n", kube.namespace)
+    kube.kubectl(
+        "create", "clusterrole", role, "--verb=get", "--resource=nodes/stats",
+        "--resource=nodes/proxy", "--resource=nodes/pods", f"--resource-name={node}",
+    )  # fmt: skip
+    kube.kubectl(
+        "create", "clusterrolebinding", role, f"--clusterrole={role}",
+        f"--serviceaccount={kube.namespace}:{name}",
+    )  # fmt: skip
+    return kube.kubectl("create", "token", name, "-n", kube.namespace).strip()
+
+
+@pytest.mark.usefixtures("rbac_cleanup")
 def test_fifty_nodes_from_one_process(
     cluster: ClusterAccess, kube: Kube, start_agent: StartAgent
 ) -> None:
@@ -48,7 +68,8 @@ def test_fifty_nodes_from_one_process(
             "--label=vkpy.io/test-set=yes",
             f"--metrics-port={metrics_port}",
             "--log-level=info",
-        ]
+        ],
+        ports=NODES,
     )
     prefix = agent.node_name
     selector = f"kubernetes.io/hostname in ({','.join(f'{prefix}-{i}' for i in range(NODES))})"
@@ -67,7 +88,8 @@ def test_fifty_nodes_from_one_process(
         assert set(names) <= held
         node = kube.get("node", names[7], namespaced=False)
         assert node is not None
-        assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == agent.port
+        index = int(names[7].rsplit("-", 1)[1])  # each node its own port of the listener
+        assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == agent.port + index
         assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
 
         pods = {f"p{i}": names[(i * 7) % NODES] for i in range(10)}
@@ -92,6 +114,24 @@ def test_fifty_nodes_from_one_process(
             timeout=30,
         )
         assert text.strip()
+        # node-scoped paths answer for the node asked about, not the first one, on the
+        # node's own port (as the API server dials it; not through its node proxy,
+        # which refuses loopback addresses), authorized against that node's name
+        on = pods[some]
+        token = one_node_reader(kube, on)
+        port = agent.port + int(on.rsplit("-", 1)[1])
+        reply = kubelet(port, "/stats/summary", token=token)
+        assert reply.status == 200, reply.text
+        summary = json.loads(reply.text)
+        assert summary["node"]["nodeName"] == on
+        assert some in {p["podRef"]["name"] for p in summary["pods"]}
+        listed = json.loads(kubelet(port, "/pods", token=token).text)
+        assert {p["spec"]["nodeName"] for p in listed["items"]} == {on}
+        other = next(n for n in names if n != on)
+        elsewhere = kubelet(
+            agent.port + int(other.rsplit("-", 1)[1]), "/stats/summary", token=token
+        )
+        assert elsewhere.status == 403  # the role names node `on` only
 
         watches = agent_counts(metrics_port, "vkpy_api_requests_total")
         assert watches.get('code="started",method="WATCH"') == 1, watches

@@ -5,10 +5,13 @@ node address 198.18.0.1 on a veth pair, as for the conformance run): the control
 plane, the vkpy node with the pod CIDR 10.244.7.0/24, kubectl, and the test's own
 connections. Nothing reaches or changes the host's interfaces. Two pods listen on
 port 8080 at once, each answers at its own status.podIP from the node's namespace
-and through `kubectl port-forward`, a readiness probe reaches each at its address,
-127.0.0.1 in a pod is the pod's own (a loopback-only service of the node is out of
-reach), a restarted vkpy keeps the addresses and gives a new pod another one, and
-deleting the pods leaves no veth, address or route behind.
+and through `kubectl port-forward`, readiness (HTTP), startup and liveness (TCP)
+probes reach each at its address, 127.0.0.1 in a pod is the pod's own (a
+loopback-only service of the node is out of reach), a hostNetwork pod stays on the
+node's network, a restarted vkpy keeps the addresses, takes new ones from the Node's
+podCIDR and removes pairs of pods that are gone (its own only), and deleting the
+pods leaves no veth, address, route or network namespace behind. A pod CIDR over
+the node's own addresses is refused at start.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 import pytest
 
 from tests.integration.agent import Agent, Kube, free_port, wait_for
-from tests.integration.process_fixtures import FAST, kill_containers, process_pod
+from tests.integration.process_fixtures import FAST, kill_containers, phase_is, process_pod
 from vkpy.devcluster import ClusterAccess, DevCluster
 from vkpy.devcluster.netns import NODE_IP, PrivateNetwork
 from vkpy.providers.process.podnet import link_name
@@ -60,6 +63,14 @@ if code == 0:
     while chunk := s.recv(4096):
         data += chunk
     print(data.decode().splitlines()[-1])
+"""
+
+LOW_PORT_AND_PING = """
+import os, socket
+s = socket.socket()
+s.bind(("0.0.0.0", 80))
+p = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+print("uid>0" if os.getuid() > 0 else "root", "bound", s.getsockname()[1], "ping")
 """
 
 
@@ -98,6 +109,13 @@ def server_pod(name: str, node: str) -> dict[str, Any]:
             "env": env,
             "ports": [{"containerPort": 8080}],
             "readinessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 1},
+            # Fails the pod (restartPolicy Never) unless they reach it, once it listens.
+            "startupProbe": {
+                "tcpSocket": {"port": 8080},
+                "periodSeconds": 1,
+                "failureThreshold": 120,
+            },
+            "livenessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
         },
     )
     return pod
@@ -119,6 +137,10 @@ def http_get(host: str, port: int) -> str:
 
 def run_ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True)
+
+
+def run_ip_out(*args: str) -> str:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=True).stdout
 
 
 def veths_and_addresses() -> tuple[list[str], list[str], str]:
@@ -173,7 +195,13 @@ def test_pods_have_their_own_network(
     config = state / "provider.json"
     # Ids of their own: other vkpy nodes of this host (other tests) take the default
     # range's first ids, and end whatever runs as them when their pods go.
-    settings = {**FAST, "network": "pod", "pod_cidr": POD_CIDR, "pod_uid_range": UID_RANGE}
+    settings = {
+        **FAST,
+        "network": "pod",
+        "pod_cidr": POD_CIDR,
+        "pod_uid_range": UID_RANGE,
+        "allow": ["hostNetwork"],  # refused by default (privileges.py)
+    }
     config.write_text(json.dumps(settings))
     agent = Agent(
         cluster=access,
@@ -185,6 +213,21 @@ def test_pods_have_their_own_network(
         extra_args=[f"--node-ip={NODE_IP}", "--listen-address=0.0.0.0"],
     )
     pods = agent.state_dir / "process" / "pods"
+    # A pod CIDR over the node's own addresses would take its network over: refused.
+    wrong = state / "wrong.json"
+    wrong.write_text(json.dumps({**settings, "pod_cidr": "198.18.0.0/24"}))
+    refused_node = Agent(
+        cluster=access,
+        node_name="vk-wrong",
+        state_dir=state / "wrong",
+        log_path=tmp_path / "wrong.log",
+        provider="process",
+        provider_config=wrong,
+        extra_args=[f"--node-ip={NODE_IP}"],
+    ).start()
+    assert refused_node.process is not None
+    assert refused_node.process.wait(timeout=120) != 0
+    assert "covers the node's own addresses 198.18.0.1/32" in refused_node.logs()
     agent.start()
     try:
         wait_for("the node", lambda: kube.get("node", "vk-podnet", namespaced=False), 60)
@@ -192,6 +235,7 @@ def test_pods_have_their_own_network(
         assert node["metadata"]["labels"]["vkpy.io/process-network"] == "pod"
         for name in ("a", "b"):
             kube.apply(server_pod(name, "vk-podnet"))
+        kube.apply(process_pod("h", "vk-podnet", "exec sleep 600", hostNetwork=True))
         # Both listen on 8080 and become Ready: the readiness probe reached each.
         ips = {name: wait_for(f"{name} Ready", lambda n=name: ready_ip(kube, n), 90)
                for name in ("a", "b")}  # fmt: skip
@@ -214,6 +258,13 @@ def test_pods_have_their_own_network(
         assert refused.startswith("refused"), refused
         own = kube.kubectl("exec", "b", "--", "python3", "-c", CONNECT, "8080")
         assert own.split("\n")[:2] == ["connected", f"b {ips['b']} b"], own
+        # The pod's /etc/hosts (its mount namespace) names it at its own address.
+        hosts = kube.kubectl("exec", "a", "--", "cat", "/etc/hosts")
+        assert f"{ips['a']}\ta\n" in hosts, hosts
+        # As a container runtime sets a pod's network up, the pod's unprivileged user
+        # may listen below port 1024 (nginx on 80) and open ping sockets.
+        low = kube.kubectl("exec", "a", "--", "python3", "-c", LOW_PORT_AND_PING)
+        assert low == "uid>0 bound 80 ping\n", low
 
         # While vkpy is down: the Node gets a podCIDR (as an admin or the
         # controller-manager would set it), pod b is deleted for good, and pairs are
@@ -243,11 +294,19 @@ def test_pods_have_their_own_network(
         assert {"10.244.7.1", "10.244.9.1"} <= set(veths_and_addresses()[1])  # node ends
         assert link_name(uid_b) not in veths_and_addresses()[0]
 
-        kube.kubectl("delete", "pod", "a", "c", "--timeout=90s")
+        # A hostNetwork pod stays on the node's network: the node's address, no pair.
+        host_pod = wait_for("h Running", lambda: phase_is(kube, "h", "Running"))
+        assert host_pod["status"]["podIP"] == NODE_IP
+        assert link_name(host_pod["metadata"]["uid"]) not in veths_and_addresses()[0]
+
+        kube.kubectl("delete", "pod", "a", "c", "h", "--timeout=90s")
         links, addresses, routes = veths_and_addresses()
         assert set(links) == others
         assert not [a for a in addresses if a.startswith("10.244.")], addresses
         assert "10.244." not in routes, routes
+        # And the pods' namespaces are gone, not merely unplugged: the node's namespace
+        # knows no peer namespace any more.
+        wait_for("no pod namespace left", lambda: not run_ip_out("netns", "list-id").strip())
     finally:
         secret.shutdown()
         agent.stop()

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.agent import Agent, Kube, sim_pod, wait_for
+from tests.integration.agent import Agent, Kube, free_port_range, sim_pod, wait_for
+from tests.integration.test_kubelet_api import kubelet, rbac_cleanup  # noqa: F401 (fixture)
 from vkpy.devcluster import ClusterAccess
 
 pytestmark = pytest.mark.timeout(900)
@@ -32,6 +33,9 @@ LEASE_DURATION = 8  # the Agent's --node-lease-duration: renewals every 2 s
 def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
     prefix = f"vk-sh-{int(time.time() * 1000) % 10**8}"
     state = tmp_path / "shared-state"
+    bases: list[int] = []
+    for _ in range(3):  # each replica listens on every node's port: --port .. --port+29
+        bases.append(free_port_range(NODES, tuple(p for b in bases for p in (b, b + NODES - 1))))
     out = [
         Agent(
             cluster=cluster,
@@ -39,6 +43,7 @@ def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
             state_dir=state,
             log_path=tmp_path / f"r{n}.log",
             provider="sim",
+            port=bases[n],
             extra_args=[
                 f"--nodes={NODES}",
                 "--leader-elect",
@@ -90,8 +95,10 @@ def served_as_held(kube: Kube, prefix: str, ports: dict[str, int]) -> bool:
         ready = any(
             c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])
         )
-        holder = held[node["metadata"]["name"]].get("holderIdentity")
-        if not ready or holder not in ports or port != ports[holder]:
+        name = node["metadata"]["name"]
+        holder = held[name].get("holderIdentity")
+        index = int(name.rsplit("-", 1)[1])  # node i: the holder's --port + i
+        if not ready or holder not in ports or port != ports[holder] + index:
             return False
     return True
 
@@ -116,6 +123,19 @@ def parse(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def stats_reader(kube: Kube) -> str:
+    """A ServiceAccount allowed to read nodes' stats (as metrics-server); its token."""
+    role = f"{kube.namespace}-stats-reader"
+    kube.kubectl("create", "serviceaccount", "stats-reader", "-n", kube.namespace)
+    kube.kubectl("create", "clusterrole", role, "--verb=get", "--resource=nodes/stats")
+    kube.kubectl(
+        "create", "clusterrolebinding", role, f"--clusterrole={role}",
+        f"--serviceaccount={kube.namespace}:stats-reader",
+    )  # fmt: skip
+    return kube.kubectl("create", "token", "stats-reader", "-n", kube.namespace).strip()
+
+
+@pytest.mark.usefixtures("rbac_cleanup")
 def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) -> None:
     prefix = replicas[0].node_name
     ports = {f"r{n}": agent.port for n, agent in enumerate(replicas)}
@@ -137,6 +157,19 @@ def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) ->
         timeout=120,
     )
     before = identity(kube)
+    # node-scoped kubelet paths answer for the node asked about, from its holder, on
+    # the port the Node advertises (as the API server dials it)
+    token = stats_reader(kube)
+    of_r1 = sorted(n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == "r1")
+    for node in of_r1[:2]:
+        obj = kube.get("node", node, namespaced=False) or {}
+        port = obj["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        reply = kubelet(port, "/stats/summary", token=token)
+        assert reply.status == 200, reply.text
+        summary = json.loads(reply.text)
+        assert summary["node"]["nodeName"] == node
+        pod = names[int(node.rsplit("-", 1)[1])]
+        assert [p["podRef"]["name"] for p in summary["pods"]] == [pod]
 
     # SIGKILL: r2's nodes go to r0 and r1 once their Leases have run out
     victim = replicas[2]

@@ -93,6 +93,8 @@ class FakeKube:
         self._log: list[tuple[int, bytes]] = []
         self._uids = 0
         self.host = "https://127.0.0.1:6443"
+        self.streaming_lists = True
+        """Whether a watch with sendInitialEvents is served (False: refused, 422)."""
 
     # --- test controls ------------------------------------------------------------
 
@@ -190,22 +192,25 @@ class FakeKube:
 
     # --- the client's interface ----------------------------------------------------
 
+    def _pods(self, query: Any) -> list[Obj]:
+        selector = str((query or {}).get("fieldSelector", ""))
+        field, negated, node = selector.partition("!=")
+        if not negated:
+            field, _, node = selector.partition("=")
+        assert field == "spec.nodeName", f"the fake filters pods by node only: {selector}"
+
+        def wanted(o: Obj) -> bool:
+            bound = (o.get("spec") or {}).get("nodeName") or ""
+            return bound != node if negated else bound == node
+
+        return [
+            copy.deepcopy(o) for p, o in self.objects.items() if POD_PATH.match(p) and wanted(o)
+        ]
+
     async def get(self, path: str, query: Any = None) -> Obj:
         self._check("GET", path, None)
         if path == "/api/v1/pods":
-            selector = str((query or {}).get("fieldSelector", ""))
-            field, negated, node = selector.partition("!=")
-            if not negated:
-                field, _, node = selector.partition("=")
-            assert field == "spec.nodeName", f"the fake filters pods by node only: {selector}"
-
-            def wanted(o: Obj) -> bool:
-                bound = (o.get("spec") or {}).get("nodeName") or ""
-                return bound != node if negated else bound == node
-
-            items = [
-                copy.deepcopy(o) for p, o in self.objects.items() if POD_PATH.match(p) and wanted(o)
-            ]
+            items = self._pods(query)
             return {
                 "kind": "PodList",
                 "apiVersion": "v1",
@@ -282,6 +287,21 @@ class FakeKube:
         self._check("WATCH", path, None)
         watch = _Watch()
         since = int(str((query or {}).get("resourceVersion") or 0))
+        if (query or {}).get("sendInitialEvents"):  # a streaming list, as the server sends it
+            if not self.streaming_lists:
+                raise ApiError(422, "Invalid", "sendInitialEvents is forbidden for watch")
+            for obj in self._pods(query):
+                watch.queue.put_nowait(json.dumps({"type": "ADDED", "object": obj}).encode())
+            end = {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "metadata": {
+                    "resourceVersion": str(self._version),
+                    "annotations": {"k8s.io/initial-events-end": "true"},
+                },
+            }
+            watch.queue.put_nowait(json.dumps({"type": "BOOKMARK", "object": end}).encode())
+            since = self._version
         for version, line in self._log:
             if version > since:
                 watch.queue.put_nowait(line)

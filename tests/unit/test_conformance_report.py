@@ -1,13 +1,14 @@
-"""docs/conformance.md from a conformance run's JUnit file: which specs count, the
-counts per selection, failures grouped by cause, and the text around the run's
-section kept as people wrote it."""
+"""docs/conformance.md from conformance runs' JUnit files: which specs count, the
+counts per selection and backend, a result per spec and backend that later runs
+update (a rerun only for the specs it ran), a reason for each failure, and the text
+around the results kept as people wrote it."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
-from conformance.report import Selection, Spec, cause, known_cause, read_junit, tally, write_report
+from conformance import results
+from conformance.report import Selection, Spec, cause, known_cause, read_junit
 
 JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
 <testsuites tests="6" failures="2">
@@ -41,8 +42,8 @@ JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 SELECTIONS = (
-    Selection("NodeConformance", r"\[NodeConformance\]"),
-    Selection("sig-cli", r"\[sig-cli\] Kubectl client .*exec"),
+    Selection("NodeConformance", r"\[NodeConformance\]", "node"),
+    Selection("sig-cli", r"\[sig-cli\] Kubectl client .*exec", "cli"),
 )
 
 
@@ -52,12 +53,16 @@ def junit(tmp_path: Path) -> Path:
     return path
 
 
+def run(backend: str, kind: str, started: str = "2026-12-01 10:30") -> results.Run:
+    return results.Run(backend, started, "make conformance", "v1.36.3", "abc1234", kind)
+
+
 def test_counts_only_the_specs_each_selection_ran(tmp_path: Path) -> None:
-    specs = read_junit(junit(tmp_path))
-    node = tally(specs, SELECTIONS[0])
-    assert (node.passed, node.failed, node.skipped) == (1, 2, 1)
-    cli = tally(specs, SELECTIONS[1])
-    assert (cli.passed, cli.failed, cli.skipped) == (1, 0, 0)
+    store = results.load(tmp_path / "results.json")
+    counted = results.record(store, read_junit(junit(tmp_path)), SELECTIONS, run("process", "full"))
+    assert counted == 5  # the Disruptive one and the one the focus left out do not count
+    assert results.counts(store, SELECTIONS[0], "process") == (1, 2, 1)
+    assert results.counts(store, SELECTIONS[1], "process") == (1, 0, 0)
 
 
 def test_one_cause_for_failures_that_differ_only_in_names_and_numbers() -> None:
@@ -67,29 +72,61 @@ def test_one_cause_for_failures_that_differ_only_in_names_and_numbers() -> None:
     assert "address already in use" in first
 
 
-def test_the_report_replaces_its_own_section_and_keeps_the_rest(tmp_path: Path) -> None:
+RERUN = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuites><testsuite name="Kubernetes e2e suite">
+  <testcase name="[It] [sig-node] Pods should run on port 8080 [NodeConformance]"
+            status="passed"></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_a_rerun_updates_the_specs_it_ran_and_the_sim_backend_gets_a_column(
+    tmp_path: Path,
+) -> None:
     doc = tmp_path / "conformance.md"
-    doc.write_text("# Conformance\n\nWritten by hand.\n\n<!-- run:process -->\nold\n"
-                   "<!-- /run:process -->\n\n## History\n\nalso by hand\n")  # fmt: skip
-    summary = write_report(
-        doc,
-        [junit(tmp_path)],
-        SELECTIONS,
-        started=datetime(2026, 12, 1, 10, 30, tzinfo=UTC),
-        command="make conformance",
-        provider="process",
-        release="v1.36.3",
-        procs=4,
+    doc.write_text("# Conformance\n\nWritten by hand.\n\n<!-- results -->\nold\n"
+                   "<!-- /results -->\n\n## History\n\nalso by hand\n")  # fmt: skip
+    store = results.load(tmp_path / "results.json")
+    results.record(store, read_junit(junit(tmp_path)), SELECTIONS, run("process", "full"))
+    rerun = tmp_path / "rerun.xml"
+    rerun.write_text(RERUN)
+    results.record(
+        store, read_junit(rerun), SELECTIONS, run("process", "rerun", "2026-12-01 14:00")
     )
-    assert summary.startswith("NodeConformance: 1 passed, 2 failed, 1 skipped of 4")
+    results.record(store, read_junit(junit(tmp_path)), SELECTIONS, run("sim", "full"))
+    results.save(tmp_path / "results.json", store)
+    store = results.load(tmp_path / "results.json")
+    assert results.counts(store, SELECTIONS[0], "process") == (2, 1, 1)
+    summary = results.update_document(doc, store, SELECTIONS)
+    assert summary.startswith("NodeConformance on process: 2 passed, 1 failed")
     text = doc.read_text()
     assert "old" not in text
     assert text.startswith("# Conformance\n\nWritten by hand.\n")
     assert text.endswith("## History\n\nalso by hand\n")
-    assert "| NodeConformance | 4 | 1 | 2 | 1 |" in text
-    assert "| 2 | port already in use: pods share one network |" in text
-    assert "2026-12-01 10:30 UTC" in text
-    assert "| passed | [sig-cli] Kubectl client Simple pod should support exec |" in text
+    assert "| NodeConformance | process | 4 | 2 | 1 | 1 | 67% |" in text
+    assert "| NodeConformance | sim | 4 | 1 | 2 | 1 | 33% |" in text
+    assert "| 1 | process | 2026-12-01 14:00 | rerun | abc1234 | `make conformance` |" in text
+    assert (
+        "| [sig-node] Pods should run on port 8080 [NodeConformance] | passed (1) | failed (2) "
+        "| sim: port already in use: pods share one network |"
+    ) in text
+    assert (
+        "| [sig-node] Pods should run on port 9090 [NodeConformance] | failed (0) | failed (2) "
+        "| process: port already in use: pods share one network; sim: port already"
+    ) in text
+    assert (
+        "| [sig-cli] Kubectl client Simple pod should support exec | passed (0) | passed (2) |"
+        in text
+    )
+
+
+def test_a_full_run_forgets_the_backends_earlier_results(tmp_path: Path) -> None:
+    store = results.load(tmp_path / "results.json")
+    results.record(store, read_junit(junit(tmp_path)), SELECTIONS, run("process", "full"))
+    rerun = tmp_path / "rerun.xml"
+    rerun.write_text(RERUN)
+    results.record(store, read_junit(rerun), SELECTIONS, run("process", "full"))
+    assert results.counts(store, SELECTIONS[0], "process") == (1, 0, 0)
 
 
 def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:

@@ -4,10 +4,11 @@ certificate checks)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from vkpy.devcluster import metrics_server, nodes
-from vkpy.devcluster.cluster_pki import ClusterPKI
+from vkpy.devcluster import metrics_server, nodes, vkpy_image
+from vkpy.devcluster.cluster_pki import ClusterPKI, write_cluster_pki
 from vkpy.node.deletion_cost import ANNOTATION, wants_cost
 
 
@@ -65,3 +66,30 @@ def test_metrics_server_verifies_kubelet_certificates(tmp_path: Path) -> None:
         "namespace": "kube-system",
         "port": 4443,
     }
+
+
+def test_workers_have_addresses_of_their_own_named_by_their_certificate(tmp_path: Path) -> None:
+    first, second = nodes.worker(1), nodes.worker(2)
+    assert first.address != second.address
+    argv = second.argv(tmp_path, tmp_path / "kubeconfig", 1)
+    assert f"--node-ip={second.address}" in argv
+    assert f"--listen-address={second.address}" in argv
+    pki = write_cluster_pki(tmp_path / "pki")
+    cert = nodes.issue_serving_cert(second.name, tmp_path / "n", pki, second.address)
+    assert nodes._names_ips(cert.cert, (second.address, "127.0.0.1"))
+
+
+def test_process_workers_can_host_the_chart(tmp_path: Path) -> None:
+    """In-cluster pods reach the API server at its real address, and `vkpy` images run."""
+    config = nodes.provider_config(nodes.worker(1), "https://127.0.0.1:6443")
+    assert config["kubernetes_service_host"] == "127.0.0.1"
+    assert config["kubernetes_service_port"] == 6443
+    vkpy_entry = config["images"]["vkpy"]  # type: ignore[index]
+    assert vkpy_entry["entrypoint"] == ["python3", "-m", "vkpy"]
+    assert vkpy_image.reachable_by_others(Path(vkpy_entry["path"][0]) / "python3")
+    mine = {"images": {"vkpy": {"entrypoint": ["mine"]}}}
+    custom = replace(nodes.worker(1), provider_config=mine)
+    assert nodes.provider_config(custom, "https://x:1")["images"]["vkpy"] == {  # type: ignore[index]
+        "entrypoint": ["mine"]
+    }
+    assert "images" not in nodes.provider_config(nodes.gpu_virtual(), "https://x:1")

@@ -185,3 +185,16 @@ async def test_the_nodes_pod_cidrs_reach_a_backend_that_uses_them(node: Node) ->
     node.kube.objects[NODE_PATH]["spec"]["podCIDRs"] = ["10.244.3.0/24", "fd00:3::/64"]
     await node.clock.advance(70)
     assert backend.cidrs[-1] == ["10.244.3.0/24", "fd00:3::/64"]
+
+
+async def test_a_first_status_write_that_times_out_is_retried_not_fatal(node: Node) -> None:
+    """Issue 17: 1000 nodes registering on a loaded API server: one node's first status
+    patch timed out, which ended its controller and, in a node set, the process."""
+    node.kube.fail("PATCH", NODE_PATH + "/status$", ApiError(0, "Unreachable", "TimeoutError()"))
+    node.start()
+    await settle()
+    assert node.controller.registered.is_set()
+    assert not any(t.done() for t in node.tasks)
+    await node.clock.advance(10)
+    assert node.ready() == "True"  # written at the next check
+    assert not any(t.done() for t in node.tasks)

@@ -37,6 +37,16 @@ class Input:
         return self.chunks.pop(0) if self.chunks else b""
 
 
+class OpenInput(Input):
+    """The client's stdin: the data, then nothing more, never the end."""
+
+    async def read(self) -> bytes:
+        if self.chunks:
+            return self.chunks.pop(0)
+        await asyncio.Event().wait()
+        return b""
+
+
 class Output:
     def __init__(self) -> None:
         self.data = bytearray()
@@ -69,7 +79,7 @@ def _log_holds(path: Path, text: bytes, timeout: float) -> None:
 async def test_the_answer_to_the_first_input_is_not_lost(
     provider: ProcessProvider, tmp_path: Path
 ) -> None:
-    await provider.create_pod(pod(container("app", ECHO, stdin=True)))
+    await provider.create_pod(pod(container("app", ECHO, stdin=True, stdinOnce=True)))
     await until(provider, lambda s: s.phase == "Running")
     log = tmp_path / "process/pods" / REF.uid / "containers/app/instances/0/output.log"
     loop = asyncio.get_running_loop()
@@ -82,6 +92,27 @@ async def test_the_answer_to_the_first_input_is_not_lost(
     code = await asyncio.wait_for(provider.attach_to_container(REF, "app", io), 30)
     await blocker
     assert stdout.data.decode().splitlines() == ["got: first line", "got: quit"]
+    assert code == 0
+
+
+async def test_without_stdin_once_the_end_of_input_ends_the_session_only(
+    provider: ProcessProvider, tmp_path: Path
+) -> None:
+    """`stdin: true` alone: the client's end of input ends its session (as a container
+    runtime does), the process keeps its stdin open and runs on."""
+    await provider.create_pod(pod(container("app", ECHO, stdin=True)))
+    await until(provider, lambda s: s.phase == "Running")
+    io = StreamIO(stdin=Input(b"first line\n"), stdout=Output(), stderr=None, tty=False)
+    code = await asyncio.wait_for(provider.attach_to_container(REF, "app", io), 30)
+    assert code is None
+    log = tmp_path / "process/pods" / REF.uid / "containers/app/instances/0/output.log"
+    await asyncio.to_thread(_log_holds, log, b"got: first line", 30.0)
+    # The same process still reads its stdin: a second session's input reaches it, and
+    # that session (whose input does not end) lasts until the process ends.
+    stdout = Output()
+    io = StreamIO(stdin=OpenInput(b"quit\n"), stdout=stdout, stderr=None, tty=False)
+    code = await asyncio.wait_for(provider.attach_to_container(REF, "app", io), 30)
+    assert stdout.data.decode().splitlines() == ["got: quit"]
     assert code == 0
 
 

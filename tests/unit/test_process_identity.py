@@ -14,6 +14,7 @@ from vkpy.node.pod_config import check_run_as_non_root
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 from vkpy.providers.errors import UnsupportedError
 from vkpy.providers.process.config import ProcessConfig, RunAs
+from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.identity import IdPool, PodIdentity, container_ids
 from vkpy.providers.process.provider import ProcessProvider
 
@@ -142,3 +143,29 @@ def test_the_node_says_how_its_pods_are_kept_apart(tmp_path: Path) -> None:
     assert label({}) == expected
     if os.geteuid() == 0:
         assert label({"run_as": "nobody"}) == "shared-user"
+
+
+def test_two_nodes_on_one_host_never_give_one_id_to_two_pods(tmp_path: Path) -> None:
+    """Host-wide claims (idclaims.py): each node's pool sees the other's pods."""
+    claims = HostClaims(tmp_path / "claims")
+    one, two = (IdPool(FIRST, LAST, True, RunAs(None, None), claims) for _ in range(2))
+    a = one.allocate(pod("a"), "n1", tmp_path / "n1" / "a")
+    b = two.allocate(pod("b"), "n2", tmp_path / "n2" / "b")
+    assert a.own != b.own
+    one.release("a")
+    c = two.allocate(pod("c"), "n2", tmp_path / "n2" / "c")
+    assert c.own == a.own  # free again once its pod is gone
+
+
+def test_a_stale_claim_is_taken_over(tmp_path: Path) -> None:
+    claims = HostClaims(tmp_path / "claims", grace=0)
+    gone = IdPool(FIRST, LAST, True, RunAs(None, None), claims)
+    old = gone.allocate(pod("a"), "n1", tmp_path / "removed")  # never written: stale
+    fresh = IdPool(FIRST, LAST, True, RunAs(None, None), claims)
+    kept_dir = tmp_path / "kept"
+    kept_dir.mkdir()
+    kept = fresh.allocate(pod("b"), "n2", kept_dir)
+    assert kept.own == old.own
+    kept.save(kept_dir)
+    other = IdPool(FIRST, LAST, True, RunAs(None, None), claims)
+    assert other.allocate(pod("c"), "n3", tmp_path / "c").own != kept.own

@@ -117,3 +117,96 @@ async def test_reconnects_after_errors_from_the_same_version() -> None:
     assert recorder.seen == [("LIST", ""), ("ADDED", "d")]
     assert [q["resourceVersion"] for q in api.watch_queries] == ["10", "10", "12"]
     assert len(delays) == 1 and delays[0] > 0
+
+
+def end_of_initial(rv: str) -> dict[str, Any]:
+    annotations = {"k8s.io/initial-events-end": "true"}
+    return {
+        "type": "BOOKMARK",
+        "object": {"metadata": {"resourceVersion": rv, "annotations": annotations}},
+    }
+
+
+STREAMING = WatchOptions(path="/api/v1/pods", stream_initial=True)
+
+
+async def test_the_first_state_comes_from_a_streaming_list_without_a_list() -> None:
+    api = FakeApi(
+        [],  # a LIST would fail: there is none to give
+        [
+            [
+                {"type": "ADDED", "object": pod("a", "7")},
+                {"type": "ADDED", "object": pod("b", "8")},
+                end_of_initial("9"),
+                {"type": "MODIFIED", "object": pod("a", "10")},
+                {"type": "ADDED", "object": pod("c", "11")},
+            ],
+        ],
+    )
+    recorder = Recorder()
+    watcher = Watcher(api, STREAMING, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    await run_until(watcher, api, watches=2)
+    assert recorder.seen == [("LIST", "a,b"), ("MODIFIED", "a"), ("ADDED", "c")]
+    assert watcher.synced.is_set()
+    first, resumed = api.watch_queries
+    assert first["sendInitialEvents"] is True
+    assert first["resourceVersionMatch"] == "NotOlderThan"
+    assert "resourceVersion" not in first
+    assert resumed["resourceVersion"] == "11"  # then an ordinary resumed watch
+    assert "sendInitialEvents" not in resumed
+
+
+async def test_a_stream_cut_before_the_initial_state_is_whole_starts_over() -> None:
+    api = FakeApi(
+        [],
+        [
+            [{"type": "ADDED", "object": pod("a", "7")}],  # cut: no end bookmark
+            [
+                {"type": "ADDED", "object": pod("a", "7")},
+                {"type": "ADDED", "object": pod("b", "8")},
+                end_of_initial("9"),
+            ],
+        ],
+    )
+    recorder = Recorder()
+    watcher = Watcher(api, STREAMING, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    await run_until(watcher, api, watches=3)
+    assert recorder.seen == [("LIST", "a,b")]  # nothing half-seen was handed over
+    assert [q.get("sendInitialEvents") for q in api.watch_queries] == [True, True, None]
+
+
+async def test_a_server_that_refuses_streaming_lists_gets_a_list() -> None:
+    refused = ApiError(422, "Invalid", "sendInitialEvents is forbidden for watch")
+    api = FakeApi(
+        [{"metadata": {"resourceVersion": "10"}, "items": [pod("a", "9")]}],
+        [refused, [{"type": "ADDED", "object": pod("b", "11")}]],
+    )
+    recorder = Recorder()
+    watcher = Watcher(api, STREAMING, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    await run_until(watcher, api, watches=3)
+    assert recorder.seen == [("LIST", "a"), ("ADDED", "b")]
+    assert [q.get("sendInitialEvents") for q in api.watch_queries] == [True, None, None]
+
+
+async def test_a_server_that_ignores_streaming_lists_gets_a_list() -> None:
+    """An old server takes the watch but sends no end of the initial events."""
+    api = FakeApi(
+        [{"metadata": {"resourceVersion": "10"}, "items": [pod("a", "9")]}],
+        [[{"type": "ADDED", "object": pod("a", "9")}]],
+    )
+
+    async def quiet_then_open(
+        path: str, query: dict[str, Any], timeout: float
+    ) -> AsyncIterator[bytes]:
+        api.watch_queries.append(dict(query))
+        if query.get("sendInitialEvents"):
+            yield json.dumps({"type": "ADDED", "object": pod("a", "9")}).encode()
+        await asyncio.Event().wait()
+
+    api.stream_lines = quiet_then_open  # type: ignore[method-assign]
+    recorder = Recorder()
+    options = WatchOptions(path="/api/v1/pods", stream_initial=True, initial_quiet=0.2)
+    watcher = Watcher(api, options, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    await run_until(watcher, api, watches=2)
+    assert recorder.seen == [("LIST", "a")]
+    assert [q.get("sendInitialEvents") for q in api.watch_queries] == [True, None]

@@ -9,7 +9,7 @@ requests refused, TLS 1.2 or newer only.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -122,6 +122,11 @@ class ApiDependencies:
     provider_for: Callable[[KubeObject], Provider] | None = None
     """The backend running a given pod, when one listener serves many nodes each with
     its own (None: `provider` runs every pod)."""
+    node_ports: Mapping[int, str] = field(default_factory=dict)
+    """A node set: the port each node advertises, all served by this one listener, so
+    a request names its node by the port it came in on (/stats/summary names none)."""
+    for_node: Callable[[str], ApiDependencies | None] | None = None
+    """A node set: what the API uses for one node of it (None: not served here)."""
 
     def backend(self, pod: KubeObject) -> Provider:
         """The backend that runs `pod` (found with `find_pod`)."""

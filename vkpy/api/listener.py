@@ -332,12 +332,15 @@ async def listen(
     port: int,
     context: ssl.SSLContext,
     limits: ConnectionLimits,
+    gate: ConnectionGate | None = None,
 ) -> tuple[asyncio.Server, ConnectionGate]:
     """Listen on host:port; `server` is aiohttp's low-level Server (AppRunner.server).
+    `gate`: the one of another port of the same listener (a node set's ports share
+    their connection limits).
 
     ListenError when the address cannot be had."""
     loop = asyncio.get_running_loop()
-    gate = ConnectionGate(limits)
+    gate = gate or ConnectionGate(limits)
 
     def accept() -> asyncio.BaseProtocol:
         app = KubeletConnection(server, loop=loop, limits=limits)

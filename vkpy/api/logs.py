@@ -33,7 +33,8 @@ from aiohttp import web
 
 from vkpy import metrics
 from vkpy.api.log_options import LogOptionsError, format_timestamp, parse_log_options
-from vkpy.api.state import DEPS, plain
+from vkpy.api.state import deps as deps_of
+from vkpy.api.state import plain
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import LogRecord, LogsProvider, PodRef
 from vkpy.providers.errors import (
@@ -158,7 +159,7 @@ def _has_container(pod: dict[str, object], name: str) -> bool:
 
 
 async def container_logs(request: web.Request) -> web.StreamResponse:
-    deps = request.app[DEPS]
+    deps = deps_of(request)
     namespace = request.match_info["namespace"]
     pod_name = request.match_info["pod"]
     container = request.match_info["container"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -26,7 +27,9 @@ from vkpy.api.authz import (
     forbidden_message,
     request_attributes,
 )
-from vkpy.api.state import USER, USER_INFO, plain
+from vkpy.api.config import ApiDependencies
+from vkpy.api.state import NODE_DEPS, NODE_STATS, USER, USER_INFO, deps, plain
+from vkpy.api.stats import StatsSampler
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,10 @@ def _websocket_protocols(request: web.Request) -> list[str]:
     return out
 
 
-def auth_middleware(authn: Authenticator, authz: Authorizer, node_name: str) -> Middleware:
+def auth_middleware(authn: Authenticator, authz: Authorizer) -> Middleware:
+    """Authenticate, then authorize against the request's node (a node set: the node
+    whose port it came in on, see `node_routing`)."""
+
     @web.middleware
     async def authenticate_and_authorize(
         request: web.Request, handler: Handler
@@ -63,6 +69,7 @@ def auth_middleware(authn: Authenticator, authz: Authorizer, node_name: str) -> 
             log.debug("unauthenticated request", extra={"path": request.path, "why": str(error)})
             return plain(401, "Unauthorized")
         request[USER_INFO] = user
+        node_name = deps(request).node_name
         attributes = request_attributes(user, request.method, request.path, node_name)
         allowed = False
         for attribute in attributes:
@@ -78,6 +85,28 @@ def auth_middleware(authn: Authenticator, authz: Authorizer, node_name: str) -> 
         return await handler(request)
 
     return authenticate_and_authorize
+
+
+def node_routing(api: ApiDependencies, sampler: Callable[[str], StatsSampler]) -> Middleware:
+    """A node set: every node advertises a port of its own on this one listener, and
+    the port a request came in on names its node (the kubelet's paths name no node:
+    /stats/summary, /pods, and authorization is against the node's name)."""
+
+    @web.middleware
+    async def by_port(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if api.node_ports and api.for_node is not None:
+            local = request.transport.get_extra_info("sockname") if request.transport else None
+            port = local[1] if isinstance(local, tuple) and len(local) >= 2 else None
+            node = api.node_ports.get(port) if isinstance(port, int) else None
+            if node is not None:
+                node_deps = api.for_node(node)
+                if node_deps is None:
+                    return plain(503, f"node {node} is not served by this replica now")
+                request[NODE_DEPS] = node_deps
+                request[NODE_STATS] = sampler(node)
+        return await handler(request)
+
+    return by_port
 
 
 def _route(request: web.Request) -> str:

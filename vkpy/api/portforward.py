@@ -27,7 +27,7 @@ import time
 from aiohttp import web
 
 from vkpy.api.spdy_session import SpdySession, SpdyStream
-from vkpy.api.state import AUDIT_DETAIL, AUDIT_OUTCOME, DEPS, plain
+from vkpy.api.state import AUDIT_DETAIL, AUDIT_OUTCOME, deps, plain
 from vkpy.api.stream_io import ChannelSink, QueueSource, SpdySink
 from vkpy.api.stream_request import Target, find_target, refuse_protocols, stream_settings
 from vkpy.api.streaming import (
@@ -59,7 +59,7 @@ async def port_forward_handler(request: web.Request) -> web.StreamResponse:
     target = find_target(request)
     if isinstance(target, web.Response):
         return target
-    provider = request.app[DEPS].backend(target.pod)
+    provider = deps(request).backend(target.pod)
     if is_websocket_upgrade(request):
         return await _serve_websocket(request, provider, target)
     offered = request.headers.getall(HEADER_PROTOCOL_VERSION, ())

@@ -31,7 +31,7 @@ from typing import Literal
 from aiohttp import web
 
 from vkpy.api.spdy_session import SpdySession, SpdyStream
-from vkpy.api.state import AUDIT_DETAIL, AUDIT_OUTCOME, DEPS, plain
+from vkpy.api.state import AUDIT_DETAIL, AUDIT_OUTCOME, deps, plain
 from vkpy.api.stream_io import ChannelSink, QueueSource, ResizeCheck, ResizeEvents, SpdySink
 from vkpy.api.stream_request import (
     Target,
@@ -103,7 +103,7 @@ async def _serve(request: web.Request, kind: Kind) -> web.StreamResponse:
     problem = _command_problem(command)
     if problem:
         return plain(400, f"invalid command: {problem}")
-    call = _Call(kind, request.app[DEPS].backend(target.pod), target, container, command, options)
+    call = _Call(kind, deps(request).backend(target.pod), target, container, command, options)
     if is_websocket_upgrade(request):
         return await _serve_websocket(request, call)
     offered = request.headers.getall(HEADER_PROTOCOL_VERSION, ())

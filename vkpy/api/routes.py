@@ -26,7 +26,7 @@ from vkpy.api import resource_metrics
 from vkpy.api.logs import container_logs
 from vkpy.api.portforward import port_forward_handler
 from vkpy.api.remotecommand import attach_handler, exec_handler
-from vkpy.api.state import DEPS, STATS, plain
+from vkpy.api.state import deps, plain, stats
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import PodStats, StatsProvider
 from vkpy.providers.errors import ProviderError
@@ -54,17 +54,17 @@ def _pod_list(items: list[KubeObject]) -> KubeObject:
 
 
 async def pods(request: web.Request) -> web.Response:
-    return web.json_response(dumps=_compact, data=_pod_list(request.app[DEPS].pods()))
+    return web.json_response(dumps=_compact, data=_pod_list(deps(request).pods()))
 
 
 async def running_pods(request: web.Request) -> web.Response:
     """Pods whose containers run, in the minimal shape the kubelet reports them: from
     the backend when the node gives its list, as the kubelet asks its runtime."""
-    backend_view = request.app[DEPS].running_pods
+    backend_view = deps(request).running_pods
     if backend_view is not None:
         return web.json_response(dumps=_compact, data=_pod_list(await backend_view()))
     items: list[KubeObject] = []
-    for pod in request.app[DEPS].pods():
+    for pod in deps(request).pods():
         running = {
             c.get("name")
             for c in status(pod).get("containerStatuses") or ()
@@ -94,7 +94,7 @@ async def running_pods(request: web.Request) -> web.Response:
 
 
 async def _samples(request: web.Request) -> list[PodStats] | web.Response:
-    provider = request.app[DEPS].provider
+    provider = deps(request).provider
     if not isinstance(provider, StatsProvider):
         return plain(501, f"the {provider.name} backend does not provide stats")
     try:
@@ -105,19 +105,19 @@ async def _samples(request: web.Request) -> list[PodStats] | web.Response:
 
 
 def _known_uids(request: web.Request) -> set[str]:
-    return {str(meta(p).get("uid")) for p in request.app[DEPS].pods()}
+    return {str(meta(p).get("uid")) for p in deps(request).pods()}
 
 
 async def stats_summary(request: web.Request) -> web.Response:
     samples = await _samples(request)
     if isinstance(samples, web.Response):
         return samples
-    summary = request.app[STATS].summary(samples, _known_uids(request))
+    summary = stats(request).summary(samples, _known_uids(request))
     return web.json_response(dumps=_compact, data=summary)
 
 
 async def metrics_resource(request: web.Request) -> web.Response:
-    provider = request.app[DEPS].provider
+    provider = deps(request).provider
     if not isinstance(provider, StatsProvider):
         return plain(501, f"the {provider.name} backend does not provide stats")
     now = time.time()
@@ -127,7 +127,7 @@ async def metrics_resource(request: web.Request) -> web.Response:
         log.error("backend stats failed", extra={"error": str(error)})
         text = resource_metrics.render(None, int(now * 1000))
     else:
-        summary = request.app[STATS].summary(samples, _known_uids(request), now=now)
+        summary = stats(request).summary(samples, _known_uids(request), now=now)
         starts = {
             (s.ref.namespace, s.ref.name, c.name): c.start_time.timestamp()
             for s in samples

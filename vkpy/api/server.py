@@ -28,7 +28,7 @@ from vkpy.api.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
 from vkpy.api.config import ApiDependencies, ApiSettings
 from vkpy.api.csr import CertificateRotator
 from vkpy.api.listener import ConnectionGate, drop_server_header, listen, track_requests
-from vkpy.api.middleware import auth_middleware, count_requests
+from vkpy.api.middleware import auth_middleware, count_requests, node_routing
 from vkpy.api.routes import add_metrics_routes, add_routes
 from vkpy.api.serving import (
     WatchedFiles,
@@ -91,6 +91,7 @@ class KubeletServer:
             options=settings.tls,
         )
         self.stats = StatsSampler(deps.node_name)
+        self._samplers: dict[str, StatsSampler] = {deps.node_name: self.stats}
         self.rotator: CertificateRotator | None = None
         self.port: int | None = None
         self.gate: ConnectionGate | None = None
@@ -98,6 +99,13 @@ class KubeletServer:
         self.listening = asyncio.Event()
 
     # --- pieces ---------------------------------------------------------------------
+
+    def sampler(self, node: str) -> StatsSampler:
+        """The stats sampler of one node of a set (each keeps its own counters)."""
+        found = self._samplers.get(node)
+        if found is None:
+            found = self._samplers[node] = StatsSampler(node)
+        return found
 
     def authorizer(self) -> Authorizer:
         if self.settings.authorization_mode == "AlwaysAllow":
@@ -123,7 +131,8 @@ class KubeletServer:
                 track_requests,
                 count_requests,
                 audit_streams,
-                auth_middleware(authn, self.authorizer(), self.deps.node_name),
+                node_routing(self.deps, self.sampler),
+                auth_middleware(authn, self.authorizer()),
             ],
             client_max_size=MAX_BODY,
         )
@@ -180,6 +189,7 @@ class KubeletServer:
         )
         metrics_runner: web.AppRunner | None = None
         listening: asyncio.Server | None = None
+        more: list[asyncio.Server] = []
         await runner.setup()
         try:
             assert runner.server is not None
@@ -191,11 +201,22 @@ class KubeletServer:
                 self.settings.limits,
             )
             self.port = _listening_port(listening)
+            for port in sorted(set(self.deps.node_ports) - {self.port}):
+                server, _ = await listen(  # a node set: each node's own port
+                    runner.server,
+                    self.settings.listen_address,
+                    port,
+                    self.tls.context,
+                    self.settings.limits,
+                    self.gate,
+                )
+                more.append(server)
             log.info(
                 "kubelet API listening",
                 extra={
                     "address": self.settings.listen_address,
                     "port": self.port,
+                    "node_ports": len(more),
                     "authorization": self.settings.authorization_mode,
                 },
             )
@@ -212,8 +233,8 @@ class KubeletServer:
                     group.create_task(self.rotator.run(), name="kubelet-api-certificates")
                 await asyncio.Event().wait()
         finally:
-            if listening is not None:
-                listening.close()
+            for one in (*more, *([listening] if listening is not None else [])):
+                one.close()
             if metrics_runner is not None:
                 await metrics_runner.cleanup()
             await runner.cleanup()

@@ -15,6 +15,22 @@ from vkpy.api.stats import StatsSampler
 
 DEPS = web.AppKey("deps", ApiDependencies)
 STATS = web.AppKey("stats", StatsSampler)
+NODE_DEPS = web.RequestKey("node_deps", ApiDependencies)
+"""A node set: the dependencies of the node whose port the request came in on."""
+NODE_STATS = web.RequestKey("node_stats", StatsSampler)
+"""A node set: that node's stats sampler."""
+
+
+def deps(request: web.Request) -> ApiDependencies:
+    """What serves this request: its node's dependencies (one node: the app's)."""
+    return request.get(NODE_DEPS) or request.app[DEPS]
+
+
+def stats(request: web.Request) -> StatsSampler:
+    """The stats sampler of the request's node."""
+    return request.get(NODE_STATS) or request.app[STATS]
+
+
 USER = web.RequestKey("user", str)
 """The authenticated user's name (for logs)."""
 USER_INFO = web.RequestKey("user_info", UserInfo)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from vkpy.api.state import DEPS, plain
+from vkpy.api.state import deps as deps_of
+from vkpy.api.state import plain
 from vkpy.api.streaming import STREAM_SETTINGS, StreamSettings
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import PodRef
@@ -31,7 +32,7 @@ class Target:
 
 def find_target(request: web.Request) -> Target | web.Response:
     """The pod named by the path (`{namespace}/{pod}` and optional `{uid}`), or a 404."""
-    deps = request.app[DEPS]
+    deps = deps_of(request)
     namespace = request.match_info["namespace"]
     name = request.match_info["pod"]
     uid = request.match_info.get("uid") or None

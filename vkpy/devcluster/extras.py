@@ -97,7 +97,7 @@ class Extras:
             if existing is not None and processes.is_running(existing.process):
                 continue
             directory = self.node_dir(spec.name)
-            nodes.prepare(spec, directory, self.layout.pki)
+            nodes.prepare(spec, directory, self.layout.pki, self.access.server)
             (port,) = free_ports(1)
             argv = spec.argv(directory, self.layout.kubeconfig, port)
             record = processes.spawn(spec.name, argv, self.layout.log(spec.name), env=self.env)

@@ -16,6 +16,7 @@ outlive vkpy on purpose, so stopping a node also stops what it still runs.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import signal
@@ -23,9 +24,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
+from cryptography import x509
 
+from . import vkpy_image
 from .cluster_pki import LOOPBACK_IPS, ClusterPKI
 from .components import LOOPBACK
 from .pki import CertificateAuthority, CertPaths, write_pem
@@ -56,6 +60,11 @@ class NodeSpec:
     provider_config: Mapping[str, object] = field(default_factory=dict)
     #: Further vkpy flags.
     extra_args: tuple[str, ...] = ()
+    #: The node's address: the API server dials it, and (process backend) its pods
+    #: have it as their IP. A loopback address of its own per worker, so pods that
+    #: listen on their pod IP (the chart's vkpy, `listenAddress`) never collide
+    #: with a pod of another worker on the same port.
+    address: str = LOOPBACK
 
     def argv(self, directory: Path, kubeconfig: Path, port: int) -> list[str]:
         """`python -m vkpy ...` for this node, its files under `directory`."""
@@ -69,8 +78,8 @@ class NodeSpec:
             f"--provider={self.provider}",
             f"--provider-config={directory / 'provider.yaml'}",
             f"--state-dir={directory / 'state'}",
-            f"--node-ip={LOOPBACK}",
-            f"--listen-address={LOOPBACK}",
+            f"--node-ip={self.address}",
+            f"--listen-address={self.address}",
             f"--port={port}",
             f"--tls-cert-file={cert.cert}",
             f"--tls-private-key-file={cert.key}",
@@ -100,7 +109,15 @@ def worker(index: int, gpus: int = 0) -> NodeSpec:
         provider="process",
         labels=labels,
         provider_config={"capacity": capacity, "host_path_prefixes": [SHARED_HOST_PATH]},
+        address=worker_address(index),
     )
+
+
+def worker_address(index: int) -> str:
+    """Worker `index`'s own loopback address, 127.0.1.<index> (1-254)."""
+    if not 0 < index < 255:
+        raise ValueError(f"worker index {index} is outside 1-254")
+    return f"127.0.1.{index}"
 
 
 def virtual(pod_deletion_cost: int | None = None) -> NodeSpec:
@@ -135,31 +152,62 @@ def serving_cert(directory: Path) -> CertPaths:
     return CertPaths(directory / "serving.crt", directory / "serving.key")
 
 
-def prepare(spec: NodeSpec, directory: Path, pki: ClusterPKI) -> None:
+def provider_config(spec: NodeSpec, server: str) -> dict[str, object]:
+    """What the node's --provider-config file holds: the spec's settings and, for the
+    process backend, what an in-cluster pod needs (chart installs run there):
+    KUBERNETES_SERVICE_HOST/PORT naming the API server's real address (there is no
+    Service network here to route the `kubernetes` Service's ClusterIP) and the
+    `images` entry that runs the chart's vkpy image from this checkout."""
+    config = dict(spec.provider_config)
+    if spec.provider != "process":
+        return config
+    url = urlsplit(server)
+    config.setdefault("kubernetes_service_host", url.hostname or LOOPBACK)
+    config.setdefault("kubernetes_service_port", url.port or 443)
+    images = config.get("images")
+    config["images"] = vkpy_image.images_setting(images if isinstance(images, dict) else None)
+    return config
+
+
+def prepare(spec: NodeSpec, directory: Path, pki: ClusterPKI, server: str) -> None:
     """Write the node's provider config and its kubelet-serving certificate."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "provider.yaml").write_text(yaml.safe_dump(dict(spec.provider_config)))
-    issue_serving_cert(spec.name, directory, pki)
+    (directory / "provider.yaml").write_text(yaml.safe_dump(provider_config(spec, server)))
+    issue_serving_cert(spec.name, directory, pki, spec.address)
 
 
-def issue_serving_cert(node: str, directory: Path, pki: ClusterPKI) -> CertPaths:
-    """The node's serving certificate from the kubelet signing CA (kept once made), as
-    a kubelet-serving CSR would give it: what metrics-server and a verifying API
-    server trust."""
+def issue_serving_cert(
+    node: str, directory: Path, pki: ClusterPKI, address: str = LOOPBACK
+) -> CertPaths:
+    """The node's serving certificate from the kubelet signing CA (kept once made for
+    the same address), as a kubelet-serving CSR would give it: what metrics-server and
+    a verifying API server trust."""
     cert = serving_cert(directory)
-    if cert.cert.exists() and cert.key.exists():
+    ips = tuple(dict.fromkeys((address, *LOOPBACK_IPS)))
+    if cert.cert.exists() and cert.key.exists() and _names_ips(cert.cert, ips):
         return cert
     ca = CertificateAuthority.load(pki.kubelet_ca.cert, pki.kubelet_ca.key)
     cert_pem, key_pem = ca.issue(
         f"system:node:{node}",
         organizations=("system:nodes",),
         dns_names=(node, "localhost"),
-        ip_addresses=LOOPBACK_IPS,
+        ip_addresses=ips,
         server=True,
     )
     write_pem(cert.cert, cert_pem)
     write_pem(cert.key, key_pem, secret=True)
     return cert
+
+
+def _names_ips(path: Path, ips: tuple[str, ...]) -> bool:
+    """Whether the certificate at `path` names every address in `ips`."""
+    try:
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (OSError, ValueError, x509.ExtensionNotFound):
+        return False
+    have = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+    return {str(ipaddress.ip_address(ip)) for ip in ips} <= have
 
 
 def _same(pid: int, ticks: int) -> bool:

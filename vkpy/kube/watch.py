@@ -10,6 +10,14 @@ Nothing a stream can carry stops it: an ERROR event of any code, a line that is 
 JSON or not an event, a connection cut mid-line or an object of any size end only
 the current watch, which resumes from the last resourceVersion fully seen. What it
 sees goes to a handler as plain dicts.
+
+The first state comes from a streaming list where the server offers it: a watch with
+`sendInitialEvents=true` and `resourceVersionMatch=NotOlderThan` sends every object
+as an ADDED event, one at a time, then a bookmark marked `k8s.io/initial-events-end`,
+and goes on as a watch. A LIST of 10,000 pods is one body held whole, then decoded
+whole, next to the objects kept; the stream holds one event at a time. A server that
+refuses it (400, 403, 422: the WatchList feature off) or ignores it (no end bookmark
+while nothing more comes) gets a LIST, from then on.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,9 +57,16 @@ class WatchOptions:
     min_timeout: int = 300
     """Each watch asks the server to end after a random time in [min, 2*min] s."""
     max_backoff: float = 30.0
+    stream_initial: bool = False
+    """Get the first state from a streaming list (sendInitialEvents) when offered."""
+    initial_quiet: float = 15.0
+    """A streaming list with no event and no end for this long: the server ignores
+    sendInitialEvents (an old one); list instead."""
 
 
 EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation on the bookmark that ends a streaming list's initial events."""
 
 
 class _Expired(Exception):
@@ -79,6 +94,8 @@ class Watcher:
         self._resource_version = ""
         self._progress = False
         """Whether a list or a watch event came through since the last failure."""
+        self._streaming = options.stream_initial
+        """Whether the first state (and each relist) comes from a streaming list."""
         self.synced = asyncio.Event()
 
     def _selectors(self) -> dict[str, str]:
@@ -95,9 +112,13 @@ class Watcher:
         failures = 0
         while True:
             try:
-                if not self._resource_version:
+                if not self._resource_version and self._streaming:
+                    await self._stream_list()
+                elif not self._resource_version:
                     await self._list()
-                await self._watch()
+                    await self._watch()
+                else:
+                    await self._watch()
                 failures = 0
                 metrics.WATCH_RESTARTS.labels(self._options.resource, "closed").inc()
                 continue
@@ -141,6 +162,73 @@ class Watcher:
         self._progress = True
         self.synced.set()
 
+    async def _stream_list(self) -> None:
+        """The first state as a streaming list, then the watch on the same stream."""
+        timeout = random.randint(self._options.min_timeout, 2 * self._options.min_timeout)
+        query: dict[str, str | int | bool] = {
+            **self._selectors(),
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "sendInitialEvents": True,
+            "resourceVersionMatch": "NotOlderThan",
+            "timeoutSeconds": timeout,
+        }
+        initial: dict[str, KubeObject] = {}
+        stream = self._client.stream_lines(self._options.path, query, timeout=timeout + 30)
+        following = False
+        try:
+            async with asyncio.timeout(None) as quiet:
+                loop = asyncio.get_running_loop()
+                quiet.reschedule(loop.time() + self._options.initial_quiet)
+                async for line in stream:
+                    quiet.reschedule(loop.time() + self._options.initial_quiet)
+                    if not line.strip():
+                        continue
+                    event_type, obj = _decode(line)
+                    if event_type == "ERROR":
+                        raise _error(obj)
+                    if event_type == "BOOKMARK":
+                        annotations = meta(obj).get("annotations") or {}
+                        if annotations.get(INITIAL_EVENTS_END) == "true":
+                            self._resource_version = str(meta(obj).get("resourceVersion", ""))
+                            self._handler.replace(list(initial.values()))
+                            self._progress = True
+                            self.synced.set()
+                            break
+                        continue
+                    uid = str(meta(obj).get("uid") or meta(obj).get("name"))
+                    if event_type == "DELETED":
+                        initial.pop(uid, None)
+                    elif event_type in EVENT_TYPES:
+                        _kinded(obj, self._options)
+                        initial[uid] = obj
+                else:
+                    return  # ended before the initial state was whole: start over
+            following = True
+        except TimeoutError:
+            self._refuse("no end of the initial events")
+            return
+        except ApiError as error:
+            if error.status in (400, 403, 422):
+                self._refuse(str(error))
+                return
+            raise
+        finally:
+            if not following:
+                await _close(stream)
+        initial.clear()
+        try:
+            await self._follow(stream)
+        finally:
+            await _close(stream)
+
+    def _refuse(self, why: str) -> None:
+        log.info(
+            "the server gives no streaming list; listing instead",
+            extra={"resource": self._options.resource, "why": why[:200]},
+        )
+        self._streaming = False
+
     async def _watch(self) -> None:
         timeout = random.randint(self._options.min_timeout, 2 * self._options.min_timeout)
         query: dict[str, str | int | bool] = {
@@ -150,7 +238,11 @@ class Watcher:
             "resourceVersion": self._resource_version,
             "timeoutSeconds": timeout,
         }
-        stream = self._client.stream_lines(self._options.path, query, timeout=timeout + 30)
+        await self._follow(
+            self._client.stream_lines(self._options.path, query, timeout=timeout + 30)
+        )
+
+    async def _follow(self, stream: AsyncIterator[bytes]) -> None:
         async for line in stream:
             if not line.strip():
                 continue
@@ -184,6 +276,18 @@ def _decode(line: bytes) -> tuple[str, KubeObject]:
         raise _Malformed(f"{event_type} event without an object: {line[:200]!r}")
     _slim(obj)
     return event_type, obj
+
+
+async def _close(stream: AsyncIterator[bytes]) -> None:
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()
+
+
+def _kinded(obj: KubeObject, options: WatchOptions) -> None:
+    """Watch events carry kind and apiVersion already; a LIST's items do not."""
+    obj.setdefault("kind", "Pod" if options.resource == "pods" else options.resource)
+    obj.setdefault("apiVersion", "v1")
 
 
 def _slim(obj: KubeObject) -> None:

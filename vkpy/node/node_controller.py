@@ -130,7 +130,15 @@ class NodeController:
         self._tell_pod_cidrs(node)
         self.registered.set()
         self._events.emit(self._involved(), NORMAL, "RegisteredNode", "vkpy node registered")
-        await self.sync(force=True)
+        try:
+            await self.sync(force=True)
+        except ApiError as error:
+            if not (error.retryable or error.conflict):
+                raise
+            # the next check writes it (nothing sent yet counts as a change): a slow
+            # API server must not end a node, or a node set's process, here
+            self.api_error = str(error)
+            log.warning("first node status not written, retrying", extra={"error": str(error)})
 
     async def _adopt(self, body: KubeObject) -> KubeObject:
         """Merge our labels and taints into an existing Node (read just before, so a

@@ -73,7 +73,9 @@ class PodController:
             self._watcher = Watcher(
                 client,
                 WatchOptions(
-                    path="/api/v1/pods", field_selector=f"spec.nodeName={settings.node_name}"
+                    path="/api/v1/pods",
+                    field_selector=f"spec.nodeName={settings.node_name}",
+                    stream_initial=True,
                 ),
                 self,
                 sleep=clock.sleep,

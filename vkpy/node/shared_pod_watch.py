@@ -45,7 +45,10 @@ class SharedPodWatch:
         self._watcher = Watcher(
             client,
             WatchOptions(
-                path="/api/v1/pods", field_selector=BOUND_PODS, label_selector=label_selector
+                path="/api/v1/pods",
+                field_selector=BOUND_PODS,
+                label_selector=label_selector,
+                stream_initial=True,
             ),
             self,
             sleep=clock.sleep,

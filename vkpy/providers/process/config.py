@@ -138,7 +138,16 @@ class ProcessConfig:
     not root, containers run as vkpy's user and this must be empty."""
     pod_namespaces: bool = True
     """When vkpy is root: each pod gets UTS (its hostname) and IPC namespaces of its
-    own, shared by its containers (namespaces.py)."""
+    own, shared by its containers (namespaces.py), and with `pod_filesystem` mount
+    and PID namespaces. False: the fallback of a non-root vkpy (links in the pod
+    directory)."""
+    pod_filesystem: bool = True
+    """With namespaces: each pod sees a filesystem of its own (podroot.py): the
+    host's root (or `pod_root`) read-only, its volumes at their mount paths, a
+    private /tmp, /etc/hosts, and only its own processes. False: volumes only as
+    links in the pod directory."""
+    pod_root: str = "/"
+    """The host directory pods see as their root (read-only), with the filesystem."""
     network: NetworkMode = "host"
     """`host`: pods share the node's network (port-forward confined to the pod's own
     listening sockets). `pod` (needs root and `pod_namespaces`): a network namespace
@@ -228,6 +237,8 @@ class ProcessConfig:
             parse_cidr(config.pod_cidr)
         resolve_run_as(config.run_as)
         config.uid_range()
+        if not os.path.isabs(config.pod_root):
+            raise ValueError(f"pod_root must be an absolute directory, not {config.pod_root!r}")
         return config
 
     def uid_range(self) -> tuple[int, int]:
@@ -244,6 +255,11 @@ class ProcessConfig:
     def namespaces_per_pod(self) -> bool:
         """Whether pods get namespaces of their own (root, and `pod_namespaces`)."""
         return os.geteuid() == 0 and bool(self.pod_namespaces)
+
+    @property
+    def filesystem_per_pod(self) -> bool:
+        """Whether pods get a mount namespace with their volumes at their mount paths."""
+        return self.namespaces_per_pod and bool(self.pod_filesystem)
 
     @property
     def pod_network(self) -> bool:

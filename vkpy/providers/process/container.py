@@ -262,6 +262,7 @@ class ContainerRunner:
             cgroup_name=f"{self.pod.ref.uid}_{self.config.name}_{instance.number}",
             watchdog_interval=settings.watchdog_interval,
             stdin_pipe=bool(self.config.spec.get("stdin")),
+            stdin_once=bool(self.config.spec.get("stdinOnce")),
             tty=bool(self.config.spec.get("tty")),
         )
 

@@ -55,12 +55,12 @@ def ephemeral_config(pod: PodConfig, container: ContainerConfig) -> ContainerCon
 
 
 def prepare_ephemeral_root(
-    pod_dir: PodDir, pod: PodConfig, container: ContainerConfig, run_as: RunAs
+    pod_dir: PodDir, pod: PodConfig, container: ContainerConfig, run_as: RunAs, pod_view: bool
 ) -> None:
     """The ephemeral container's directory; its root is its target's (a link)."""
     target = target_of(container)
     if target is None:
-        prepare_root(pod_dir, container, {v.name: v for v in pod.volumes}, run_as)
+        prepare_root(pod_dir, container, {v.name: v for v in pod.volumes}, run_as, pod_view)
         return
     cdir = pod_dir.container(container.name)
     cdir.path.mkdir(mode=TRAVERSE, exist_ok=True)

@@ -191,13 +191,31 @@ def working_dir(container: ContainerConfig) -> str:
     return clean_absolute(container.working_dir, f"container {container.name!r} workingDir")
 
 
+def _through_link(root: Path, directory: Path) -> bool:
+    """Whether `directory` (below `root`) is reached through a link (another mount)."""
+    current = directory
+    while current != root and root in current.parents:
+        if current.is_symlink():
+            return True
+        current = current.parent
+    return False
+
+
 def prepare_root(
-    pod_dir: PodDir, container: ContainerConfig, volumes: dict[str, VolumeConfig], run_as: RunAs
+    pod_dir: PodDir,
+    container: ContainerConfig,
+    volumes: dict[str, VolumeConfig],
+    run_as: RunAs,
+    pod_view: bool = False,
 ) -> Path:
     """Make the container's root with its mounts; returns its working directory.
 
     Done once, when the pod is created and before any of its processes runs: later
-    the container's user owns these directories and could have changed them."""
+    the container's user owns these directories and could have changed them.
+    `pod_view`: the pod has a filesystem of its own (podroot.py), where each volume
+    is mounted at its mount path and the host is read-only: a hostPath link then
+    points at the mount path, and a mount nested in a volume outside the pod
+    directory needs no link (the mount is there in the pod's view)."""
     cdir: ContainerDir = pod_dir.container(container.name)
     cdir.path.mkdir(mode=TRAVERSE, exist_ok=True)
     os.chmod(cdir.path, TRAVERSE)
@@ -233,6 +251,8 @@ def prepare_root(
         if not relative:
             raise FileNotFoundError(f"container {container.name!r} mounts over its root")
         link = root / relative
+        if pod_view and _through_link(root, link.parent):
+            continue  # a mount inside another: the pod's view has it, no link is needed
         _makedirs(link.parent, 0o755, root_owner)
         # A mount inside another mount is made where the outer one really is.
         real_parent = Path(os.path.realpath(link.parent))
@@ -250,7 +270,7 @@ def prepare_root(
                     "is a directory that is not empty"
                 ) from None
         if volume.kind == "hostPath":
-            os.symlink(target, real_link)
+            os.symlink("/" + relative if pod_view else target, real_link)
         else:
             os.symlink(os.path.relpath(target, real_parent), real_link)
     cwd = root / working_dir(container)
@@ -260,7 +280,11 @@ def prepare_root(
 
 
 def prepare_pod(
-    pod_dir: PodDir, pod: PodConfig, run_as: RunAs, prefixes: tuple[str, ...] = ()
+    pod_dir: PodDir,
+    pod: PodConfig,
+    run_as: RunAs,
+    prefixes: tuple[str, ...] = (),
+    pod_view: bool = False,
 ) -> None:
     """Everything on disk a new pod needs before its first container starts."""
     prepare_pod_dir(pod_dir, run_as)
@@ -268,7 +292,7 @@ def prepare_pod(
         materialize_volume(pod_dir, volume, run_as, prefixes)
     by_name = {v.name: v for v in pod.volumes}
     for container in (*pod.init_containers, *pod.containers):
-        prepare_root(pod_dir, container, by_name, run_as)
+        prepare_root(pod_dir, container, by_name, run_as, pod_view)
 
 
 def refresh_files(pod_dir: PodDir, pod: PodConfig, run_as: RunAs) -> None:

@@ -29,6 +29,7 @@ from vkpy.providers.base import ContainerConfig, PodConfig
 from vkpy.providers.errors import RetryableError, UnsupportedError
 from vkpy.providers.process import privileges
 from vkpy.providers.process.config import RunAs
+from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.layout import read_json, write_json
 
 REASON = privileges.REASON
@@ -162,23 +163,39 @@ class IdPool:
     """The node's ids: which pod holds which, and a free one for a new pod."""
 
     def __init__(
-        self, first: int, last: int, per_pod: bool, shared: RunAs, allow: Iterable[str] = ()
+        self,
+        first: int,
+        last: int,
+        per_pod: bool,
+        shared: RunAs,
+        claims: HostClaims | None = None,
+        allow: Iterable[str] = (),
     ) -> None:
         self.first = first
         self.last = last
         self.root = per_pod
         self.shared = shared
         """The one identity of every pod when ids are not per pod."""
+        self.claims = claims
+        """Host-wide claims on ids (idclaims.py): other nodes on this host see ours."""
         self.allow = frozenset(allow)
         """What the node's `allow` setting lets pods ask for (privileges.py)."""
         self._held: dict[str, PodIdentity] = {}
+        self._dirs: dict[str, Path] = {}
 
-    def hold(self, pod_uid: str, identity: PodIdentity) -> None:
+    def hold(self, pod_uid: str, identity: PodIdentity, pod_dir: Path | None = None) -> None:
         """Record a pod's identity found on disk (after a restart)."""
         self._held[pod_uid] = identity
+        if self.claims is not None and pod_dir is not None and identity.own is not None:
+            self._dirs[pod_uid] = pod_dir
+            self.claims.claim(identity.own, pod_dir, take_over=True)
 
     def release(self, pod_uid: str) -> None:
-        self._held.pop(pod_uid, None)
+        identity = self._held.pop(pod_uid, None)
+        pod_dir = self._dirs.pop(pod_uid, None)
+        claims = self.claims
+        if claims is not None and identity is not None and identity.own is not None and pod_dir:
+            claims.release(identity.own, pod_dir)
 
     def identity(self, pod_uid: str) -> PodIdentity | None:
         return self._held.get(pod_uid)
@@ -251,8 +268,9 @@ class IdPool:
                     self._check_shared(f"container {container.name!r} {key} {value}", int(value))
         return warnings
 
-    def allocate(self, pod: PodConfig, node: str) -> PodIdentity:
-        """A new identity for `pod` (kept in the pool until `release`)."""
+    def allocate(self, pod: PodConfig, node: str, pod_dir: Path | None = None) -> PodIdentity:
+        """A new identity for `pod` (kept in the pool until `release`); with host
+        claims, one no other node on this host has given to a pod in `pod_dir`."""
         privileges.check_pod(pod, self.allow)
         held = self._held.get(pod.ref.uid)
         if held is not None:
@@ -269,6 +287,10 @@ class IdPool:
         for candidate in range(self.first, self.last + 1):
             if candidate in taken:
                 continue
+            if self.claims is not None and pod_dir is not None:
+                if not self.claims.claim(candidate, pod_dir):
+                    continue
+                self._dirs[pod.ref.uid] = pod_dir
             uid = security.get("runAsUser")
             gid = security.get("runAsGroup")
             identity = PodIdentity(

@@ -11,6 +11,13 @@ namespace and `hostIPC` pods the host's IPC namespace, as with a kubelet. The
 holder is killed when the pod is removed; a restarted vkpy adopts it by pid and
 start time, and starts a new one if it is gone (containers already running keep
 the namespaces they have).
+
+With the pod filesystem (podroot.py) the holder also holds the pod's mount
+namespace ("mnt"): it is then `podroot.py`, which builds the pod's root before it
+reports its pid, and every pod process joins that namespace last (after the others,
+whose files it opened first: /proc of the pod's view is not the host's). It holds
+the pod's PID namespace too ("pid"), as its pid 1 (`unshare --pid --fork`), like
+the pause container of a kubelet's pod with `shareProcessNamespace`.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +37,13 @@ from vkpy.providers.process.layout import read_json, write_json
 
 RECORD = "namespaces.json"
 HOLDER_PID = "namespaces.pid"
+ERROR_FILE = "namespaces.error"
+
+
+def _patch_plan(plan: Path, host: str, proc: bool) -> None:
+    raw = read_json(plan) or {}
+    raw.update(hostname=host, pid_file=HOLDER_PID, error_file=ERROR_FILE, proc=proc)
+    write_json(plan, raw)
 
 
 @dataclass(frozen=True)
@@ -42,13 +57,21 @@ class Holder:
         return proc.is_same_process(self.pid, self.start)
 
     def paths(self) -> tuple[str, ...]:
-        return tuple(f"/proc/{self.pid}/ns/{kind}" for kind in self.kinds)
+        """The namespaces to join with setns (the PID namespace is apart: pid_path)."""
+        return tuple(f"/proc/{self.pid}/ns/{kind}" for kind in self.kinds if kind != "pid")
+
+    def pid_path(self) -> str | None:
+        """The pod's PID namespace, if it has one."""
+        return f"/proc/{self.pid}/ns/pid" if "pid" in self.kinds else None
 
 
-def wanted(spec: KubeObject, network: bool = False) -> tuple[str, ...]:
+def wanted(spec: KubeObject, network: bool = False, filesystem: bool = False) -> tuple[str, ...]:
     """The namespaces a pod gets of its own (none it asked to share with the host);
-    `network`: the node gives pods a network of their own (podnet.py)."""
-    kinds = []
+    `network`: the node gives pods a network of their own (podnet.py); `filesystem`:
+    a mount namespace (podroot.py) and a PID namespace."""
+    kinds = ["mnt"] if filesystem else []
+    if filesystem and not spec.get("hostPID"):
+        kinds.append("pid")
     if not spec.get("hostNetwork"):
         kinds.append("uts")
         if network:
@@ -69,17 +92,34 @@ def load(pod_dir: Path) -> Holder | None:
     return Holder(int(raw["pid"]), int(raw["start"]), tuple(str(k) for k in raw["kinds"]))
 
 
-def start(pod_dir: Path, kinds: tuple[str, ...], host: str, timeout: float = 10.0) -> Holder:
-    """Start the pod's holder (detached) and record it; OSError if it cannot be."""
+def start(
+    pod_dir: Path,
+    kinds: tuple[str, ...],
+    host: str,
+    timeout: float = 10.0,
+    plan: Path | None = None,
+    python: str = sys.executable,
+) -> Holder:
+    """Start the pod's holder (detached) and record it; OSError if it cannot be.
+    With "mnt" in `kinds`, `plan` is podroot.py's plan."""
     pid_file = pod_dir / HOLDER_PID
-    with contextlib.suppress(FileNotFoundError):
-        pid_file.unlink()
-    flags = [f"--{kind}" for kind in kinds]
-    set_name = 'hostname "$2" && ' if "uts" in kinds else ""
-    script = f'echo $$ > "$1" && {set_name}exec sleep infinity'
+    error_file = pod_dir / ERROR_FILE
+    for stale in (pid_file, error_file):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+    flags = [f"--{'mount' if kind == 'mnt' else kind}" for kind in kinds]
+    if "pid" in kinds:
+        flags.append("--fork")  # the holder is pid 1 of the pod's PID namespace
+    if "mnt" in kinds and plan is not None:
+        _patch_plan(plan, host if "uts" in kinds else "", "pid" in kinds)
+        command = [python, "-I", "-S", str(Path(__file__).with_name("podroot.py")), str(plan)]
+    else:
+        set_name = 'hostname "$2" && ' if "uts" in kinds else ""
+        script = f'echo $$ > "$1" && {set_name}exec sleep infinity'
+        command = ["sh", "-c", script, "holder", str(pid_file), host]
     try:
         subprocess.run(
-            ["setsid", "-f", "unshare", *flags, "sh", "-c", script, "holder", str(pid_file), host],
+            ["setsid", "-f", "unshare", *flags, *command],
             # No pipe: the holder would keep it open for ever.
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -101,6 +141,8 @@ def start(pod_dir: Path, kinds: tuple[str, ...], host: str, timeout: float = 10.
                 holder = Holder(pid, ticks, kinds)
                 write_json(pod_dir / RECORD, {"pid": pid, "start": ticks, "kinds": list(kinds)})
                 return holder
+        if error_file.exists():
+            raise OSError(f"cannot build the pod's filesystem: {error_file.read_text().strip()}")
         if time.monotonic() > deadline:
             raise OSError("the pod's namespace holder did not start")
         time.sleep(0.01)

@@ -98,6 +98,7 @@ class PodRuntime:
             config,
             runtime.owner(config.ref),
             runtime.config.host_path_prefixes,
+            runtime.config.filesystem_per_pod,
         )
         pod = cls(runtime, config, pod_dir, notify, time.time())
         write_json(pod_dir.config, pod_to_dict(config))
@@ -159,7 +160,12 @@ class PodRuntime:
             )
         for config in fresh:
             await asyncio.to_thread(
-                prepare_ephemeral_root, self.dir, self.config, config, self.runtime.owner(self.ref)
+                prepare_ephemeral_root,
+                self.dir,
+                self.config,
+                config,
+                self.runtime.owner(self.ref),
+                self.runtime.config.filesystem_per_pod,
             )
             self.config = dataclasses.replace(
                 self.config, ephemeral_containers=(*self.config.ephemeral_containers, config)

@@ -5,7 +5,8 @@ its UTS and IPC namespaces, and every process of the pod joins it. Here it gets
 its wiring, point to point as in a CNI "ptp" setup (no bridge, nothing shared
 between pods): a veth pair whose pod end is `eth0` in the pod's namespace with the
 pod's address (/32), loopback up, a link route to the gateway and the default route
-through it; the node end (`vkp` + the start of the pod's uid) carries the gateway
+through it, and, as container runtimes do, ports below 1024 and ping open to the
+pod's unprivileged users; the node end (`vkp` + the start of the pod's uid) carries the gateway
 address (the first of the pod CIDR, the same on every pair) and a /32 route to the
 pod. So the node reaches each pod at its address, two pods can listen on one port,
 and 127.0.0.1 in a pod is the pod's own. Traffic between pods, or from a pod to
@@ -32,6 +33,10 @@ from vkpy.providers.process.addresses import PodAddress
 
 ALIAS_PREFIX = "vkpy:"
 POD_LINK = "eth0"
+POD_SYSCTLS = (
+    ("net/ipv4/ip_unprivileged_port_start", "0"),
+    ("net/ipv4/ping_group_range", "0 2147483647"),
+)
 CLONE_NEWNET = 0x40000000
 
 
@@ -103,9 +108,24 @@ def connect(holder_pid: int, record: PodAddress, node: str, pod_uid: str) -> Non
             + "\n",
             netns_pid=holder_pid,
         )
+        _open_to_the_pods_user(holder_pid)
     except OSError:
         disconnect(record.link)
         raise
+
+
+def _open_to_the_pods_user(holder_pid: int) -> None:
+    """What a container runtime sets in every pod's network namespace (containerd's
+    defaults): ports below 1024 and ping sockets for any user, so an unprivileged pod
+    can serve on port 80 as it does in a container. A new namespace starts at 1024."""
+    script = "".join(f"echo '{value}' > /proc/sys/{key}\n" for key, value in POD_SYSCTLS)
+    argv = ["nsenter", f"--net=/proc/{holder_pid}/ns/net", "--", "sh", "-ec", script]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (FileNotFoundError, subprocess.TimeoutExpired) as error:
+        raise OSError(f"cannot set the pod's network sysctls: {error}") from None
+    if result.returncode != 0:
+        raise OSError(f"cannot set the pod's network sysctls: {result.stderr.strip()}")
 
 
 def disconnect(link: str) -> None:
@@ -120,25 +140,43 @@ def disconnect(link: str) -> None:
 
 def own_links(node: str) -> dict[str, str]:
     """{pod uid: node-end link} of the pairs this node made, as the kernel has them."""
-    result = subprocess.run(
-        ["ip", "-j", "link", "show", "type", "veth"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if result.returncode != 0:
-        return {}
-    try:
-        links = json.loads(result.stdout or "[]")
-    except ValueError:
-        return {}
     prefix = f"{ALIAS_PREFIX}{node}:"
     found = {}
-    for link in links:
+    for link in _ip_json("link", "show", "type", "veth"):
         text = str(link.get("ifalias") or "")
         if text.startswith(prefix):
             found[text.removeprefix(prefix)] = str(link.get("ifname"))
+    return found
+
+
+def _ip_json(*args: str) -> list[dict[str, object]]:
+    result = subprocess.run(
+        ["ip", "-j", *args], capture_output=True, text=True, timeout=30, check=False
+    )
+    if result.returncode != 0:
+        return []
+    try:
+        found = json.loads(result.stdout or "[]")
+    except ValueError:
+        return []
+    return [item for item in found if isinstance(item, dict)]
+
+
+def node_addresses() -> list[tuple[str, str]]:
+    """(address, prefix length) of the IPv4 addresses of vkpy's network namespace, on
+    links no vkpy made (the gateways on the pairs are left out)."""
+    made = {
+        str(link.get("ifname"))
+        for link in _ip_json("link", "show")
+        if str(link.get("ifalias") or "").startswith(ALIAS_PREFIX)
+    }
+    found = []
+    for link in _ip_json("-4", "addr"):
+        if str(link.get("ifname")) in made:
+            continue
+        infos = link.get("addr_info")
+        for info in infos if isinstance(infos, list) else []:
+            found.append((str(info.get("local")), str(info.get("prefixlen"))))
     return found
 
 

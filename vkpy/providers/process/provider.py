@@ -48,10 +48,16 @@ from vkpy.providers.errors import (
     RetryableError,
     UnsupportedError,
 )
-from vkpy.providers.process import cgroups, namespaces, podnet, proc
+from vkpy.providers.process import cgroups, namespaces, podnet, proc, sandbox
 from vkpy.providers.process.actions import Actions
-from vkpy.providers.process.addresses import AddressPool, NoAddressError, PodAddress
+from vkpy.providers.process.addresses import (
+    AddressPool,
+    NoAddressError,
+    PodAddress,
+    overlapping,
+)
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
+from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.identity import IdPool, PodIdentity, kill_processes
 from vkpy.providers.process.images import ImageTable
 from vkpy.providers.process.layout import PodDir, remove_tree
@@ -70,6 +76,10 @@ log = logging.getLogger(__name__)
 ISOLATION_LABEL = "vkpy.io/process-isolation"
 """Node label saying how pods are kept apart: `per-pod-users` (vkpy is root: a uid per
 pod) or `shared-user` (one user for every pod: without root, or with `run_as`)."""
+FILESYSTEM_LABEL = "vkpy.io/process-filesystem"
+"""Node label saying what pods see: `pod-root` (a mount namespace per pod: the host
+read-only, volumes at their mount paths; podroot.py) or `links` (the host as it is,
+volumes as links in the pod's directory)."""
 NETWORK_LABEL = "vkpy.io/process-network"
 """Node label: `pod` (a network namespace and an address per pod) or `host`."""
 _ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le"}
@@ -84,6 +94,16 @@ def _os_image() -> str:
     except OSError:
         pass
     return platform.platform()
+
+
+def _check_cidr(cidr: str) -> None:
+    """Refuse a pod CIDR that covers an address of the node's own network."""
+    taken = overlapping(cidr, podnet.node_addresses())
+    if taken:
+        raise ValueError(
+            f"pod CIDR {cidr} covers the node's own addresses {', '.join(taken)}: its "
+            "pods' routes would take over the node's network"
+        )
 
 
 class ProcessProvider:
@@ -152,6 +172,7 @@ class ProcessProvider:
         if self._runtime is None or not self._config.pod_network or not self._node_cidr:
             return
         try:
+            _check_cidr(self._node_cidr)
             self._runtime.addresses.set_cidr(self._node_cidr)
         except ValueError as error:
             log.warning("cannot use the Node's podCIDR", extra={"error": str(error)})
@@ -163,18 +184,24 @@ class ProcessProvider:
         run_as = resolve_run_as(config.run_as)
         mode, parent = self._memory_mode()
         first, last = config.uid_range()
+        claims = HostClaims() if config.per_pod_ids else None
         if config.network == "pod" and not config.pod_network:
             raise UnsupportedError(
                 "network: pod needs vkpy to run as root with pod_namespaces (a network "
                 "namespace per pod)"
             )
+        if config.pod_network and config.pod_cidr:
+            try:
+                _check_cidr(config.pod_cidr)
+            except ValueError as error:
+                raise UnsupportedError(str(error)) from None
         self._runtime = Runtime(
             config=config,
             run_as=run_as,
             actions=Actions(config.python, config.internal_ip),
             cgroup=parent,
             memory_mode=mode,
-            pool=IdPool(first, last, config.per_pod_ids, run_as, config.allow),
+            pool=IdPool(first, last, config.per_pod_ids, run_as, claims, config.allow),
             report_event=self._report_event,
             addresses=AddressPool(config.pod_cidr),
         )
@@ -199,7 +226,7 @@ class ProcessProvider:
                 others += 1  # another node's pod (a shared pods_dir): never ours to touch
                 continue
             if identity is not None:
-                self._runtime.pool.hold(entry.name, identity)
+                self._runtime.pool.hold(entry.name, identity, entry.absolute())
             address = PodAddress.load(entry)
             if address is not None:
                 self._runtime.addresses.hold(entry.name, address)
@@ -266,6 +293,7 @@ class ProcessProvider:
             os_image=_os_image(),
             labels={
                 ISOLATION_LABEL: "per-pod-users" if self._config.per_pod_ids else "shared-user",
+                FILESYSTEM_LABEL: "pod-root" if self._config.filesystem_per_pod else "links",
                 NETWORK_LABEL: "pod" if self._config.pod_network else "host",
             },
         )
@@ -297,7 +325,7 @@ class ProcessProvider:
         pod = self._images.resolve_pod(pod)
         check_pod(pod, self._config.host_path_prefixes)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
-        identity = runtime.pool.allocate(pod, self._config.node_name)
+        identity = runtime.pool.allocate(pod, self._config.node_name, pod_dir.path.absolute())
         try:
             pod_dir.path.mkdir(mode=0o700, exist_ok=True)
             identity.save(pod_dir.path)
@@ -325,17 +353,32 @@ class ProcessProvider:
         address.save(pod_dir.path)
 
     def _start_namespaces(self, pod: PodConfig) -> None:
-        """The pod's namespaces (namespaces.py) and its network (podnet.py), when vkpy
-        may make them; a holder that is gone is replaced, and its network rewired."""
+        """The pod's namespaces (namespaces.py), its filesystem (podroot.py) and its
+        network (podnet.py), when vkpy may make them; a holder that is gone is
+        replaced, and its network rewired."""
         if not self._config.namespaces_per_pod:
             return
         spec = pod.pod.get("spec") or {}
-        kinds = namespaces.wanted(spec, self._config.pod_network)
+        filesystem = self._config.filesystem_per_pod
+        kinds = namespaces.wanted(spec, network=self._config.pod_network, filesystem=filesystem)
         path = self._config.pods_path / pod.ref.uid
         holder = namespaces.load(path)
         fresh = False
         if kinds and (holder is None or not holder.alive()):
-            holder = namespaces.start(path, kinds, namespaces.hostname(spec, pod.ref.name))
+            plan = None
+            if filesystem:
+                pod_dir = PodDir(path)
+                sandbox.mount_memory_volumes(pod_dir, pod)
+                own = self._runtime_or_fail().addresses.address(pod.ref.uid)
+                ip = own.address if own is not None else self._config.internal_ip
+                plan = sandbox.write_plan(self._config, pod_dir, pod, ip)
+            holder = namespaces.start(
+                path,
+                kinds,
+                namespaces.hostname(spec, pod.ref.name),
+                plan=plan,
+                python=self._config.python,
+            )
             fresh = True
         address = self._runtime_or_fail().addresses.address(pod.ref.uid)
         if holder is None or "net" not in holder.kinds or address is None:
@@ -352,6 +395,7 @@ class ProcessProvider:
         if address is not None:
             podnet.disconnect(address.link)
         namespaces.stop(self._config.pods_path / uid)
+        sandbox.unmount_volumes(self._config.pods_path / uid)
         remove_tree(self._config.pods_path / uid)
         runtime.pool.release(uid)
         runtime.addresses.release(uid)

@@ -39,6 +39,13 @@ class ProcessContext:
     umask: int = 0o022
     namespaces: tuple[str, ...] = ()
     """Namespace files (`/proc/<holder>/ns/uts`, ...) to join first (namespaces.py)."""
+    mounts: tuple[tuple[str, str, str, bool], ...] = ()
+    """With the pod's filesystem: the container's volumes (sandbox.py, podmounts.py)."""
+    readonly_root: bool = False
+    """`readOnlyRootFilesystem`: with the pod's filesystem, only volumes are writable."""
+    pid_namespace: str = ""
+    """With the pod's filesystem: the pod's PID namespace (`/proc/<holder>/ns/pid`),
+    entered before the fork that starts each process; "": the host's."""
     capabilities: tuple[str, ...] = ()
     """Capabilities the process keeps (names without `CAP_`); none by default (seccomp.py)."""
     privileged: bool = False
@@ -59,6 +66,11 @@ class ProcessContext:
             groups=tuple(int(g) for g in raw.get("groups") or ()),
             umask=int(raw.get("umask", 0o022)),
             namespaces=tuple(str(n) for n in raw.get("namespaces") or ()),
+            mounts=tuple(
+                (str(b), str(r), str(t), bool(o)) for b, r, t, o in raw.get("mounts") or ()
+            ),
+            readonly_root=bool(raw.get("readonly_root")),
+            pid_namespace=str(raw.get("pid_namespace") or ""),
             capabilities=tuple(str(c) for c in raw.get("capabilities") or ()),
             privileged=bool(raw.get("privileged", False)),
             seccomp=bool(raw.get("seccomp", True)),
@@ -84,6 +96,10 @@ class LaunchSpec:
     stdin_pipe: bool = False
     """Give the process a stdin that `kubectl attach` can write to (containers with
     `stdin: true`): the FIFO `STDIN_FIFO` in the instance directory."""
+    stdin_once: bool = False
+    """`stdinOnce: true` (without a tty): the process's stdin is closed when the first
+    writer of the FIFO (the first attach session) goes away, as a container runtime
+    closes it after one attach."""
     tty: bool = False
     """Run the process on a pseudo-terminal (`tty: true`): the supervisor holds the
     master side, logs what it prints as stdout and writes the stdin FIFO into it."""

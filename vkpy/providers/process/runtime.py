@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vkpy.providers.base import ContainerConfig, EventCallback, PodConfig, PodEvent, PodRef
-from vkpy.providers.process import namespaces
+from vkpy.providers.process import namespaces, sandbox
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.addresses import AddressPool
 from vkpy.providers.process.cgroups import CgroupParent
@@ -120,6 +120,9 @@ def container_context(
     if uid == 0:
         raise ValueError("a container never runs as root")
     holder = namespaces.load(pod_dir.path)
+    live = holder is not None and holder.alive()
+    filesystem = live and holder is not None and "mnt" in holder.kinds
+    security = container.spec.get("securityContext") or {}
     confined = confinement(pod, container, runtime.config.allow)
     return ProcessContext(
         env=tuple(container_env(runtime, pod, container)),
@@ -127,7 +130,10 @@ def container_context(
         uid=uid,
         gid=gid,
         groups=groups,
-        namespaces=holder.paths() if holder is not None and holder.alive() else (),
+        namespaces=holder.paths() if holder is not None and live else (),
+        mounts=sandbox.container_mounts(pod_dir, pod, container) if filesystem else (),
+        readonly_root=filesystem and bool(security.get("readOnlyRootFilesystem")),
+        pid_namespace=(holder.pid_path() or "") if filesystem and holder is not None else "",
         capabilities=confined.capabilities,
         privileged=confined.privileged,
         seccomp=confined.seccomp,

@@ -353,7 +353,12 @@ def prepare(capabilities: Sequence[str], privileged: bool) -> None:
     keep = set(granted_numbers(capabilities, privileged))
     for number in range(last_capability() + 1):
         if number not in keep:
-            _prctl(libc, PR_CAPBSET_DROP, number)
+            try:
+                _prctl(libc, PR_CAPBSET_DROP, number)
+            except OSError as error:
+                if error.errno != errno.EINVAL:  # EINVAL: past this kernel's last one
+                    raise
+                break
     if keep:
         _prctl(libc, PR_SET_KEEPCAPS, 1)
 

@@ -36,7 +36,7 @@ import signal
 import socket
 import struct
 import termios
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from vkpy.providers.base import ByteSink, ByteSource, LogQuery, StreamIO, TerminalSize
 from vkpy.providers.errors import InvalidInputError, NotFoundError, ProviderError
@@ -326,8 +326,19 @@ async def _resize_terminal(device: str, io: StreamIO) -> None:
         os.close(fd)
 
 
+def session_ends_with_stdin(spec: Mapping[str, object], io: StreamIO) -> bool:
+    """Whether the end of the client's stdin ends the attach session, as a container
+    runtime decides: yes for a container with stdin, unless it is `stdinOnce` without
+    a tty (then its stdin is closed instead and the session lasts as long as the
+    process). A container without stdin ignores the client's input."""
+    if io.stdin is None or not spec.get("stdin"):
+        return False
+    return not (spec.get("stdinOnce") and not spec.get("tty"))
+
+
 async def attach(runner: ContainerRunner, io: StreamIO) -> int | None:
-    """Connect the client to the running main process until it ends (or the client leaves).
+    """Connect the client to the running main process until it ends (or the client
+    leaves, or its stdin ends: `session_ends_with_stdin`).
 
     The output is followed from the end of the log as it is before the first byte of
     input goes in: whatever the process answers to the client's input is after that
@@ -345,12 +356,26 @@ async def attach(runner: ContainerRunner, io: StreamIO) -> int | None:
         sizes = asyncio.create_task(_resize_terminal(run.tty, io), name="attach-resize")
     query = LogQuery(container=runner.config.name, follow=True)
     records = aiter(follow(instance, cursor, query))
-    try:
+
+    async def copy_output() -> None:
         async for record in records:
             sink = io.stderr if record.stream == "stderr" and io.stderr is not None else io.stdout
             if sink is not None:
                 await sink.write(record.data)
+
+    output = asyncio.create_task(copy_output(), name="attach-output")
+    try:
+        if feeder is not None and session_ends_with_stdin(runner.config.spec, io):
+            await asyncio.wait({output, feeder}, return_when=asyncio.FIRST_COMPLETED)
+            if output.done():
+                await output
+            else:
+                return None  # the client's stdin ended the session; the process runs on
+        else:
+            await output
     finally:
+        output.cancel()
+        await asyncio.wait({output})
         aclose = getattr(records, "aclose", None)
         if aclose is not None:
             await aclose()

@@ -11,7 +11,9 @@ its own, detached from vkpy's pipes, so a SIGKILLed vkpy leaves it running. It:
   configured user, in its own session and process group, with the container's
   environment and directory (enter.py);
 - with `stdin_pipe` (containers with `stdin: true`), makes the process's stdin a
-  FIFO that `kubectl attach` writes to;
+  FIFO that `kubectl attach` writes to; with `stdin_once` as well, the process reads
+  a pipe the supervisor fills from the FIFO and closes when the first attach
+  session's writer went away (the process then reads end of file);
 - with `tty` (containers with `tty: true`), starts the process on a new
   pseudo-terminal (its controlling terminal), keeps the master side, logs what
   comes out of it as stdout and copies the stdin FIFO into it;
@@ -48,7 +50,7 @@ from pathlib import Path
 from types import FrameType
 
 from vkpy.providers.process import cgroups, proc
-from vkpy.providers.process.enter import enter_ids
+from vkpy.providers.process.enter import enter_ids, enter_pid_namespace
 from vkpy.providers.process.layout import InstanceDir, read_json, write_json
 from vkpy.providers.process.logfile import LogWriter
 from vkpy.providers.process.records import (
@@ -98,6 +100,14 @@ class Supervisor:
         self.tty_name: str | None = None
         self.tty_input: int | None = None
         """The stdin FIFO, copied into the terminal (tty containers with stdin)."""
+        self.once_input: int | None = None
+        """The stdin FIFO, read-only (`stdin_once`): copied into `once_output`."""
+        self.once_output: int | None = None
+        """The write end of the process's stdin pipe (`stdin_once`)."""
+        self.once_pending = b""
+        """Input read from the FIFO that the process has not taken yet."""
+        self.once_ended = False
+        """The first attach session's writer went away: close stdin once it is written."""
 
     # --- signals ---------------------------------------------------------------------
 
@@ -172,6 +182,19 @@ class Supervisor:
         os.mkfifo(path, 0o600)
         return os.open(path, os.O_RDWR)
 
+    def _stdin_once_pipe(self) -> int:
+        """The process's stdin for `stdin_once`: a pipe fed from the FIFO, which is held
+        read-only here, so the FIFO reports the end of its first writer (Linux reports
+        no hang-up on a FIFO before a writer ever opened it). Returns the read end."""
+        path = self.instance.path / STDIN_FIFO
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        os.mkfifo(path, 0o600)
+        self.once_input = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        read_end, self.once_output = os.pipe()
+        os.set_blocking(self.once_output, False)
+        return read_end
+
     def _terminal(self) -> tuple[int, int, str]:
         """A new pseudo-terminal (master, slave, device) owned by the container's user."""
         master, slave = os.openpty()
@@ -189,7 +212,12 @@ class Supervisor:
         context = spec.context
         env = dict(context.env)
         try:
-            stdin = self._stdin_fifo() if spec.stdin_pipe else subprocess.DEVNULL
+            if spec.stdin_pipe and spec.stdin_once and not spec.tty:
+                stdin = self._stdin_once_pipe()
+            elif spec.stdin_pipe:
+                stdin = self._stdin_fifo()
+            else:
+                stdin = subprocess.DEVNULL
             if spec.tty:
                 self.terminal, slave, self.tty_name = self._terminal()
                 self.tty_input = stdin if isinstance(stdin, int) and stdin >= 0 else None
@@ -197,6 +225,7 @@ class Supervisor:
                 streams = (slave, slave, slave)
             else:
                 streams = (stdin, subprocess.PIPE, subprocess.PIPE)
+            enter_pid_namespace(context.pid_namespace)  # the child starts there
             self.child = subprocess.Popen(
                 spec.argv,
                 stdin=streams[0],
@@ -213,6 +242,8 @@ class Supervisor:
             )
             if spec.tty:
                 os.close(slave)
+            if self.once_output is not None and isinstance(stdin, int):
+                os.close(stdin)  # the process's end of its stdin pipe
         except (OSError, subprocess.SubprocessError) as error:
             message = _cannot_run_message(error, spec.argv, context.cwd)
             record = ExitRecord(
@@ -271,6 +302,8 @@ class Supervisor:
         for fd, stream in outputs:
             os.set_blocking(fd, False)
             selector.register(fd, selectors.EVENT_READ, stream)
+        if self.once_input is not None:
+            selector.register(self.once_input, selectors.EVENT_READ, "once-in")
         selector.register(wake, selectors.EVENT_READ, None)
         watchdog = spec.memory_mode == "watchdog" and spec.memory_limit is not None
         next_check = time.monotonic()
@@ -295,6 +328,12 @@ class Supervisor:
                 if key.data == "input":
                     self._copy_input(key.fd, selector)
                     continue
+                if key.data == "once-in":
+                    self._read_once_input(selector)
+                    continue
+                if key.data == "once-out":
+                    self._write_once_input(selector)
+                    continue
                 try:
                     data = os.read(key.fd, 65536)
                 except BlockingIOError:
@@ -318,7 +357,54 @@ class Supervisor:
                 next_check = time.monotonic() + spec.watchdog_interval
         writer.close()
         selector.close()
+        for end in (self.once_input, self.once_output):
+            if end is not None:
+                with contextlib.suppress(OSError):
+                    os.close(end)
+        self.once_input = self.once_output = None
         return status
+
+    def _read_once_input(self, selector: selectors.BaseSelector) -> None:
+        """FIFO → pending input; the end of the first writer ends the process's stdin."""
+        assert self.once_input is not None
+        try:
+            data = os.read(self.once_input, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self.once_pending += data
+        else:
+            self.once_ended = True
+        selector.unregister(self.once_input)
+        if self.once_ended:
+            os.close(self.once_input)  # later writers find no reader: no second session
+            self.once_input = None
+        self._write_once_input(selector, registered=False)
+
+    def _write_once_input(self, selector: selectors.BaseSelector, registered: bool = True) -> None:
+        """Pending input → the process's stdin pipe, as much as it takes; while it takes
+        no more, the FIFO is not read (the writer waits, as on a full pipe)."""
+        assert self.once_output is not None
+        try:
+            written = os.write(self.once_output, self.once_pending) if self.once_pending else 0
+        except BlockingIOError:
+            written = 0
+        except OSError:  # the process closed its stdin: what is left goes nowhere
+            written = len(self.once_pending)
+        self.once_pending = self.once_pending[written:]
+        if self.once_pending:
+            if not registered:
+                selector.register(self.once_output, selectors.EVENT_WRITE, "once-out")
+            return
+        if registered:
+            selector.unregister(self.once_output)
+        if self.once_ended:
+            os.close(self.once_output)
+            self.once_output = None
+        elif self.once_input is not None:
+            selector.register(self.once_input, selectors.EVENT_READ, "once-in")
 
     def _copy_input(self, fd: int, selector: selectors.BaseSelector) -> None:
         """What `kubectl attach` wrote into the stdin FIFO goes into the terminal."""

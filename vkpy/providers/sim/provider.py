@@ -84,8 +84,13 @@ class SimConfig:
     """Share of backend calls that fail with a retryable error (fault injection)."""
     seed: int | None = None
     capacity: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
+    platform_dir: str | None = None
+    """Where the simulated platform keeps its pods (default `<state-dir>/sim`).
+    Replicas of one node (`--leader-elect`) share the platform, as replicas share a
+    cloud account, by pointing this at one directory they can all write (0777)."""
     state_dir: str | None = None
-    """Where pod records live; None keeps them in memory only."""
+    """vkpy's --state-dir: pod records live in `sim/` under it unless `platform_dir`
+    is set; None (and no platform_dir) keeps them in memory only."""
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, object], state_dir: str | None) -> SimConfig:
@@ -132,6 +137,8 @@ class SimProvider:
         self._timers: dict[str, Timer] = {}
         self._callback: StatusCallback | None = None
         self._dir = Path(config.state_dir) / "sim" if config.state_dir else None
+        if config.platform_dir:
+            self._dir = Path(config.platform_dir)
         self._files = RecordFiles(self._dir) if self._dir is not None else None
         self._env: dict[str, dict[str, dict[str, str]]] = {}
         """uid -> container -> environment, for `env` in exec (memory only: may be secret)."""

@@ -1,0 +1,192 @@
+"""A pod's own filesystem when vkpy runs as root (issue 12): a mount namespace per pod.
+
+What a user checks inside a pod of the process backend: every volume is at its
+`mountPath` (the ServiceAccount token where client libraries look for it),
+`readOnly` is enforced by the kernel, the host is read-only, /tmp is the pod's own,
+a memory emptyDir is a sized tmpfs, /etc/hosts names the pod, and `kubectl exec`
+sees the same paths. Each of these failed before (volumes were only links in the
+pod's directory, the host was writable where its modes allowed).
+"""
+
+# ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from tests.integration.agent import Agent, Kube, wait_for
+from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
+    StartProcessAgent,
+    phase_is,
+    process_pod,
+    start_process_agent,
+)
+
+SA = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _report(agent: Agent, kube: Kube, name: str, container: str = "app") -> str:
+    """What the pod's container printed, once it printed DONE."""
+    pods = agent.state_dir / "process" / "pods"
+
+    def done() -> str | None:
+        pod = kube.get("pod", name)
+        if pod is None:
+            return None
+        log = pods / pod["metadata"]["uid"] / f"containers/{container}/instances/0/output.log"
+        try:
+            lines = log.read_text().splitlines()
+        except OSError:
+            return None
+        text = "\n".join(line.split(" ", 3)[-1] for line in lines)
+        return text if "DONE" in text else None
+
+    found: str = wait_for(f"{name}'s report", done, timeout=120)
+    return found
+
+
+def test_volumes_are_at_their_mount_paths_and_read_only_is_enforced(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
+    kube.kubectl("create", "configmap", "conf", "--from-literal=key=value", "-n", kube.namespace)
+    kube.kubectl(
+        "create", "secret", "generic", "creds", "--from-literal=pw=s3cret", "-n", kube.namespace
+    )
+    script = (
+        f"cat {SA}/namespace; echo; test -s {SA}/token && echo TOKEN; "
+        f"test -s {SA}/ca.crt && echo CA; "
+        "echo CONF=$(cat /etc/app/key); echo SUB=$(cat /etc/one-key); echo PW=$(cat /secret/pw); "
+        "echo NAME=$(cat /info/name); "
+        "echo data > /scratch/file && echo SCRATCH=$(cat /scratch/file); "
+        "echo SUBDIR=$(cat /sub/file 2>&1); "
+        "echo x 2>/tmp/e > /ro/new || echo RO-REFUSED=$(cat /tmp/e); "
+        "echo x 2>/tmp/e > /secret/pw || echo SECRET-REFUSED=$(cat /tmp/e); "
+        "echo x 2>/tmp/e > /etc/app/key || echo CONF-REFUSED=$(cat /tmp/e); "
+        "echo DONE; sleep 3600"
+    )
+    mounts = [
+        {"name": "conf", "mountPath": "/etc/app"},
+        {"name": "conf", "mountPath": "/etc/one-key", "subPath": "key"},
+        {"name": "creds", "mountPath": "/secret", "readOnly": False},
+        {"name": "info", "mountPath": "/info"},
+        {"name": "scratch", "mountPath": "/scratch"},
+        {"name": "scratch", "mountPath": "/sub", "subPath": "a/b"},
+        {"name": "scratch", "mountPath": "/ro", "readOnly": True},
+    ]
+    volumes = [
+        {"name": "conf", "configMap": {"name": "conf"}},
+        {"name": "creds", "secret": {"secretName": "creds"}},
+        {
+            "name": "info",
+            "downwardAPI": {
+                "items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]
+            },
+        },
+        {"name": "scratch", "emptyDir": {}},
+    ]
+    kube.create(
+        process_pod(
+            "mounted",
+            agent.node_name,
+            "mkdir -p /scratch/a/b && echo in-sub > /scratch/a/b/file; " + script,
+            container={"volumeMounts": mounts},
+            volumes=volumes,
+        )
+    )
+    report = _report(agent, kube, "mounted")
+    lines = report.splitlines()
+    assert lines[0] == kube.namespace, report
+    for expected in ("TOKEN", "CA", "CONF=value", "SUB=value", "PW=s3cret", "NAME=mounted"):
+        assert expected in lines, report
+    assert "SCRATCH=data" in lines and "SUBDIR=in-sub" in lines, report
+    for refused in ("RO-REFUSED", "SECRET-REFUSED", "CONF-REFUSED"):
+        assert f"{refused}=" in report and "Read-only file system" in report, report
+        line = next(x for x in lines if x.startswith(refused))
+        assert "Read-only file system" in line, report
+    # kubectl exec enters the same view.
+    out = kube.kubectl("exec", "-n", kube.namespace, "mounted", "--", "cat", "/etc/app/key")
+    assert out == "value"
+    out = kube.kubectl("exec", "-n", kube.namespace, "mounted", "--", "cat", f"{SA}/namespace")
+    assert out == kube.namespace
+
+
+def test_the_host_is_read_only_and_tmp_is_the_pods_own(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
+    marker = f"vkpy-{uuid.uuid4().hex[:8]}"
+    writer = (
+        f"echo x 2>/tmp/e > /var/tmp/{marker} || echo HOST-REFUSED=$(cat /tmp/e); "
+        f"echo mine > /tmp/{marker} && echo TMP-OK; "
+        "echo NODE=$(cat /etc/hostname); grep -w writer /etc/hosts; echo DONE; sleep 3600"
+    )
+    kube.create(process_pod("writer", agent.node_name, writer))
+    report = _report(agent, kube, "writer")
+    assert "HOST-REFUSED=" in report and "Read-only file system" in report, report
+    assert not Path("/var/tmp", marker).exists()
+    assert "TMP-OK" in report and not Path("/tmp", marker).exists()
+    assert "NODE=writer" in report
+    assert "127.0.0.1\twriter" in report  # the pod's IP (the node's) and its name
+    reader = f"ls /tmp/{marker} 2>&1 || echo NOT-SHARED; echo DONE; sleep 3600"
+    kube.create(process_pod("reader", agent.node_name, reader))
+    assert "NOT-SHARED" in _report(agent, kube, "reader")
+
+
+def test_read_only_root_filesystem_leaves_only_volumes_writable(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
+    script = (
+        "echo x 2>/tmp/e-tmp > /tmp/x || echo TMP-REFUSED; "
+        "echo data > /scratch/f && echo VOLUME-OK; echo DONE; sleep 3600"
+    )
+    kube.create(
+        process_pod(
+            "rorfs",
+            agent.node_name,
+            script,
+            container={
+                "securityContext": {"readOnlyRootFilesystem": True},
+                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+            },
+            volumes=[{"name": "scratch", "emptyDir": {}}],
+        )
+    )
+    report = _report(agent, kube, "rorfs")
+    assert "TMP-REFUSED" in report and "VOLUME-OK" in report, report
+
+
+def test_a_memory_empty_dir_is_a_tmpfs_of_its_size_limit(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    agent = start_process_agent()
+    script = "grep ' /cache ' /proc/self/mountinfo; echo DONE; sleep 3600"
+    kube.create(
+        process_pod(
+            "memory",
+            agent.node_name,
+            script,
+            container={"volumeMounts": [{"name": "cache", "mountPath": "/cache"}]},
+            volumes=[{"name": "cache", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}],
+        )
+    )
+    report = _report(agent, kube, "memory")
+    assert " - tmpfs " in report and "size=16384k" in report, report
+    pod = kube.get("pod", "memory")
+    assert pod is not None
+    kube.kubectl("delete", "pod", "memory", "-n", kube.namespace, "--wait=true")
+    uid = pod["metadata"]["uid"]
+    wait_for(
+        "the tmpfs gone with the pod", lambda: uid not in Path("/proc/self/mountinfo").read_text()
+    )
+
+
+def test_the_node_says_which_filesystem_mode_it_runs(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    sandboxed = start_process_agent()
+    links = start_process_agent(config={"pod_filesystem": False})
+    for agent, mode in ((sandboxed, "pod-root"), (links, "links")):
+        node = wait_for("node", lambda a=agent: kube.get("node", a.node_name, namespaced=False))
+        assert node["metadata"]["labels"]["vkpy.io/process-filesystem"] == mode

@@ -1,0 +1,136 @@
+"""A node set's one kubelet API listener answers for every node, not only the first:
+each node advertises a port of its own, and the port a request comes in on decides
+whose pods /pods lists, whose backend /stats/summary and /metrics/resource sample,
+which node name the summary carries and which node authorization is asked about.
+A node served by another replica (sharing the set) is answered 503, not wrongly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.unit.streams_server import BareProvider
+from vkpy.api import ApiDependencies, ApiSettings, KubeletServer
+from vkpy.providers.base import ContainerStats, PodRef, PodStats
+
+T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def pod(name: str, node: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "x"}]},
+        "status": {"containerStatuses": [{"name": "app", "state": {"running": {}}}]},
+    }
+
+
+@dataclass
+class NodeBackend(BareProvider):
+    """One node's backend: it runs one pod and knows its stats."""
+
+    pod_name: str = ""
+
+    async def pod_stats(self) -> list[PodStats]:
+        ref = PodRef("ns", self.pod_name, f"uid-{self.pod_name}")
+        return [PodStats(ref, T0, (ContainerStats("app", T0, 3.0, 100, 200, 50),))]
+
+
+class Reviews:
+    """Accepts the token "good"; allows everything; remembers which node was asked."""
+
+    def __init__(self) -> None:
+        self.nodes: list[str] = []
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if body["kind"] == "TokenReview":
+            return {"status": {"authenticated": True, "user": {"username": "sa"}}}
+        self.nodes.append(body["spec"]["resourceAttributes"]["name"])
+        return {"status": {"allowed": True}}
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@pytest.fixture
+async def node_set(tmp_path: Path) -> AsyncIterator[tuple[dict[str, int], Reviews]]:
+    ports = dict(zip(("node-a", "node-b", "node-c"), free_ports(3), strict=True))
+    pods = {"node-a": pod("pa", "node-a"), "node-b": pod("pb", "node-b")}
+    backends = {n: NodeBackend(pod_name=p["metadata"]["name"]) for n, p in pods.items()}
+    reviews = Reviews()
+    shared = ApiDependencies(
+        node_name="node-a",
+        addresses=("127.0.0.1",),
+        pods=lambda: list(pods.values()),
+        find_pod=lambda ns, name, uid: None,
+        provider=backends["node-a"],
+        client=reviews,  # type: ignore[arg-type]
+        events=None,  # type: ignore[arg-type]
+        node_ports={port: name for name, port in ports.items()},
+    )
+
+    def for_node(name: str) -> ApiDependencies | None:
+        if name not in pods:  # node-c: another replica serves it now
+            return None
+        return replace(
+            shared,
+            node_name=name,
+            pods=lambda: [pods[name]],
+            provider=backends[name],
+            node_ports={},
+        )
+
+    server = KubeletServer(
+        ApiSettings(
+            listen_address="127.0.0.1",
+            port=ports["node-a"],
+            cert_dir=str(tmp_path / "certs"),
+            authorization_mode="Webhook",
+        ),
+        replace(shared, for_node=for_node),
+    )
+    task = asyncio.create_task(server.run())
+    await asyncio.wait_for(server.listening.wait(), 10)
+    yield ports, reviews
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def test_each_nodes_port_answers_for_that_node(
+    node_set: tuple[dict[str, int], Reviews],
+) -> None:
+    ports, reviews = node_set
+    headers = {"Authorization": "Bearer good"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for node, name in (("node-a", "pa"), ("node-b", "pb")):
+            url = f"https://127.0.0.1:{ports[node]}"
+            async with session.get(url + "/stats/summary", ssl=False) as answer:
+                summary = await answer.json()
+            assert summary["node"]["nodeName"] == node
+            assert [p["podRef"]["name"] for p in summary["pods"]] == [name]
+            async with session.get(url + "/pods", ssl=False) as answer:
+                assert [p["metadata"]["name"] for p in (await answer.json())["items"]] == [name]
+            async with session.get(url + "/metrics/resource", ssl=False) as answer:
+                assert f'pod="{name}"' in await answer.text()
+            assert set(reviews.nodes) == {node}  # authorized against this node's name
+            reviews.nodes.clear()
+        async with session.get(f"https://127.0.0.1:{ports['node-c']}/pods", ssl=False) as answer:
+            assert answer.status == 503
+            assert "node-c" in await answer.text()

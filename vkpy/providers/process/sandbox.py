@@ -1,0 +1,181 @@
+"""What a pod's filesystem view holds, decided on vkpy's side (root, namespaces on).
+
+The view itself is built by the pod's namespace holder (podroot.py: the host's root
+read-only, vkpy's state hidden, private /tmp, /etc/hosts) and by each process of a
+container (podmounts.py: the container's volumes at their mount paths). This module
+writes down what they need: the holder's plan, the pod's hosts file, and per
+container the list of mounts `[base, relative, mountPath, readOnly]` kept in the
+container's process context, where `base` is a path vkpy made or the admin allowed
+(followed) and `relative` is the part a pod may control (walked without following
+links). Volumes the kubelet makes (configMap, secret, downwardAPI, projected) are
+always read-only, as with the kubelet. A `medium: Memory` emptyDir is a tmpfs
+mounted on its directory on the host (as the kubelet does), sized by `sizeLimit`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from vkpy.objects import KubeObject
+from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig
+from vkpy.providers.process import mountcalls
+from vkpy.providers.process.config import ProcessConfig
+from vkpy.providers.process.layout import PodDir, write_json
+from vkpy.providers.process.validation import clean_absolute, clean_relative
+from vkpy.quantity import QuantityError, parse_quantity
+
+PLAN = "sandbox.json"
+STAGING = "sandbox"
+HOSTS = "etc-hosts"
+HOSTNAME = "etc-hostname"
+PID_FILE = "namespaces.pid"
+ERROR_FILE = "namespaces.error"
+KUBELET_MADE = frozenset({"configMap", "secret", "downwardAPI", "projected"})
+CLUSTER_DOMAIN = "cluster.local"
+
+MountEntry = tuple[str, str, str, bool]
+"""(base, relative, mountPath, readOnly): see the module docstring."""
+
+
+def hosts_file(pod: PodConfig, ip: str) -> str:
+    """The pod's /etc/hosts, as the kubelet writes it."""
+    spec = pod.pod.get("spec") or {}
+    name = str(spec.get("hostname") or pod.ref.name)[:63]
+    lines = [
+        "# Kubernetes-managed hosts file.",
+        "127.0.0.1\tlocalhost",
+        "::1\tlocalhost ip6-localhost ip6-loopback",
+        "fe00::0\tip6-localnet",
+        "fe00::0\tip6-mcastprefix",
+        "fe00::1\tip6-allnodes",
+        "fe00::2\tip6-allrouters",
+    ]
+    subdomain = spec.get("subdomain")
+    if subdomain:
+        fqdn = f"{name}.{subdomain}.{pod.ref.namespace}.svc.{CLUSTER_DOMAIN}"
+        lines.append(f"{ip}\t{fqdn}\t{name}")
+    else:
+        lines.append(f"{ip}\t{name}")
+    aliases = spec.get("hostAliases") or []
+    if aliases:
+        lines.append("")
+        lines.append("# Entries added by HostAliases.")
+        for alias in aliases:
+            names = "\t".join(str(h) for h in alias.get("hostnames") or [])
+            lines.append(f"{alias.get('ip')}\t{names}")
+    return "\n".join(lines) + "\n"
+
+
+def write_plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> Path:
+    """The holder's plan (podroot.py) and the files it binds; returns the plan's path."""
+    spec: KubeObject = pod.pod.get("spec") or {}
+    files: list[list[str]] = []
+    if not spec.get("hostNetwork"):
+        hosts = pod_dir.path / HOSTS
+        hosts.write_text(hosts_file(pod, ip))
+        os.chmod(hosts, 0o644)
+        hostname = pod_dir.path / HOSTNAME
+        hostname.write_text(str(spec.get("hostname") or pod.ref.name)[:63] + "\n")
+        os.chmod(hostname, 0o644)
+        files = [[str(hosts), "/etc/hosts"], [str(hostname), "/etc/hostname"]]
+    staging = pod_dir.path / STAGING
+    staging.mkdir(mode=0o700, exist_ok=True)
+    hide = [str(config.pods_path.absolute())]
+    if config.state_dir:
+        hide.append(str(Path(config.state_dir).absolute()))
+    plan: dict[str, Any] = {
+        "root": config.pod_root,
+        "pod_dir": str(pod_dir.path.absolute()),
+        "staging": str(staging.absolute()),
+        "hide": hide,
+        "files": files,
+        "tmpfs": ["/tmp", "/dev/shm"],  # noqa: S108 (the pod's own tmpfs)
+        "proc": False,
+        "pid_file": PID_FILE,
+        "error_file": ERROR_FILE,
+    }
+    path = pod_dir.path / PLAN
+    write_json(path, plan)
+    return path
+
+
+def container_mounts(
+    pod_dir: PodDir, pod: PodConfig, container: ContainerConfig
+) -> tuple[MountEntry, ...]:
+    """Where the container's volumes go (see the module docstring)."""
+    volumes = {v.name: v for v in pod.volumes}
+    entries: list[MountEntry] = []
+    for mount in container.spec.get("volumeMounts") or []:
+        volume = volumes.get(str(mount.get("name", "")))
+        if volume is None:
+            continue
+        target = "/" + clean_absolute(str(mount.get("mountPath", "")), "mountPath")
+        sub_path = clean_relative(str(mount.get("subPath") or ""), "subPath")
+        readonly = bool(mount.get("readOnly"))
+        entry = _entry(pod_dir, volume, sub_path, target, readonly)
+        if entry is not None:
+            entries.append(entry)
+    return tuple(entries)
+
+
+def _entry(
+    pod_dir: PodDir, volume: VolumeConfig, sub_path: str, target: str, readonly: bool
+) -> MountEntry | None:
+    if volume.kind == "hostPath":
+        real = os.path.realpath(str(volume.source.get("path", "")))
+        relative = "/".join(p for p in (real.lstrip("/"), sub_path) if p)
+        return ("/", relative, target, readonly)
+    base = str(pod_dir.volume(volume.name).absolute())
+    if volume.kind == "emptyDir":
+        return (base, sub_path, target, readonly)
+    if volume.kind in KUBELET_MADE:
+        # Root's directories, links made by vkpy: following them is safe.
+        return (os.path.join(base, sub_path) if sub_path else base, "", target, True)
+    return None
+
+
+def memory_size(volume: VolumeConfig) -> int | None:
+    """The tmpfs size of a `medium: Memory` emptyDir (None: the kernel's default)."""
+    raw = volume.source.get("sizeLimit")
+    if raw in (None, ""):
+        return None
+    try:
+        return max(int(parse_quantity(str(raw))), 4096)
+    except QuantityError:
+        return None
+
+
+def mount_memory_volumes(pod_dir: PodDir, pod: PodConfig) -> None:
+    """A tmpfs on the directory of each `medium: Memory` emptyDir (on the host, like
+    the kubelet's), before the pod's holder copies the pod's directory."""
+    for volume in pod.volumes:
+        if volume.kind != "emptyDir" or volume.source.get("medium") != "Memory":
+            continue
+        path = pod_dir.volume(volume.name)
+        pod_dir.volumes.mkdir(mode=0o711, exist_ok=True)
+        path.mkdir(mode=0o777, exist_ok=True)
+        if os.path.ismount(path):
+            continue
+        size = memory_size(volume)
+        options = "mode=777" + (f",size={size}" if size is not None else "")
+        flags = mountcalls.MS_NOSUID | mountcalls.MS_NODEV
+        mountcalls.mount("tmpfs", str(path), "tmpfs", flags, options)
+
+
+def unmount_volumes(pod_dir: Path) -> None:
+    """Detach every mount below the pod's directory (its memory emptyDirs)."""
+    prefix = str(pod_dir.absolute()).rstrip("/") + "/"
+    targets = []
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) > 4:
+                target = fields[4].encode().decode("unicode_escape")
+                if target.startswith(prefix):
+                    targets.append(target)
+    for target in sorted(targets, key=len, reverse=True):
+        with contextlib.suppress(OSError):
+            mountcalls.umount(target)

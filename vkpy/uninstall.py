@@ -1,0 +1,158 @@
+"""`python -m vkpy.uninstall`: take a virtual node out of the cluster, leaving nothing.
+
+Deleting the chart's Deployment alone would leave the Node behind (NotReady forever)
+and, worse, the backend's workloads running: once the Node is gone the pod garbage
+collector deletes the pods from the API without anyone stopping them in the cloud.
+So the chart runs this as a `pre-delete` hook, while vkpy still runs:
+
+1. cordon the Node, so nothing new lands on it;
+2. delete every pod bound to it and wait until they are gone: vkpy stops each one in
+   the backend (grace periods and preStop hooks honoured, as on a drained node),
+   and their controllers recreate them wherever they fit;
+3. scale vkpy's Deployment to zero and wait until its pods are gone, so no replica
+   registers the Node again;
+4. delete the Node (its heartbeat Lease goes with it: the Node owns it) and the
+   replicas' leader Lease.
+
+Every step is best effort after its timeout (a warning is logged and the next step
+runs), so an uninstall is never stuck on a pod that does not go.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from urllib.parse import quote
+
+from vkpy import log as vklog
+from vkpy.kube.client import MERGE_PATCH, ApiError, ClientOptions, KubeClient
+
+log = logging.getLogger("vkpy.uninstall")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m vkpy.uninstall",
+        description="Drain and delete a virtual node before its vkpy Deployment goes.",
+    )
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="default: in-cluster")
+    p.add_argument("--node-name", required=True)
+    p.add_argument("--namespace", required=True, help="namespace of vkpy's Deployment")
+    p.add_argument("--deployment", required=True, help="vkpy's Deployment")
+    p.add_argument("--selector", required=True, help="label selector of vkpy's pods")
+    p.add_argument("--lease-namespace", default="kube-node-lease")
+    p.add_argument("--lease-name", default="", help="the replicas' leader Lease")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per waiting step")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between checks")
+    p.add_argument("--log-format", default="json", choices=["text", "json"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+async def _ignore_missing(call: Awaitable[object]) -> bool:
+    """Run `call`; False when what it acts on does not exist."""
+    try:
+        await call
+    except ApiError as error:
+        if error.not_found:
+            return False
+        raise
+    return True
+
+
+async def _until(
+    what: str, check: Callable[[], Awaitable[int]], timeout: float, interval: float
+) -> bool:
+    """Wait until `check()` counts nothing left; False (and a warning) on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = await check()
+        if left == 0:
+            return True
+        if time.monotonic() >= deadline:
+            log.warning("gave up waiting", extra={"what": what, "left": left})
+            return False
+        await asyncio.sleep(interval)
+
+
+class Uninstall:
+    """The four steps of the module docstring, for one node."""
+
+    def __init__(self, client: KubeClient, args: argparse.Namespace) -> None:
+        self.client = client
+        self.args = args
+        self.node_path = f"/api/v1/nodes/{quote(args.node_name)}"
+
+    async def node_pods(self) -> list[tuple[str, str]]:
+        pods = await self.client.get(
+            "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={self.args.node_name}"}
+        )
+        return [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods["items"]]
+
+    async def vkpy_pods(self) -> int:
+        path = f"/api/v1/namespaces/{quote(self.args.namespace)}/pods"
+        pods = await self.client.get(path, query={"labelSelector": self.args.selector})
+        return len(pods["items"])
+
+    async def run(self) -> None:
+        args = self.args
+        cordon = self.client.patch(self.node_path, {"spec": {"unschedulable": True}}, MERGE_PATCH)
+        if await _ignore_missing(cordon):
+            log.info("cordoned", extra={"node": args.node_name})
+            pods = await self.node_pods()
+            for namespace, name in pods:
+                path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+                await _ignore_missing(self.client.delete(path))
+            log.info("deleting pods", extra={"node": args.node_name, "pods": len(pods)})
+
+            async def pods_left() -> int:
+                return len(await self.node_pods())
+
+            await _until("the node's pods to go", pods_left, args.timeout, args.interval)
+        scale = (
+            f"/apis/apps/v1/namespaces/{quote(args.namespace)}"
+            f"/deployments/{quote(args.deployment)}/scale"
+        )
+        if await _ignore_missing(self.client.patch(scale, {"spec": {"replicas": 0}}, MERGE_PATCH)):
+            log.info("scaled to zero", extra={"deployment": args.deployment})
+            await _until("vkpy's pods to stop", self.vkpy_pods, args.timeout, args.interval)
+        if await _ignore_missing(self.client.delete(self.node_path)):
+            log.info("node deleted", extra={"node": args.node_name})
+        if args.lease_name:
+            lease = (
+                f"/apis/coordination.k8s.io/v1/namespaces/{quote(args.lease_namespace)}"
+                f"/leases/{quote(args.lease_name)}"
+            )
+            if await _ignore_missing(self.client.delete(lease)):
+                log.info("leader lease deleted", extra={"lease": args.lease_name})
+
+
+async def _run(args: argparse.Namespace) -> int:
+    client = await KubeClient.connect(ClientOptions(kubeconfig=args.kubeconfig))
+    try:
+        await Uninstall(client, args).run()
+    finally:
+        await client.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    vklog.setup(args.log_level, args.log_format)
+    if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        print("vkpy.uninstall: error: no --kubeconfig and not in a cluster", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_run(args))
+    except ApiError as error:
+        log.error("uninstall failed", extra={"error": str(error)})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
