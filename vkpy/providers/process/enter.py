@@ -108,9 +108,17 @@ def enter_pod(
     if cgroup is not None:
         join_cgroup(cgroup)
     join_namespaces(namespaces)
-    if trees is not None:
+    if trees is None:
+        os.chdir(cwd)
+        return
+    # Opened before the volumes are attached: one may cover the pod's directory
+    # (an emptyDir on /tmp when the pods directory is under /tmp).
+    here = os.open(cwd, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
         _podmounts().attach(trees, readonly_root, proc=bool(pid_namespace))
-    os.chdir(cwd)
+        os.fchdir(here)
+    finally:
+        os.close(here)
 
 
 def enter_pid_namespace(path: str) -> None:
