@@ -111,14 +111,7 @@ def enter_pod(
     if trees is None:
         os.chdir(cwd)
         return
-    # Opened before the volumes are attached: one may cover the pod's directory
-    # (an emptyDir on /tmp when the pods directory is under /tmp).
-    here = os.open(cwd, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        _podmounts().attach(trees, readonly_root, proc=bool(pid_namespace))
-        os.fchdir(here)
-    finally:
-        os.close(here)
+    _podmounts().attach(trees, readonly_root, proc=bool(pid_namespace), cwd=cwd)
 
 
 def enter_pid_namespace(path: str) -> None:
