@@ -182,15 +182,17 @@ def attach(trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool =
             calls.umount("/proc")
         flags = calls.MS_NOSUID | calls.MS_NODEV | calls.MS_NOEXEC
         calls.mount("proc", "/proc", "proc", flags)
+    if readonly_root:
+        # Before the volumes: one mounted at /tmp (the chart's scratch) lands on top
+        # and stays writable; only the pod's own tmpfs beneath it is made read-only.
+        for scratch in ("/tmp", "/dev/shm"):  # noqa: S108 (the pod's own tmpfs)
+            with contextlib.suppress(OSError):
+                if os.path.ismount(scratch):
+                    calls.set_attributes(scratch, calls.MOUNT_ATTR_RDONLY, recursive=False)
     points = MountPoints(locked=("/",))  # the pod's root is a tmpfs of ours (podroot.py)
     for tree, target, directory in trees:
         try:
             calls.move_mount(tree, points.get(target, directory))
         finally:
             os.close(tree)
-    if readonly_root:
-        for scratch in ("/tmp", "/dev/shm"):  # noqa: S108 (the pod's own tmpfs)
-            with contextlib.suppress(OSError):
-                if os.path.ismount(scratch):
-                    calls.set_attributes(scratch, calls.MOUNT_ATTR_RDONLY, recursive=False)
     points.seal()
