@@ -10,7 +10,8 @@ probes reach each at its address, 127.0.0.1 in a pod is the pod's own (a
 loopback-only service of the node is out of reach), a hostNetwork pod stays on the
 node's network, a restarted vkpy keeps the addresses, takes new ones from the Node's
 podCIDR and removes pairs of pods that are gone (its own only), and deleting the
-pods leaves no veth, address, route or network namespace behind.
+pods leaves no veth, address, route or network namespace behind. A pod CIDR over
+the node's own addresses is refused at start.
 """
 
 from __future__ import annotations
@@ -206,6 +207,21 @@ def test_pods_have_their_own_network(
         extra_args=[f"--node-ip={NODE_IP}", "--listen-address=0.0.0.0"],
     )
     pods = agent.state_dir / "process" / "pods"
+    # A pod CIDR over the node's own addresses would take its network over: refused.
+    wrong = state / "wrong.json"
+    wrong.write_text(json.dumps({**settings, "pod_cidr": "198.18.0.0/24"}))
+    refused_node = Agent(
+        cluster=access,
+        node_name="vk-wrong",
+        state_dir=state / "wrong",
+        log_path=tmp_path / "wrong.log",
+        provider="process",
+        provider_config=wrong,
+        extra_args=[f"--node-ip={NODE_IP}"],
+    ).start()
+    assert refused_node.process is not None
+    assert refused_node.process.wait(timeout=120) != 0
+    assert "covers the node's own addresses 198.18.0.1/32" in refused_node.logs()
     agent.start()
     try:
         wait_for("the node", lambda: kube.get("node", "vk-podnet", namespaced=False), 60)
@@ -236,6 +252,9 @@ def test_pods_have_their_own_network(
         assert refused.startswith("refused"), refused
         own = kube.kubectl("exec", "b", "--", "python3", "-c", CONNECT, "8080")
         assert own.split("\n")[:2] == ["connected", f"b {ips['b']} b"], own
+        # The pod's /etc/hosts (its mount namespace) names it at its own address.
+        hosts = kube.kubectl("exec", "a", "--", "cat", "/etc/hosts")
+        assert f"{ips['a']}\ta\n" in hosts, hosts
         # As a container runtime sets a pod's network up, the pod's unprivileged user
         # may listen below port 1024 (nginx on 80) and open ping sockets.
         low = kube.kubectl("exec", "a", "--", "python3", "-c", LOW_PORT_AND_PING)

@@ -10,6 +10,7 @@ from vkpy.providers.process.addresses import (
     AddressPool,
     NoAddressError,
     PodAddress,
+    overlapping,
     parse_cidr,
 )
 from vkpy.providers.process.config import ProcessConfig
@@ -103,3 +104,11 @@ def test_link_names_fit_the_kernel_and_aliases_name_node_and_pod() -> None:
     assert link_name(uid) == "vkp6f1c2d3e4b5a"
     assert len(link_name(uid)) <= 15
     assert alias("vk-1", uid) == f"vkpy:vk-1:{uid}"
+
+
+def test_a_pod_cidr_over_the_nodes_own_network_is_found() -> None:
+    node = [("127.0.0.1", "8"), ("192.0.2.2", "24"), ("198.18.0.1", "32")]
+    assert overlapping("10.244.7.0/24", node) == []
+    assert overlapping("192.0.2.0/25", node) == ["192.0.2.2/24"]  # the node's LAN
+    assert overlapping("198.18.0.0/16", node) == ["198.18.0.1/32"]
+    assert overlapping("127.0.0.0/24", node) == []  # loopback is every namespace's own

@@ -18,12 +18,12 @@ from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import PodRef, PodState
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Absent:
     """Not (or no longer) in the backend: to be created if the pod should run."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Created:
     """The backend holds the pod; its state is the backend's to tell."""
 
@@ -33,7 +33,7 @@ class Created:
     """When (epoch s) the pod's projected tokens are due for renewal (None: unknown)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stopping:
     """Being stopped in the backend; `final` is the state to report once stopped
     (None: the pod is being deleted and will not be reported again)."""
@@ -41,14 +41,14 @@ class Stopping:
     final: PodState | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Final:
     """Done on this node (stopped, or never runnable): `state` is all there is to say."""
 
     state: PodState
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Deleted:
     """Stopped and deleted from the API server; waiting for the watch to agree."""
 
@@ -56,7 +56,7 @@ class Deleted:
 Stage = Absent | Created | Stopping | Final | Deleted
 
 
-@dataclass
+@dataclass(slots=True)
 class PodRecord:
     ref: PodRef
     pod: KubeObject | None

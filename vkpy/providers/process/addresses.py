@@ -37,6 +37,22 @@ def parse_cidr(text: str) -> ipaddress.IPv4Network:
     return network
 
 
+def overlapping(cidr: str, node_addresses: list[tuple[str, str]]) -> list[str]:
+    """The node's own addresses (`(address, prefix length)` of links vkpy did not
+    make) that a pod CIDR would cover: a pod CIDR there would shadow the node's own
+    network (its gateway's address made local, routes to real hosts taken over)."""
+    network = parse_cidr(cidr)
+    found = []
+    for address, length in node_addresses:
+        try:
+            theirs = ipaddress.IPv4Network(f"{address}/{length}", strict=False)
+        except ValueError:
+            continue
+        if theirs.overlaps(network) and not theirs.network_address.is_loopback:
+            found.append(f"{address}/{length}")
+    return found
+
+
 def gateway(network: ipaddress.IPv4Network) -> ipaddress.IPv4Address:
     """The node's end of every pod's veth pair: the first host address."""
     return network.network_address + 1

@@ -195,7 +195,9 @@ def _attach(trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool)
             calls.umount("/proc")
         flags = calls.MS_NOSUID | calls.MS_NODEV | calls.MS_NOEXEC
         calls.mount("proc", "/proc", "proc", flags)
-    if readonly_root:  # before the volumes: one may be mounted on /tmp
+    if readonly_root:
+        # Before the volumes: one mounted at /tmp (the chart's scratch) lands on top
+        # and stays writable; only the pod's own tmpfs beneath it is made read-only.
         for scratch in ("/tmp", "/dev/shm"):  # noqa: S108 (the pod's own tmpfs)
             with contextlib.suppress(OSError):
                 if os.path.ismount(scratch):

@@ -140,25 +140,43 @@ def disconnect(link: str) -> None:
 
 def own_links(node: str) -> dict[str, str]:
     """{pod uid: node-end link} of the pairs this node made, as the kernel has them."""
-    result = subprocess.run(
-        ["ip", "-j", "link", "show", "type", "veth"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if result.returncode != 0:
-        return {}
-    try:
-        links = json.loads(result.stdout or "[]")
-    except ValueError:
-        return {}
     prefix = f"{ALIAS_PREFIX}{node}:"
     found = {}
-    for link in links:
+    for link in _ip_json("link", "show", "type", "veth"):
         text = str(link.get("ifalias") or "")
         if text.startswith(prefix):
             found[text.removeprefix(prefix)] = str(link.get("ifname"))
+    return found
+
+
+def _ip_json(*args: str) -> list[dict[str, object]]:
+    result = subprocess.run(
+        ["ip", "-j", *args], capture_output=True, text=True, timeout=30, check=False
+    )
+    if result.returncode != 0:
+        return []
+    try:
+        found = json.loads(result.stdout or "[]")
+    except ValueError:
+        return []
+    return [item for item in found if isinstance(item, dict)]
+
+
+def node_addresses() -> list[tuple[str, str]]:
+    """(address, prefix length) of the IPv4 addresses of vkpy's network namespace, on
+    links no vkpy made (the gateways on the pairs are left out)."""
+    made = {
+        str(link.get("ifname"))
+        for link in _ip_json("link", "show")
+        if str(link.get("ifalias") or "").startswith(ALIAS_PREFIX)
+    }
+    found = []
+    for link in _ip_json("-4", "addr"):
+        if str(link.get("ifname")) in made:
+            continue
+        infos = link.get("addr_info")
+        for info in infos if isinstance(infos, list) else []:
+            found.append((str(info.get("local")), str(info.get("prefixlen"))))
     return found
 
 

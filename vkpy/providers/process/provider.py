@@ -50,7 +50,12 @@ from vkpy.providers.errors import (
 )
 from vkpy.providers.process import cgroups, namespaces, podnet, proc, sandbox
 from vkpy.providers.process.actions import Actions
-from vkpy.providers.process.addresses import AddressPool, NoAddressError, PodAddress
+from vkpy.providers.process.addresses import (
+    AddressPool,
+    NoAddressError,
+    PodAddress,
+    overlapping,
+)
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
 from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.identity import IdPool, PodIdentity, kill_processes
@@ -89,6 +94,16 @@ def _os_image() -> str:
     except OSError:
         pass
     return platform.platform()
+
+
+def _check_cidr(cidr: str) -> None:
+    """Refuse a pod CIDR that covers an address of the node's own network."""
+    taken = overlapping(cidr, podnet.node_addresses())
+    if taken:
+        raise ValueError(
+            f"pod CIDR {cidr} covers the node's own addresses {', '.join(taken)}: its "
+            "pods' routes would take over the node's network"
+        )
 
 
 class ProcessProvider:
@@ -157,6 +172,7 @@ class ProcessProvider:
         if self._runtime is None or not self._config.pod_network or not self._node_cidr:
             return
         try:
+            _check_cidr(self._node_cidr)
             self._runtime.addresses.set_cidr(self._node_cidr)
         except ValueError as error:
             log.warning("cannot use the Node's podCIDR", extra={"error": str(error)})
@@ -174,6 +190,11 @@ class ProcessProvider:
                 "network: pod needs vkpy to run as root with pod_namespaces (a network "
                 "namespace per pod)"
             )
+        if config.pod_network and config.pod_cidr:
+            try:
+                _check_cidr(config.pod_cidr)
+            except ValueError as error:
+                raise UnsupportedError(str(error)) from None
         self._runtime = Runtime(
             config=config,
             run_as=run_as,

@@ -19,7 +19,7 @@ from vkpy.providers.errors import NotFoundError
 from vkpy.providers.sim.telemetry import Run
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Record:
     """What the platform remembers about one pod (persisted as JSON)."""
 
