@@ -11,6 +11,8 @@ pod's directory, the host was writable where its modes allowed).
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -139,7 +141,8 @@ def test_read_only_root_filesystem_leaves_only_volumes_writable(
     agent = start_process_agent()
     script = (
         "echo x 2>/tmp/e-tmp > /tmp/x || echo TMP-REFUSED; "
-        "echo data > /scratch/f && echo VOLUME-OK; echo DONE; sleep 3600"
+        "echo data > /scratch/f && echo VOLUME-OK; "
+        "echo data > /tmp/work/f && echo TMP-VOLUME-OK; echo DONE; sleep 3600"
     )
     kube.create(
         process_pod(
@@ -148,13 +151,66 @@ def test_read_only_root_filesystem_leaves_only_volumes_writable(
             script,
             container={
                 "securityContext": {"readOnlyRootFilesystem": True},
-                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                "volumeMounts": [
+                    {"name": "scratch", "mountPath": "/scratch"},
+                    {"name": "work", "mountPath": "/tmp/work"},
+                ],
             },
-            volumes=[{"name": "scratch", "emptyDir": {}}],
+            volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "work", "emptyDir": {}}],
         )
     )
     report = _report(agent, kube, "rorfs")
     assert "TMP-REFUSED" in report and "VOLUME-OK" in report, report
+    assert "TMP-VOLUME-OK" in report, report  # a volume inside /tmp stays writable
+    on_tmp = process_pod(
+        "tmpvolume",
+        agent.node_name,
+        "echo data > /tmp/f && echo ON-TMP-OK; echo DONE; sleep 3600",
+        container={
+            "securityContext": {"readOnlyRootFilesystem": True},
+            "volumeMounts": [{"name": "work", "mountPath": "/tmp"}],
+        },
+        volumes=[{"name": "work", "emptyDir": {}}],
+    )
+    kube.create(on_tmp)
+    assert "ON-TMP-OK" in _report(agent, kube, "tmpvolume")  # a volume on /tmp too
+
+
+def test_an_empty_dir_at_tmp_stays_writable_with_a_read_only_root(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """The Helm chart's layout (and many images'): a read-only root and an emptyDir at
+    /tmp for scratch. The volume is the pod's writable /tmp (it was made read-only
+    with the pod's own /tmp beneath it: vkpy in the chart could not make a temp
+    file). Pods live outside /tmp here: a volume at /tmp would cover a pod directory
+    under /tmp, which the pod's mount namespace keeps at its real path."""
+    pods_dir = Path(tempfile.mkdtemp(prefix="vkpy-pods-", dir="/var/tmp"))
+    try:
+        agent = start_process_agent(config={"pods_dir": str(pods_dir)})
+        script = "echo x > /tmp/x && echo TMP-WRITABLE; echo DONE; sleep 3600"
+        kube.create(
+            process_pod(
+                "scratch-tmp",
+                agent.node_name,
+                script,
+                container={
+                    "securityContext": {"readOnlyRootFilesystem": True},
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                },
+                volumes=[{"name": "tmp", "emptyDir": {}}],
+            )
+        )
+        pod = wait_for("the pod", lambda: kube.get("pod", "scratch-tmp"))
+        log = pods_dir / pod["metadata"]["uid"] / "containers/app/instances/0/output.log"
+        report = wait_for(
+            "its report",
+            lambda: log.exists() and "DONE" in (text := log.read_text()) and text,
+            timeout=120,
+        )
+        assert "TMP-WRITABLE" in report, report
+        kube.kubectl("delete", "pod", "scratch-tmp", "-n", kube.namespace, "--wait=true")
+    finally:
+        shutil.rmtree(pods_dir, ignore_errors=True)
 
 
 def test_a_memory_empty_dir_is_a_tmpfs_of_its_size_limit(

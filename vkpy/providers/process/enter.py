@@ -118,9 +118,10 @@ def enter_pod(
     if cgroup is not None:
         join_cgroup(cgroup)
     join_namespaces(namespaces)
-    if trees is not None:
-        _podmounts().attach(trees, readonly_root, proc=bool(pid_namespace))
-    os.chdir(cwd)
+    if trees is None:
+        os.chdir(cwd)
+        return
+    _podmounts().attach(trees, readonly_root, proc=bool(pid_namespace), cwd=cwd)
 
 
 def enter_pid_namespace(path: str) -> None:

@@ -171,26 +171,41 @@ class MountPoints:
             calls.set_attributes(path, calls.MOUNT_ATTR_RDONLY, recursive=False)
 
 
-def attach(trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool = False) -> None:
+def attach(
+    trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool = False, cwd: str = "/"
+) -> None:
     """In a private copy of the pod's mount namespace: with `proc`, a /proc of the
     PID namespace this process is in; the container's volumes at their mount paths;
     with `readonly_root` the pod's writable scratch (/tmp, /dev/shm) read-only too,
-    so only volumes can be written."""
+    so only volumes can be written. Ends in the working directory `cwd`, opened
+    before the volumes are attached: one may cover it (an emptyDir on /tmp when the
+    pods directory is under /tmp)."""
     calls.unshare(calls.CLONE_NEWNS)
+    here = os.open(cwd, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _attach(trees, readonly_root, proc)
+        os.fchdir(here)
+    finally:
+        os.close(here)
+
+
+def _attach(trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool) -> None:
     if proc:
         with contextlib.suppress(OSError):
             calls.umount("/proc")
         flags = calls.MS_NOSUID | calls.MS_NODEV | calls.MS_NOEXEC
         calls.mount("proc", "/proc", "proc", flags)
+    if readonly_root:
+        # Before the volumes: one mounted at /tmp (the chart's scratch) lands on top
+        # and stays writable; only the pod's own tmpfs beneath it is made read-only.
+        for scratch in ("/tmp", "/dev/shm"):  # noqa: S108 (the pod's own tmpfs)
+            with contextlib.suppress(OSError):
+                if os.path.ismount(scratch):
+                    calls.set_attributes(scratch, calls.MOUNT_ATTR_RDONLY, recursive=False)
     points = MountPoints(locked=("/",))  # the pod's root is a tmpfs of ours (podroot.py)
     for tree, target, directory in trees:
         try:
             calls.move_mount(tree, points.get(target, directory))
         finally:
             os.close(tree)
-    if readonly_root:
-        for scratch in ("/tmp", "/dev/shm"):  # noqa: S108 (the pod's own tmpfs)
-            with contextlib.suppress(OSError):
-                if os.path.ismount(scratch):
-                    calls.set_attributes(scratch, calls.MOUNT_ATTR_RDONLY, recursive=False)
     points.seal()
