@@ -204,7 +204,10 @@ class Probes:
         self._elector = elector
         self.controllers: list[NodeController] = []
         """The node controllers this process runs: set once it leads (at once without
-        leader election; every node of a node set)."""
+        leader election; every node of a node set; a shared set's nodes served here,
+        a list the set keeps up to date)."""
+        self.sharing = False
+        """A shared node set: serving no node (yet, or for now) is a healthy state."""
         self._started = time.monotonic()
 
     def loops(self) -> str | None:
@@ -232,6 +235,8 @@ class Probes:
             if waiting:
                 return f"{waiting} of {len(self.controllers)} nodes not registered yet"
             return next((c.api_error for c in self.controllers if c.api_error), None)
+        if self.sharing:
+            return None
         if self._elector is not None:
             return self._elector.last_error
         return "starting"
@@ -290,6 +295,8 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
     probes = Probes(settings, None)
     if isinstance(fleet, Fleet):
         probes.controllers = [n.node for n in fleet.nodes.values()]
+    else:
+        probes.controllers, probes.sharing = fleet.controllers, True
     try:
         health = await _start_health(settings, probes)
     except OSError as error:

@@ -40,6 +40,7 @@ from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.node.leader import LeaderElector, LeadershipLost
 from vkpy.node.lease import NAMESPACE as NODE_LEASES
+from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
 from vkpy.node.shard_plan import Claim, Sightings, plan
 from vkpy.node.shared_pod_watch import SharedPodWatch
@@ -131,6 +132,8 @@ class ShardedFleet:
             clock,
         )
         self._others = Sightings()
+        self.controllers: list[NodeController] = []
+        """The controllers of the nodes served here now (for the health probes)."""
         self.replicas = 1
         """Live replicas at the last round, this one included."""
         self._gate = asyncio.Semaphore(AT_ONCE)
@@ -313,6 +316,7 @@ class ShardedFleet:
                 self._settings, slot.member, fenced, self.events, self._objects, self.watch
             )
             slot.serving = node
+            self.controllers.append(node.node)
             await node.provider.start()
             node.tasks.add_from(node.provider)
             log.info("serving node", extra={"node": name})
@@ -325,6 +329,8 @@ class ShardedFleet:
             self.watch.detach(name)
             slot.serving = None
             if node is not None:
+                if node.node in self.controllers:
+                    self.controllers.remove(node.node)
                 await node.provider.close()
 
     async def _run_node(self, node: FleetNode) -> None:

@@ -141,7 +141,8 @@ def test_read_only_root_filesystem_leaves_only_volumes_writable(
     agent = start_process_agent()
     script = (
         "echo x 2>/tmp/e-tmp > /tmp/x || echo TMP-REFUSED; "
-        "echo data > /scratch/f && echo VOLUME-OK; echo DONE; sleep 3600"
+        "echo data > /scratch/f && echo VOLUME-OK; "
+        "echo data > /tmp/work/f && echo TMP-VOLUME-OK; echo DONE; sleep 3600"
     )
     kube.create(
         process_pod(
@@ -150,13 +151,29 @@ def test_read_only_root_filesystem_leaves_only_volumes_writable(
             script,
             container={
                 "securityContext": {"readOnlyRootFilesystem": True},
-                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                "volumeMounts": [
+                    {"name": "scratch", "mountPath": "/scratch"},
+                    {"name": "work", "mountPath": "/tmp/work"},
+                ],
             },
-            volumes=[{"name": "scratch", "emptyDir": {}}],
+            volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "work", "emptyDir": {}}],
         )
     )
     report = _report(agent, kube, "rorfs")
     assert "TMP-REFUSED" in report and "VOLUME-OK" in report, report
+    assert "TMP-VOLUME-OK" in report, report  # a volume inside /tmp stays writable
+    on_tmp = process_pod(
+        "tmpvolume",
+        agent.node_name,
+        "echo data > /tmp/f && echo ON-TMP-OK; echo DONE; sleep 3600",
+        container={
+            "securityContext": {"readOnlyRootFilesystem": True},
+            "volumeMounts": [{"name": "work", "mountPath": "/tmp"}],
+        },
+        volumes=[{"name": "work", "emptyDir": {}}],
+    )
+    kube.create(on_tmp)
+    assert "ON-TMP-OK" in _report(agent, kube, "tmpvolume")  # a volume on /tmp too
 
 
 def test_an_empty_dir_at_tmp_stays_writable_with_a_read_only_root(

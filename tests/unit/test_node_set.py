@@ -21,6 +21,7 @@ from vkpy.node.pod_config import ApiObjectSource
 from vkpy.node.pod_controller import PodController
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.node.shared_pod_watch import SharedPodWatch
+from vkpy.runner import Probes
 
 
 def parse(tmp_path: Path, *args: str) -> cli.Settings:
@@ -212,3 +213,14 @@ def test_the_api_pool_grows_with_the_node_set(tmp_path: Path) -> None:
     assert parse(tmp_path, "--provider=sim").kube.max_connections == 64
     assert parse(tmp_path, "--provider=sim", "--nodes=1000").kube.max_connections == 250
     assert parse(tmp_path, "--provider=sim", "--nodes=5000").kube.max_connections == 256
+
+
+def test_a_replica_sharing_a_set_is_ready_while_it_serves_no_node(tmp_path: Path) -> None:
+    """With --health-port, a replica of a shared set that serves no node (all taken
+    by the others, or none taken yet) is ready, not "starting" forever."""
+    settings = parse(tmp_path, "--nodes=3", "--leader-elect")
+    probes = Probes(settings, None)
+    assert probes.api() == "starting"  # what an unshared start says until it runs
+    probes.sharing = True
+    assert probes.api() is None
+    assert probes.loops() is None

@@ -171,12 +171,25 @@ class MountPoints:
             calls.set_attributes(path, calls.MOUNT_ATTR_RDONLY, recursive=False)
 
 
-def attach(trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool = False) -> None:
+def attach(
+    trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool = False, cwd: str = "/"
+) -> None:
     """In a private copy of the pod's mount namespace: with `proc`, a /proc of the
     PID namespace this process is in; the container's volumes at their mount paths;
     with `readonly_root` the pod's writable scratch (/tmp, /dev/shm) read-only too,
-    so only volumes can be written."""
+    so only volumes can be written. Ends in the working directory `cwd`, opened
+    before the volumes are attached: one may cover it (an emptyDir on /tmp when the
+    pods directory is under /tmp)."""
     calls.unshare(calls.CLONE_NEWNS)
+    here = os.open(cwd, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _attach(trees, readonly_root, proc)
+        os.fchdir(here)
+    finally:
+        os.close(here)
+
+
+def _attach(trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool) -> None:
     if proc:
         with contextlib.suppress(OSError):
             calls.umount("/proc")

@@ -25,7 +25,9 @@ is detached, unreachable from the pod). Mount points that do not exist in the
 read-only root are made on shadow tmpfs (podmounts.py), never in the host's
 directories. Each container's volumes are attached per process (podmounts.py).
 
-The plan (JSON): root, pod_dir, staging, hide[], files[[source, target]], tmpfs[],
+The mount points of the containers' volumes are made here too, once for the pod
+(`mountpoints`), so that its processes find them. The plan (JSON): root, pod_dir,
+staging, hide[], files[[source, target]], tmpfs[], mountpoints[[path, is a dir]],
 proc, hostname, pid_file and error_file (names in pod_dir). Standard library only.
 """
 
@@ -92,6 +94,9 @@ def build(plan: dict[str, Any]) -> None:
     calls.move_mount(own, points.get(pod_dir, True))
     for tree, target in sources:
         calls.move_mount(tree, points.get(target, False))
+    for target, directory in plan.get("mountpoints") or []:
+        with contextlib.suppress(OSError):  # else made (or refused) by the process
+            points.get(str(target), bool(directory))
     if plan.get("proc"):
         with contextlib.suppress(OSError):
             calls.umount("/proc")

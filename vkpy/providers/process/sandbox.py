@@ -94,12 +94,30 @@ def write_plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) 
         "files": files,
         "tmpfs": ["/tmp", "/dev/shm"],  # noqa: S108 (the pod's own tmpfs)
         "proc": False,
+        "mountpoints": mountpoints(pod_dir, pod),
         "pid_file": PID_FILE,
         "error_file": ERROR_FILE,
     }
     path = pod_dir.path / PLAN
     write_json(path, plan)
     return path
+
+
+def mountpoints(pod_dir: PodDir, pod: PodConfig) -> list[list[object]]:
+    """Every mount path of the pod's containers, [path, is a directory]: the holder
+    makes them once (podroot.py), so its processes need not shadow anything."""
+    found: dict[str, bool] = {}
+    volumes = {v.name: v for v in pod.volumes}
+    for container in (*pod.init_containers, *pod.containers):
+        for mount in container.spec.get("volumeMounts") or []:
+            volume = volumes.get(str(mount.get("name", "")))
+            target = "/" + str(mount.get("mountPath", "")).strip("/")
+            if volume is None or target == "/":
+                continue
+            sub_path = str(mount.get("subPath") or "").strip("/")
+            files = {f.path for f in volume.files}
+            found[target] = not (sub_path and sub_path in files)
+    return [[path, directory] for path, directory in sorted(found.items())]
 
 
 def container_mounts(
