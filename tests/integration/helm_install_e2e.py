@@ -1,17 +1,17 @@
 """`helm install charts/vkpy` for real: vkpy as a Deployment inside the dev cluster.
 
-NOT COLLECTED YET (the file name does not start with `test_`). Run on main at 14:48
-(with the process backend's mount namespaces): `helm install --wait` passed, the
-pod ran on a worker, loaded its in-cluster config from its ServiceAccount files at
-their real paths, reached the API server through KUBERNETES_SERVICE_HOST/PORT, got
-its serving certificate by a CSR the chart's approver approved and registered its
-Node. Then vkpy stopped: "No usable temporary directory" — with
-readOnlyRootFilesystem, podmounts.attach() makes /tmp read-only *after* moving the
-container's volumes in, so the chart's emptyDir at /tmp is made read-only too.
-(Also: a pod directory under /tmp is hidden by an emptyDir at /tmp, hence the
-cluster directory under /var/tmp here.) Once that is fixed (with a test in
-test_process_pod_filesystem.py whose agent's pods dir is outside /tmp), run
-`pytest tests/integration/helm_install_e2e.py` and rename it test_helm_install.py.
+NOT COLLECTED YET (the file name does not start with `test_`). Run on main at 15:02
+(as test_helm_install.py): the install test and the upgrade test PASSED (helm
+install --wait 9.4 s; vkpy on a worker, in-cluster config at the real paths, CSR
+approved by the chart's approver, workload Running, `kubectl logs`/`exec` through
+the verifying API server; the upgrade rolled vkpy without changing the workload's
+UIDs, restart counts or container IDs). That run found the chart's Role lacked
+`patch` on leases (the node Lease is renewed by PATCH now): fixed. The failover
+test FAILED: after SIGKILL of the leader's vkpy process the standby never took the
+Lease within 90 s; the likely cause is that the backend restarts the killed
+container in the same pod, whose leader identity is the pod name, so it resumes
+the Lease as the same holder. Decide (identity per process start, or test by
+deleting the pod / stopping its worker) and rename to test_helm_install.py.
 
 One dev cluster for the module, started as a user would (`devcluster up --workers 2
 --verify-kubelet-certs`): two regular workers (process backend, each with its own
