@@ -45,8 +45,14 @@ class Spec:
 
 
 CAUSES: tuple[tuple[str, str, str], ...] = (
+    (
+        "logged",
+        r"outside this node's pod id range",
+        "pod refused: its runAsUser/fsGroup is outside the node's pod id range",
+    ),
+    ("logged", r"asks to be privileged", "pod refused: privileged is never granted"),
     ("name", r"(?i)grpc", "gRPC probe"),
-    ("logged", r"address already in use", "port already in use: pods share one network"),
+    ("logged", r"address already in use", "port already in use (pods sharing the host network)"),
     (
         "name",
         r"(?i)\btmpfs\b|memory backed|medium.?memory",

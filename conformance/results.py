@@ -4,10 +4,10 @@ A full run of the suite takes about an hour on two shared cores, a rerun of its
 failures (or a focused run) answers for a part of it, and the sim backend runs on
 its own. So the results live in one file (docs/conformance-results.json) that each
 run updates for the specs it ran (a full run of a backend first forgets that
-backend's earlier results), with the run each result came from. docs/conformance.md
-shows them together between `<!-- results -->` markers: counts per selection and
-backend, the runs, and a row per spec with a column per backend and, for a spec
-that does not pass on the process backend, why, in one line.
+backend's earlier results of the selections it ran), with the run each result came
+from. docs/conformance.md shows them together between `<!-- results -->` markers:
+counts per selection and backend, the runs, and a row per spec with a column per
+backend and, for a spec that does not pass, why, in one line.
 """
 
 from __future__ import annotations
@@ -78,18 +78,21 @@ def reason(spec: Spec) -> str:
 def record(store: Store, specs: list[Spec], selections: tuple[Selection, ...], run: Run) -> int:
     """Put a run's results in the store; returns how many specs it answered for.
     Specs the run's focus left out (skipped without a reason) are not results."""
-    if run.kind == "full":
+    ran = []
+    for spec in specs:
+        chosen = next((s for s in selections if s.chooses(spec.name)), None)
+        if chosen is None or (spec.status == "skipped" and spec.message.strip() in ("", "skipped")):
+            continue
+        ran.append((spec, chosen))
+    if run.kind == "full":  # forget the backend's results of the selections this run covered
+        covered = {chosen.key for _, chosen in ran}
         for entry in store["specs"].values():
-            entry["results"].pop(run.backend, None)
+            if entry["selection"] in covered:
+                entry["results"].pop(run.backend, None)
     store["runs"].append(asdict(run))
     index = len(store["runs"]) - 1
     counted = 0
-    for spec in specs:
-        chosen = next((s for s in selections if s.chooses(spec.name)), None)
-        if chosen is None:
-            continue
-        if spec.status == "skipped" and spec.message.strip() in ("", "skipped"):
-            continue
+    for spec, chosen in ran:
         entry = store["specs"].setdefault(spec.name, {"selection": chosen.key, "results": {}})
         entry["results"][run.backend] = {
             "status": spec.status,

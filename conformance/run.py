@@ -61,8 +61,11 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
     """The process backend's settings for the run: agnhost from the pinned build (a
     copy the containers' user can reach), hostPath under /tmp, a network namespace
     and an address per pod, the API server as the `kubernetes` Service."""
-    bin_dir = run_dir / "bin"
-    bin_dir.mkdir(mode=0o755)
+    # Not under /tmp: a pod with a filesystem of its own has a private /tmp, so a copy
+    # there is out of its sight (the run directory is usually under /tmp).
+    bin_dir = Path(tempfile.mkdtemp(prefix=f"vkpy-conformance-{NODE_NAME}-", dir="/var/tmp"))
+    bin_dir.chmod(0o755)
+    (run_dir / "bin-dir").write_text(str(bin_dir))
     shutil.copy2(agnhost, bin_dir / "agnhost")
     (bin_dir / "agnhost-2").symlink_to("agnhost")  # the image has a second name for it
     port = int(cluster.server.rsplit(":", 1)[1])
@@ -77,6 +80,10 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
         "host_path_prefixes": ["/tmp"],
         "network": "pod",
         "pod_cidr": POD_CIDR,
+        # The suite's pods ask for runAsUser/fsGroup 1000, 1001 and 10000 (its restricted
+        # pod security default is 1000): the pods' ids must include them. 65534 (nobody)
+        # stays out: other vkpy nodes of a shared host may run containers as nobody.
+        "pod_uid_range": "1000-65533",
         "kubernetes_service_host": "127.0.0.1",
         "kubernetes_service_port": port,
         "pods_dir": str(run_dir / "pods"),
@@ -213,6 +220,9 @@ def stop_everything(cluster: DevCluster, node: subprocess.Popen[bytes] | None, p
         with contextlib.suppress(OSError, TypeError):
             os.killpg(run["pid"], signal.SIGKILL)
     cluster.down()
+    bin_note = pods.parent / "bin-dir"
+    if bin_note.exists():
+        shutil.rmtree(bin_note.read_text(), ignore_errors=True)
 
 
 def inside(options: argparse.Namespace) -> int:

@@ -154,3 +154,15 @@ def test_killed_client_ends_the_command(
     process_box.assert_released(before)
     log = agent.logs()
     assert re.search(r'"exec session ended".*outcome="client_gone"', log), log[-3000:]
+
+
+def test_exec_with_a_very_long_command_line(
+    cluster: ClusterAccess, process_box: Box, namespace: str
+) -> None:
+    """A 20,000-character argument (the `[sig-cli] Kubectl client Simple pod should
+    support exec` spec) travels in the exec request's URL: a kubelet takes request
+    lines up to its 1 MiB header limit."""
+    long = "a" * 20000
+    got = kubectl(cluster, "exec", "-n", namespace, "box", "-c", "app", "--", "echo", long)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == long.encode() + b"\n"

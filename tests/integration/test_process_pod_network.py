@@ -195,7 +195,13 @@ def test_pods_have_their_own_network(
     config = state / "provider.json"
     # Ids of their own: other vkpy nodes of this host (other tests) take the default
     # range's first ids, and end whatever runs as them when their pods go.
-    settings = {**FAST, "network": "pod", "pod_cidr": POD_CIDR, "pod_uid_range": UID_RANGE}
+    settings = {
+        **FAST,
+        "network": "pod",
+        "pod_cidr": POD_CIDR,
+        "pod_uid_range": UID_RANGE,
+        "allow": ["hostNetwork"],  # refused by default (privileges.py)
+    }
     config.write_text(json.dumps(settings))
     agent = Agent(
         cluster=access,

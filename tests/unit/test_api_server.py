@@ -22,6 +22,7 @@ import pytest
 
 from tests.unit.streams_server import BareProvider
 from vkpy.api import ApiDependencies, ApiSettings, KubeletServer, ListenError
+from vkpy.api.listener import MAX_HEADER_BYTES
 from vkpy.providers.base import (
     ContainerStats,
     LogQuery,
@@ -232,7 +233,7 @@ async def test_unknown_pods_containers_and_bad_queries(start_api: StartApi) -> N
     ):
         status, _ = await api.get(path)
         assert 400 <= status < 500, path
-    status, _ = await api.get("/healthz", headers={"X-Big": "x" * 20000})
+    status, _ = await api.get("/healthz", headers={"X-Big": "x" * (MAX_HEADER_BYTES + 100)})
     assert 400 <= status < 500
     assert await api.get(LOGS) == (200, "x\n")
 

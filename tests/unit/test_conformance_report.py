@@ -108,11 +108,11 @@ def test_a_rerun_updates_the_specs_it_ran_and_the_sim_backend_gets_a_column(
     assert "| 1 | process | 2026-12-01 14:00 | rerun | abc1234 | `make conformance` |" in text
     assert (
         "| [sig-node] Pods should run on port 8080 [NodeConformance] | passed (1) | failed (2) "
-        "| sim: port already in use: pods share one network |"
+        "| sim: port already in use (pods sharing the host network) |"
     ) in text
     assert (
         "| [sig-node] Pods should run on port 9090 [NodeConformance] | failed (0) | failed (2) "
-        "| process: port already in use: pods share one network; sim: port already"
+        "| process: port already in use (pods sharing the host network); sim: port already in"
     ) in text
     assert (
         "| [sig-cli] Kubectl client Simple pod should support exec | passed (0) | passed (2) |"
@@ -127,6 +127,8 @@ def test_a_full_run_forgets_the_backends_earlier_results(tmp_path: Path) -> None
     rerun.write_text(RERUN)
     results.record(store, read_junit(rerun), SELECTIONS, run("process", "full"))
     assert results.counts(store, SELECTIONS[0], "process") == (1, 0, 0)
+    # ...of the selections it ran: the kubectl specs' results stay.
+    assert results.counts(store, SELECTIONS[1], "process") == (1, 0, 0)
 
 
 def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:

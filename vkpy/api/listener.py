@@ -182,6 +182,11 @@ class _BareResponse(web.Response):
         self.headers.popall("Server", None)
 
 
+MAX_HEADER_BYTES = 2**20
+"""Longest request line or header field taken: a kubelet's (Go's default, 1 MiB). An
+exec's command travels in its URL (`kubectl exec -- echo <20,000 characters>`);
+aiohttp's own limit, 8 KiB, was answered with 431."""
+
 _CLOSE_PROTOCOL_ERROR = bytes([0x88, 0x02, 0x03, 0xEA])
 """A WebSocket close frame (unmasked, from the server) with status 1002."""
 
@@ -195,6 +200,8 @@ class KubeletConnection(RequestHandler):
             loop=loop,
             keepalive_timeout=limits.idle_timeout,
             access_log=cast(Any, None),  # vkpy logs its own way
+            max_line_size=MAX_HEADER_BYTES,
+            max_field_size=MAX_HEADER_BYTES,
         )
         self._limits = limits
         self._head_deadline: asyncio.TimerHandle | None = None

@@ -21,6 +21,7 @@ from typing import Literal
 
 from vkpy.providers.process.addresses import parse_cidr
 from vkpy.providers.process.images import ImageSpec, parse_images
+from vkpy.providers.process.privileges import parse_allow
 from vkpy.quantity import QuantityError, parse_quantity
 
 MemoryEnforcement = Literal["auto", "cgroup", "watchdog", "none"]
@@ -159,6 +160,10 @@ class ProcessConfig:
     `runAsUser`, `runAsGroup`, `fsGroup` and `supplementalGroups` must be inside it."""
     host_path_prefixes: tuple[str, ...] = ()
     """hostPath volumes are allowed only under these directories (none by default)."""
+    allow: tuple[str, ...] = ()
+    """What pods may ask for, refused otherwise (privileges.py): `privileged`,
+    `capabilities` (capabilities.add granted), `hostNetwork`, `hostPID`, `hostIPC`,
+    `unconfined` (seccompProfile Unconfined). None by default."""
     log_max_bytes: int = 10 * 2**20
     """A container's log file is rotated at this size (the kubelet's 10Mi)."""
     log_max_files: int = 3
@@ -213,6 +218,7 @@ class ProcessConfig:
             raise ValueError("capacity must be a mapping")
         values["capacity"] = {str(k): str(v) for k, v in capacity.items()}
         values["images"] = parse_images(values.get("images"))
+        values["allow"] = parse_allow(values.get("allow"))
         for name, value in values["capacity"].items():  # type: ignore[attr-defined]
             try:
                 parse_quantity(value)

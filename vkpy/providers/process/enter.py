@@ -15,8 +15,12 @@ on a pseudo-terminal, it first makes that terminal the session's controlling ter
 (so the command gets ^C, job control and window-size changes) and sets TERM if the
 container's environment has none.
 
+Last, after dropping privileges, seccomp.py takes away capabilities, sets
+`no_new_privs` and installs the seccomp filter.
+
 Standard library only and importing nothing of vkpy, so it runs as a plain script
 (`python -I -S enter.py`, no site, no package imports): it runs for every exec probe.
+As a script it loads seccomp.py, standard library only too, from beside it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ import sys
 import termios
 from types import ModuleType
 from typing import TYPE_CHECKING
+
+if TYPE_CHECKING or __package__:
+    from vkpy.providers.process import seccomp
+else:  # a plain script: seccomp.py beside it, first on the path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import seccomp
 
 if TYPE_CHECKING:
     from vkpy.providers.process.records import ProcessContext
@@ -186,7 +196,9 @@ def enter_ids(
     enter_pod(context, cgroup)
     if tty:
         take_terminal()
+    seccomp.prepare(context.capabilities, context.privileged)
     drop_privileges(context.uid, context.gid, list(context.groups))
+    seccomp.confine(context.capabilities, context.privileged, context.seccomp)
 
 
 def _read(path: str) -> dict[str, object] | None:
@@ -248,9 +260,13 @@ def main(argv: list[str]) -> int:
     try:
         os.umask(int(context.get("umask", 0o022)))
         enter_pod(context, cgroup)
+        caps = [str(c) for c in context.get("capabilities") or []]
+        privileged = bool(context.get("privileged"))
+        seccomp.prepare(caps, privileged)
         drop_privileges(uid, context.get("gid"), [int(g) for g in context.get("groups") or []])
         if alive >= 0:
             _die_with_parent(alive)
+        seccomp.confine(caps, privileged, bool(context.get("seccomp", True)))
         os.execvpe(command[0], command, env)  # noqa: S606 (argv, no shell)
     except FileNotFoundError:
         print(f"vkpy: {command[0]}: executable file not found", file=sys.stderr)

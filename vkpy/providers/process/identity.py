@@ -10,9 +10,9 @@ the pod's directory is gone and no process of it runs.
 
 `runAsUser`, `runAsGroup`, `fsGroup` and `supplementalGroups` are honoured inside
 the range and refused outside it (a pod cannot ask for root or a host user), as is
-an id that is another pod's own. `privileged` and added capabilities are refused:
-nothing here can grant them. When vkpy is not root there is one identity, vkpy's:
-ids other than its own are refused.
+an id that is another pod's own. `privileged`, added capabilities and the host's
+namespaces are refused unless the node allows them (privileges.py). When vkpy is
+not root there is one identity, vkpy's: ids other than its own are refused.
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ from pathlib import Path
 from vkpy.objects import KubeObject
 from vkpy.providers.base import ContainerConfig, PodConfig
 from vkpy.providers.errors import RetryableError, UnsupportedError
+from vkpy.providers.process import privileges
 from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.layout import read_json, write_json
 
-REASON = "UnsupportedSecurityContext"
+REASON = privileges.REASON
 TOLERATED_EPHEMERAL = frozenset({"SYS_PTRACE"})
 """Capabilities an ephemeral container may ask for and run without (see check_added)."""
 
@@ -142,28 +143,6 @@ def _requested(pod: PodConfig) -> list[tuple[str, int]]:
     return asked
 
 
-def check_privileges(
-    containers: Iterable[ContainerConfig], tolerated: frozenset[str] = frozenset()
-) -> None:
-    """Refuse what no process on this host can be given: privileged, added capabilities
-    (but those `tolerated`)."""
-    for container in containers:
-        mine = _security(container.spec)
-        what = f"container {container.name!r}"
-        if mine.get("privileged"):
-            raise UnsupportedError(
-                f"{what} asks to be privileged, which the process backend never grants",
-                reason=REASON,
-            )
-        added = [c for c in (mine.get("capabilities") or {}).get("add") or [] if c not in tolerated]
-        if added:
-            raise UnsupportedError(
-                f"{what} asks for capabilities {', '.join(map(str, added))}, which the "
-                "process backend never grants (containers run without capabilities)",
-                reason=REASON,
-            )
-
-
 def _live_uids() -> set[int]:
     """The uids of every process on the host."""
     uids: set[int] = set()
@@ -190,6 +169,7 @@ class IdPool:
         per_pod: bool,
         shared: RunAs,
         claims: HostClaims | None = None,
+        allow: Iterable[str] = (),
     ) -> None:
         self.first = first
         self.last = last
@@ -198,6 +178,8 @@ class IdPool:
         """The one identity of every pod when ids are not per pod."""
         self.claims = claims
         """Host-wide claims on ids (idclaims.py): other nodes on this host see ours."""
+        self.allow = frozenset(allow)
+        """What the node's `allow` setting lets pods ask for (privileges.py)."""
         self._held: dict[str, PodIdentity] = {}
         self._dirs: dict[str, Path] = {}
 
@@ -258,19 +240,19 @@ class IdPool:
         privileges the pod cannot have; returns warnings for what is tolerated.
 
         `kubectl debug` (its default profile) adds SYS_PTRACE to every ephemeral
-        container: that one is tolerated, not granted, with a warning, since the
-        container runs as the pod's user and can trace the pod's processes as far as
-        the host lets a user trace its own."""
+        container: unless the node allows capabilities, that one is tolerated, not
+        granted, with a warning: the container runs as the pod's user without
+        capabilities (and the seccomp filter refuses ptrace)."""
         added = tuple(containers)
         warnings = []
         for container in added:
             caps = (_security(container.spec).get("capabilities") or {}).get("add") or []
-            if caps and set(caps) <= TOLERATED_EPHEMERAL:
+            if caps and set(caps) <= TOLERATED_EPHEMERAL and "capabilities" not in self.allow:
                 warnings.append(
                     f"container {container.name!r}: capabilities {', '.join(caps)} not "
                     "granted; it runs as the pod's user without capabilities"
                 )
-        check_privileges(added, TOLERATED_EPHEMERAL)
+        privileges.check_containers(added, self.allow, _pod_spec(pod), TOLERATED_EPHEMERAL)
         identity = self._held.get(pod.ref.uid)
         allowed = identity.ids() if identity is not None else frozenset()
         for container in added:
@@ -289,7 +271,7 @@ class IdPool:
     def allocate(self, pod: PodConfig, node: str, pod_dir: Path | None = None) -> PodIdentity:
         """A new identity for `pod` (kept in the pool until `release`); with host
         claims, one no other node on this host has given to a pod in `pod_dir`."""
-        check_privileges((*pod.init_containers, *pod.containers, *pod.ephemeral_containers))
+        privileges.check_pod(pod, self.allow)
         held = self._held.get(pod.ref.uid)
         if held is not None:
             return held

@@ -201,7 +201,7 @@ class ProcessProvider:
             actions=Actions(config.python, config.internal_ip),
             cgroup=parent,
             memory_mode=mode,
-            pool=IdPool(first, last, config.per_pod_ids, run_as, claims),
+            pool=IdPool(first, last, config.per_pod_ids, run_as, claims, config.allow),
             report_event=self._report_event,
             addresses=AddressPool(config.pod_cidr),
         )

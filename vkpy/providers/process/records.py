@@ -46,6 +46,12 @@ class ProcessContext:
     pid_namespace: str = ""
     """With the pod's filesystem: the pod's PID namespace (`/proc/<holder>/ns/pid`),
     entered before the fork that starts each process; "": the host's."""
+    capabilities: tuple[str, ...] = ()
+    """Capabilities the process keeps (names without `CAP_`); none by default (seccomp.py)."""
+    privileged: bool = False
+    """Every capability, no `no_new_privs`, no seccomp filter (only if the node allows)."""
+    seccomp: bool = True
+    """The seccomp filter (`RuntimeDefault`); False: `Unconfined` (if the node allows)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +71,9 @@ class ProcessContext:
             ),
             readonly_root=bool(raw.get("readonly_root")),
             pid_namespace=str(raw.get("pid_namespace") or ""),
+            capabilities=tuple(str(c) for c in raw.get("capabilities") or ()),
+            privileged=bool(raw.get("privileged", False)),
+            seccomp=bool(raw.get("seccomp", True)),
         )
 
 

@@ -22,6 +22,7 @@ from vkpy.providers.process.filesystem import working_dir
 from vkpy.providers.process.identity import IdPool, container_ids
 from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import PodDir
+from vkpy.providers.process.privileges import confinement
 from vkpy.providers.process.records import MemoryMode, ProcessContext
 
 
@@ -122,6 +123,7 @@ def container_context(
     live = holder is not None and holder.alive()
     filesystem = live and holder is not None and "mnt" in holder.kinds
     security = container.spec.get("securityContext") or {}
+    confined = confinement(pod, container, runtime.config.allow)
     return ProcessContext(
         env=tuple(container_env(runtime, pod, container)),
         cwd=str(cwd),
@@ -132,4 +134,7 @@ def container_context(
         mounts=sandbox.container_mounts(pod_dir, pod, container) if filesystem else (),
         readonly_root=filesystem and bool(security.get("readOnlyRootFilesystem")),
         pid_namespace=(holder.pid_path() or "") if filesystem and holder is not None else "",
+        capabilities=confined.capabilities,
+        privileged=confined.privileged,
+        seccomp=confined.seccomp,
     )
