@@ -132,6 +132,16 @@ def shared_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
+def program_dir() -> Iterator[Path]:
+    """A host directory for programs the containers run: not under /tmp, which is
+    the pod's own with the pod filesystem (root); readable, not writable, by pods."""
+    path = Path(tempfile.mkdtemp(prefix="vkpy-programs-", dir="/var/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def reachable_pods_dir() -> Path:
     """A pods_dir whose ancestors the containers' user can traverse (pytest's are 0700),
     for programs that use absolute paths of their working directory."""

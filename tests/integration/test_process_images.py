@@ -13,7 +13,7 @@ from tests.integration.agent import Kube, free_port, wait_for
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     StartProcessAgent,
     phase_is,
-    shared_dir,
+    program_dir,
     start_process_agent,
     status_of,
 )
@@ -46,11 +46,11 @@ def fetch(url: str) -> str | None:
 
 
 def test_agnhost_pause_and_busybox_pods_run_from_their_images(
-    kube: Kube, start_process_agent: StartProcessAgent, shared_dir: Path
+    kube: Kube, start_process_agent: StartProcessAgent, program_dir: Path
 ) -> None:
     # The containers' user must reach the program: the build cache is under /root.
-    shutil.copy2(tool_dir("agnhost") / "agnhost", shared_dir / "agnhost")
-    images = {"*/agnhost": {"entrypoint": ["/agnhost"], "path": [str(shared_dir)]}}
+    shutil.copy2(tool_dir("agnhost") / "agnhost", program_dir / "agnhost")
+    images = {"*/agnhost": {"entrypoint": ["/agnhost"], "path": [str(program_dir)]}}
     agent = start_process_agent(config={"images": images})
     port = free_port()
     kube.create(

@@ -27,7 +27,8 @@ directories. Each container's volumes are attached per process (podmounts.py).
 
 The mount points of the containers' volumes are made here too, once for the pod
 (`mountpoints`), so that its processes find them. The plan (JSON): root, pod_dir,
-staging, hide[], files[[source, target]], tmpfs[], mountpoints[[path, is a dir]],
+staging, hide[], files[[source, target]], tmpfs[], expose[] (host directories under
+/tmp bound back read-only: where the pod's programs come from), mountpoints[[path, is a dir]],
 proc, hostname, pid_file and error_file (names in pod_dir). Standard library only.
 """
 
@@ -68,6 +69,11 @@ def build(plan: dict[str, Any]) -> None:
     pod_dir = str(plan["pod_dir"])
     own = calls.open_tree(pod_dir)
     calls.set_attributes(own, ALWAYS)
+    shown = []
+    for path in plan.get("expose") or []:
+        tree = calls.open_tree(str(path))
+        calls.set_attributes(tree, calls.MOUNT_ATTR_RDONLY | calls.MOUNT_ATTR_NOSUID)
+        shown.append((tree, str(path)))
     sources = []
     for source, target in plan.get("files") or []:
         tree = calls.open_tree(str(source), recursive=False)
@@ -92,6 +98,9 @@ def build(plan: dict[str, Any]) -> None:
             calls.mount("tmpfs", scratch, "tmpfs", TMPFS_FLAGS, "mode=1777")
             points.made.add(scratch)  # the pod's own: mount points may be made in it
     calls.move_mount(own, points.get(pod_dir, True))
+    for tree, path in shown:  # programs under /tmp on the host (a checkout there)
+        with contextlib.suppress(OSError):
+            calls.move_mount(tree, points.get(path, True))
     for tree, target in sources:
         calls.move_mount(tree, points.get(target, False))
     for target, directory in plan.get("mountpoints") or []:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,12 +96,38 @@ def write_plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) 
         "tmpfs": ["/tmp", "/dev/shm"],  # noqa: S108 (the pod's own tmpfs)
         "proc": False,
         "mountpoints": mountpoints(pod_dir, pod),
+        "expose": exposed(config),
         "pid_file": PID_FILE,
         "error_file": ERROR_FILE,
     }
     path = pod_dir.path / PLAN
     write_json(path, plan)
     return path
+
+
+def exposed(config: ProcessConfig) -> list[str]:
+    """Host directories the pod's programs come from that its own /tmp would hide
+    (a checkout or virtualenv under /tmp: the stand-in images, the interpreter; the
+    `images` setting's paths): bound back read-only at their paths."""
+    import vkpy  # noqa: PLC0415 (where this checkout is)
+
+    candidates = {
+        str(Path(vkpy.__file__).resolve().parent.parent),
+        sys.prefix,
+        sys.base_prefix,
+        os.path.dirname(os.path.realpath(config.python)),
+        os.path.dirname(os.path.dirname(os.path.realpath(config.python))),
+    }
+    for _, image in config.images:
+        if image is not None:
+            candidates.update(image.path)
+            candidates.update(os.path.dirname(e) for e in image.entrypoint[:1] if e.startswith("/"))
+    found = set()
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if real.startswith(("/tmp/", "/dev/shm/")) and os.path.isdir(real):  # noqa: S108
+            found.add(real)
+    return sorted(found)
 
 
 def mountpoints(pod_dir: PodDir, pod: PodConfig) -> list[list[object]]:

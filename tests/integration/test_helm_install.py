@@ -1,18 +1,5 @@
 """`helm install charts/vkpy` for real: vkpy as a Deployment inside the dev cluster.
 
-NOT COLLECTED YET (the file name does not start with `test_`). Run on main at 15:02
-(as test_helm_install.py): the install test and the upgrade test PASSED (helm
-install --wait 9.4 s; vkpy on a worker, in-cluster config at the real paths, CSR
-approved by the chart's approver, workload Running, `kubectl logs`/`exec` through
-the verifying API server; the upgrade rolled vkpy without changing the workload's
-UIDs, restart counts or container IDs). That run found the chart's Role lacked
-`patch` on leases (the node Lease is renewed by PATCH now): fixed. The failover
-test FAILED: after SIGKILL of the leader's vkpy process the standby never took the
-Lease within 90 s; the likely cause is that the backend restarts the killed
-container in the same pod, whose leader identity is the pod name, so it resumes
-the Lease as the same holder. Decide (identity per process start, or test by
-deleting the pod / stopping its worker) and rename to test_helm_install.py.
-
 One dev cluster for the module, started as a user would (`devcluster up --workers 2
 --verify-kubelet-certs`): two regular workers (process backend, each with its own
 loopback address) and an API server that verifies kubelet serving certificates
@@ -29,9 +16,10 @@ The tests run in order on one release, as its life goes:
   virtual node reach Running, and `kubectl logs`/`exec` reach them through the API
   server, which verified vkpy's certificate;
 - `helm upgrade` changing a value rolls vkpy's pod without losing the node's pods;
-- `replicaCount: 2`: SIGKILL the leader's process; the standby takes over, the Node
-  points at it and stays Ready, and the pods keep UIDs, restart counts and backend
-  identity (the failover time is printed: docs/deploy.md);
+- `replicaCount: 2`: the leader's host dies (SIGKILL of its worker and of the vkpy
+  process; a process killed alone is restarted in its pod and keeps the Lease); the
+  standby takes over, the Node points at it and is Ready, and the pods keep UIDs,
+  restart counts and backend identity (the failover time is printed: docs/deploy.md);
 - `helm uninstall`: the node is drained (pods stopped in the backend, their
   controller's replacements Pending), the Node and the leader Lease are deleted, and
   no object of the release is left.
@@ -399,7 +387,12 @@ def test_standby_takes_over_when_the_leader_is_killed(hosted: Hosted) -> None:
     wait_for("the Node at the leader", lambda: node_ip(node(hosted)) == ips[first])
     before = identity(hosted)
 
+    # The leader's host dies: its worker and the vkpy process with it (a process
+    # killed alone is restarted in its pod, which resumes the Lease as the same holder).
+    host = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == first)
+    worker = next(a for a in hosted.dev.extras().records.of_kind("node") if a.process.name == host)
     killed_at = time.monotonic()
+    os.kill(worker.process.pid, signal.SIGKILL)
     os.kill(vkpy_pid(first), signal.SIGKILL)
     wait_for("the standby to take the Lease", lambda: leader(hosted) == standby, timeout=90)
     wait_for(
@@ -415,6 +408,7 @@ def test_standby_takes_over_when_the_leader_is_killed(hosted: Hosted) -> None:
         f"logs/exec served {served:.1f} s (lease duration {LEASE_DURATION} s)"
     )
     assert identity(hosted) == before
+    hosted.dev.start_nodes([devnodes.worker(int(host.rsplit("-", 1)[1]))])  # back up
     records = {p.stem for p in hosted.platform.glob("*.json")}
     assert records == {uid for uid, *_ in before.values()}  # nothing duplicated
 
