@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -178,7 +178,7 @@ class Fleet:
         async with asyncio.TaskGroup() as group:
 
             def start(name: str, coro: Coroutine[object, object, None]) -> None:
-                group.create_task(_logged(name, coro), name=name)
+                group.create_task(run_logged(name, coro), name=name)
 
             start("events", self.events.run())
             start("kubelet-api", self.api.run())
@@ -199,7 +199,8 @@ class Fleet:
             group.create_task(n.tasks.run(), name="backend-tasks")
 
 
-async def _logged(name: str, coro: Coroutine[object, object, None]) -> None:
+async def run_logged(name: str, coro: Awaitable[None]) -> None:
+    """Run a task that should run forever; its end or failure is logged and raised."""
     try:
         await coro
         raise RuntimeError(f"task {name} ended")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from vkpy.api import ApiDependencies, KubeletServer
 from vkpy.clock import SYSTEM_CLOCK, Clock
-from vkpy.fleet import FleetNode, build_node, node_dependencies
+from vkpy.fleet import FleetNode, build_node, node_dependencies, run_logged
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.node.leader import LeaderElector, LeadershipLost
@@ -197,7 +197,7 @@ class ShardedFleet:
         async with asyncio.TaskGroup() as group:
 
             def start(name: str, coro: Awaitable[None]) -> None:
-                group.create_task(_logged(name, coro), name=name)
+                group.create_task(run_logged(name, coro), name=name)
 
             start("events", self.events.run())
             start("kubelet-api", self.api.run())
@@ -382,14 +382,3 @@ async def _each(work: Callable[[_Slot], Awaitable[None]], slots: list[_Slot]) ->
             await work(slot)
 
     await asyncio.gather(*(one(s) for s in slots))
-
-
-async def _logged(name: str, coro: Awaitable[None]) -> None:
-    try:
-        await coro
-        raise RuntimeError(f"task {name} ended")
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("task failed", extra={"task": name})
-        raise
