@@ -213,6 +213,59 @@ def test_an_empty_dir_at_tmp_stays_writable_with_a_read_only_root(
         shutil.rmtree(pods_dir, ignore_errors=True)
 
 
+def test_an_empty_dir_at_tmp_keeps_the_programs_vkpy_has_under_tmp(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """The same pod running an image whose program lives under /tmp on the host (a CI
+    clone of vkpy there, whose virtualenv runs the chart's vkpy image): the pod's root
+    binds it back, and the emptyDir at /tmp covered it, so the program was not found;
+    what the pod's root binds back below /tmp is attached again on top of the volume."""
+    programs = Path(tempfile.mkdtemp(prefix="vkpy-image-", dir="/tmp"))
+    pods_dir = Path(tempfile.mkdtemp(prefix="vkpy-pods-", dir="/var/tmp"))
+    try:
+        program = programs / "scratch"
+        program.write_text(
+            "#!/bin/sh\necho x > /tmp/x && cat /tmp/x && echo TMP-WRITABLE; echo DONE\n"
+            "exec sleep 3600\n"
+        )
+        program.chmod(0o755)
+        programs.chmod(0o755)
+        images = {"example.com/scratch": {"entrypoint": [str(program)]}}
+        agent = start_process_agent(config={"pods_dir": str(pods_dir), "images": images})
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "scratch-tmp"},
+                "spec": {
+                    "nodeName": agent.node_name,
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "example.com/scratch",
+                            "securityContext": {"readOnlyRootFilesystem": True},
+                            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                        }
+                    ],
+                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                },
+            }
+        )
+        pod = wait_for("the pod", lambda: kube.get("pod", "scratch-tmp"))
+        log = pods_dir / pod["metadata"]["uid"] / "containers/app/instances/0/output.log"
+        report = wait_for(
+            "its report",
+            lambda: log.exists() and "DONE" in (text := log.read_text()) and text,
+            timeout=120,
+        )
+        assert "TMP-WRITABLE" in report, report
+        wait_for("Running", lambda: phase_is(kube, "scratch-tmp", "Running"), timeout=60)
+        kube.kubectl("delete", "pod", "scratch-tmp", "-n", kube.namespace, "--wait=true")
+    finally:
+        shutil.rmtree(pods_dir, ignore_errors=True)
+        shutil.rmtree(programs, ignore_errors=True)
+
+
 def test_a_memory_empty_dir_is_a_tmpfs_of_its_size_limit(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:

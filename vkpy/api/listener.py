@@ -183,9 +183,13 @@ class _BareResponse(web.Response):
 
 
 MAX_HEADER_BYTES = 2**20
-"""Longest request line or header field taken: a kubelet's (Go's default, 1 MiB). An
-exec's command travels in its URL (`kubectl exec -- echo <20,000 characters>`);
-aiohttp's own limit, 8 KiB, was answered with 431."""
+"""Longest request line taken: a kubelet's whole head (Go's default, 1 MiB). An exec's
+command travels in its URL (`kubectl exec -- echo <20,000 characters>`); aiohttp's
+own limit, 8 KiB, was answered with 431."""
+MAX_FIELD_BYTES = 2**16
+"""Longest header field taken. With aiohttp's 128 fields at most, a head costs at most
+8 MiB more than its request line (1 MiB for every field would let one connection
+hold 128 MiB); a field this long is already far past what any client sends."""
 
 _CLOSE_PROTOCOL_ERROR = bytes([0x88, 0x02, 0x03, 0xEA])
 """A WebSocket close frame (unmasked, from the server) with status 1002."""
@@ -201,7 +205,7 @@ class KubeletConnection(RequestHandler):
             keepalive_timeout=limits.idle_timeout,
             access_log=cast(Any, None),  # vkpy logs its own way
             max_line_size=MAX_HEADER_BYTES,
-            max_field_size=MAX_HEADER_BYTES,
+            max_field_size=MAX_FIELD_BYTES,
         )
         self._limits = limits
         self._head_deadline: asyncio.TimerHandle | None = None

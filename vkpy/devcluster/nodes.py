@@ -29,6 +29,8 @@ from urllib.parse import urlsplit
 import yaml
 from cryptography import x509
 
+from vkpy.providers.process import namespaces
+
 from . import vkpy_image
 from .cluster_pki import LOOPBACK_IPS, ClusterPKI
 from .components import LOOPBACK
@@ -219,7 +221,8 @@ def kill_leftover_pods(state_dir: Path) -> int:
 
     Used after the node's pods were deleted through the API (which is how they are
     normally stopped) for whatever did not go: each supervisor and its container's
-    process group, only while PID and start time still match. Returns how many
+    process group, only while PID and start time still match, and each pod's
+    namespace holder. Returns how many
     containers were killed.
     """
     killed = 0
@@ -241,4 +244,6 @@ def kill_leftover_pods(state_dir: Path) -> int:
                 os.killpg(container, signal.SIGKILL)
                 alive = True
         killed += alive
+    for pod_dir in (state_dir / "process" / "pods").glob("*/"):
+        namespaces.stop(pod_dir)  # the pod's namespace holder (it ignores SIGTERM)
     return killed

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 
 from vkpy.providers.process import mountcalls as calls
@@ -202,10 +203,49 @@ def _attach(trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool)
             with contextlib.suppress(OSError):
                 if os.path.ismount(scratch):
                     calls.set_attributes(scratch, calls.MOUNT_ATTR_RDONLY, recursive=False)
+    covered = _clone_covered([target for _, target, _ in trees])
     points = MountPoints(locked=("/",))  # the pod's root is a tmpfs of ours (podroot.py)
     for tree, target, directory in trees:
         try:
             calls.move_mount(tree, points.get(target, directory))
         finally:
             os.close(tree)
+    _attach_again(covered)
     points.seal()
+
+
+def _mount_points() -> list[str]:
+    """Where something is mounted in this mount namespace (/proc/self/mountinfo)."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as info:
+        fields = [line.split(" ")[4] for line in info if line.strip()]
+    return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f) for f in fields]
+
+
+def _clone_covered(targets: list[str]) -> list[tuple[int, str]]:
+    """Copies of the mounts a volume is about to cover, to attach again on top.
+
+    The pod's root binds some host directories back below /tmp (the pod's own
+    directory and the programs it runs when vkpy's checkout or state lives there);
+    a volume mounted at /tmp (the usual scratch emptyDir of a read-only root) would
+    hide them, and the container could not even start."""
+    covered: list[tuple[int, str]] = []
+    prefixes = [t.rstrip("/") + "/" for t in targets if t.strip("/")]
+    for point in sorted(set(_mount_points())):
+        if any(point.startswith(p) for p in prefixes) and not any(
+            point.startswith(seen.rstrip("/") + "/") for _, seen in covered
+        ):
+            with contextlib.suppress(OSError):
+                covered.append((calls.open_tree(point), point))
+    return covered
+
+
+def _attach_again(covered: list[tuple[int, str]]) -> None:
+    """Attach each copy at its old path, in the volume now there (its directories are
+    made in it as the kubelet makes a subPath's); skipped where the volume refuses."""
+    for tree, point in covered:
+        try:
+            with contextlib.suppress(OSError):
+                os.makedirs(point, 0o755, exist_ok=True)
+                calls.move_mount(tree, point)
+        finally:
+            os.close(tree)
