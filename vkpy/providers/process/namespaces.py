@@ -152,5 +152,21 @@ def stop(pod_dir: Path) -> None:
     """Kill the pod's holder, if it is still the process that was recorded."""
     holder = load(pod_dir)
     if holder is not None and holder.alive():
+        found = proc.stat(holder.pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(holder.pid, signal.SIGKILL)
+        # With a PID namespace the holder is `unshare --fork`'s child; that parent,
+        # the leader of the holder's session, would stay until it reaped it.
+        if found is not None and found.session not in (0, holder.pid):
+            _kill_unshare(found.session)
+
+
+def _kill_unshare(pid: int) -> None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            program = handle.read().split(b"\0", 1)[0]
+    except OSError:
+        return
+    if os.path.basename(program) == b"unshare":
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
