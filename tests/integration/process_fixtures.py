@@ -7,10 +7,7 @@ containers it left running: vkpy leaves containers running when it stops, by des
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,10 +17,7 @@ import pytest
 
 from tests.integration.agent import Agent, Kube
 from tests.integration.conftest import StartAgent
-from vkpy.providers.process import namespaces, sandbox
-from vkpy.providers.process.proc import is_same_process
-from vkpy.providers.process.records import RunRecord
-from vkpy.providers.process.supervision import SIGNAL_KILL
+from vkpy.providers.process import leftovers
 
 FAST = {"backoff_base_seconds": 1, "backoff_max_seconds": 4}
 
@@ -87,15 +81,7 @@ def phase_is(kube: Kube, name: str, phase: str) -> dict[str, Any] | None:
 
 def kill_containers(pods: Path) -> None:
     """End every container under `pods` (vkpy leaves them running when it stops)."""
-    for pod in pods.glob("*/"):
-        namespaces.stop(pod)  # the pod's namespace holder, if it has one
-        sandbox.unmount_volumes(pod)  # memory emptyDirs (tmpfs on the host)
-    for run_file in pods.glob("*/containers/*/instances/*/run.json"):
-        run = RunRecord.from_dict(json.loads(run_file.read_text()))
-        if is_same_process(run.supervisor_pid, run.supervisor_start):
-            os.kill(run.supervisor_pid, SIGNAL_KILL)
-        if is_same_process(run.pid, run.pid_start):
-            os.killpg(run.pid, signal.SIGKILL)
+    leftovers.end_pods(pods)
 
 
 StartProcessAgent = Callable[..., Agent]

@@ -15,11 +15,7 @@ outlive vkpy on purpose, so stopping a node also stops what it still runs.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import json
-import os
-import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,13 +25,12 @@ from urllib.parse import urlsplit
 import yaml
 from cryptography import x509
 
-from vkpy.providers.process import namespaces
+from vkpy.providers.process import leftovers
 
 from . import vkpy_image
 from .cluster_pki import LOOPBACK_IPS, ClusterPKI
 from .components import LOOPBACK
 from .pki import CertificateAuthority, CertPaths, write_pem
-from .processes import start_ticks
 
 POOL_LABEL = "node.kubernetes.io/pool"
 GPU = "nvidia.com/gpu"
@@ -212,38 +207,8 @@ def _names_ips(path: Path, ips: tuple[str, ...]) -> bool:
     return {str(ipaddress.ip_address(ip)) for ip in ips} <= have
 
 
-def _same(pid: int, ticks: int) -> bool:
-    return pid > 0 and start_ticks(pid) == ticks
-
-
 def kill_leftover_pods(state_dir: Path) -> int:
-    """Kill the process backend's containers still running under `state_dir`.
-
-    Used after the node's pods were deleted through the API (which is how they are
-    normally stopped) for whatever did not go: each supervisor and its container's
-    process group, only while PID and start time still match, and each pod's
-    namespace holder. Returns how many
-    containers were killed.
-    """
-    killed = 0
-    for run in (state_dir / "process" / "pods").glob("*/containers/*/instances/*/run.json"):
-        if (run.parent / "exit.json").exists():
-            continue
-        try:
-            record = json.loads(run.read_text())
-        except (OSError, ValueError):
-            continue
-        supervisor, container = record.get("supervisor_pid", 0), record.get("pid", 0)
-        alive = False
-        if _same(supervisor, record.get("supervisor_start", -1)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(supervisor, signal.SIGKILL)
-                alive = True
-        if _same(container, record.get("pid_start", -1)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(container, signal.SIGKILL)
-                alive = True
-        killed += alive
-    for pod_dir in (state_dir / "process" / "pods").glob("*/"):
-        namespaces.stop(pod_dir)  # the pod's namespace holder (it ignores SIGTERM)
-    return killed
+    """End the process backend's pods still running under `state_dir`, after the
+    node's pods were deleted through the API (which is how they are normally
+    stopped); returns how many containers were still running."""
+    return leftovers.end_pods(state_dir / "process" / "pods")
