@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import re
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -144,3 +145,15 @@ def set_attributes(
         _MOUNT_SETATTR, fd, path, ctypes.c_uint(flags), ctypes.byref(attr), ctypes.sizeof(attr)
     )
     _check(int(result), f"mount_setattr {target}")
+
+
+def mount_points() -> list[str]:
+    """Where something is mounted in this mount namespace (/proc/self/mountinfo);
+    empty when it cannot be read."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as info:
+            fields = [line.split(" ")[4] for line in info if line.count(" ") >= 4]
+    except OSError:
+        return []
+    # Spaces, tabs, newlines and backslashes in a path are written as \ooo (octal).
+    return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f) for f in fields]

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 
 from vkpy.providers.process import mountcalls as calls
@@ -214,13 +213,6 @@ def _attach(trees: list[tuple[int, str, bool]], readonly_root: bool, proc: bool)
     points.seal()
 
 
-def _mount_points() -> list[str]:
-    """Where something is mounted in this mount namespace (/proc/self/mountinfo)."""
-    with open("/proc/self/mountinfo", encoding="utf-8") as info:
-        fields = [line.split(" ")[4] for line in info if line.strip()]
-    return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f) for f in fields]
-
-
 def _clone_covered(targets: list[str]) -> list[tuple[int, str]]:
     """Copies of the mounts a volume is about to cover, to attach again on top.
 
@@ -230,7 +222,7 @@ def _clone_covered(targets: list[str]) -> list[tuple[int, str]]:
     hide them, and the container could not even start."""
     covered: list[tuple[int, str]] = []
     prefixes = [t.rstrip("/") + "/" for t in targets if t.strip("/")]
-    for point in sorted(set(_mount_points())):
+    for point in sorted(set(calls.mount_points())):
         if any(point.startswith(p) for p in prefixes) and not any(
             point.startswith(seen.rstrip("/") + "/") for _, seen in covered
         ):

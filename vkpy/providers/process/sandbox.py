@@ -213,14 +213,7 @@ def mount_memory_volumes(pod_dir: PodDir, pod: PodConfig) -> None:
 def unmount_volumes(pod_dir: Path) -> None:
     """Detach every mount below the pod's directory (its memory emptyDirs)."""
     prefix = str(pod_dir.absolute()).rstrip("/") + "/"
-    targets = []
-    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as handle:
-        for line in handle:
-            fields = line.split()
-            if len(fields) > 4:
-                target = fields[4].encode().decode("unicode_escape")
-                if target.startswith(prefix):
-                    targets.append(target)
+    targets = [target for target in mountcalls.mount_points() if target.startswith(prefix)]
     for target in sorted(targets, key=len, reverse=True):
         with contextlib.suppress(OSError):
             mountcalls.umount(target)
