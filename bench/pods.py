@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from vkpy.devcluster import given_or_started
+from vkpy.devcluster.state import ports_are_free
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,18 +44,8 @@ def free_port_range(count: int, start: int = 20000) -> int:
     """The first of `count` consecutive free ports from `start` on (a node set's node i
     listens on --port + i), below the kernel's ephemeral range."""
     for base in range(start, 32000 - count, count):
-        held: list[socket.socket] = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", port))
+        if ports_are_free(base, count):
             return base
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
     raise RuntimeError(f"no {count} consecutive free ports")
 
 

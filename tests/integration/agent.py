@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vkpy.devcluster import ClusterAccess
+from vkpy.devcluster.state import ports_are_free
 
 Pod = dict[str, Any]
 
@@ -39,18 +40,8 @@ def free_port_range(count: int, taken: tuple[int, ...] = ()) -> int:
         base = rng.randrange(20000, 32000 - count)
         if any(base <= t < base + count for t in taken):
             continue
-        held: list[socket.socket] = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", port))
+        if ports_are_free(base, count):
             return base
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
     raise RuntimeError(f"no {count} consecutive free ports")
 
 

@@ -70,6 +70,18 @@ def free_ports(count: int, preferred: Sequence[int] = ()) -> list[int]:
         return [s.getsockname()[1] for s in sockets]
 
 
+def ports_are_free(first: int, count: int) -> bool:
+    """Whether ports `first` .. `first + count - 1` can all be bound on 127.0.0.1 now
+    (a node set's node i listens on --port + i)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            for port in range(first, first + count):
+                stack.enter_context(socket.socket()).bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
 def _port_is_free(port: int) -> bool:
     with socket.socket() as s:
         # As Go's listeners do: connections in TIME_WAIT do not make the port busy.
