@@ -14,7 +14,7 @@ from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: 
 from tests.integration.agent import Kube, wait_for
 from tests.integration.conftest import StartAgent
 from tests.integration.test_aci_agent import aci_pod, events, phase_is, ref_of, start_aci
-from vkpy.providers.aci import naming
+from vkpy.providers import owner_tags
 from vkpy.providers.aci.naming import group_name
 
 
@@ -53,7 +53,7 @@ def test_capacity_failures_are_retried_and_an_inaccessible_image_fails_the_pod(
     tagged = [
         g
         for g in aci.emulator.store.groups.values()
-        if (g.model.tags or {}).get(naming.UID) == patient["metadata"]["uid"]
+        if (g.model.tags or {}).get(owner_tags.UID) == patient["metadata"]["uid"]
     ]
     assert [g.name for g in tagged] == [group_name(ref_of(patient))]
 

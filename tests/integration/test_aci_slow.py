@@ -12,7 +12,7 @@ from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: 
 from tests.integration.agent import Kube, wait_for
 from tests.integration.conftest import StartAgent
 from tests.integration.test_aci_agent import aci_pod, phase_is, start_aci
-from vkpy.providers.aci import naming
+from vkpy.providers import owner_tags
 
 PODS = ("slow-0", "slow-1", "slow-2")
 
@@ -42,7 +42,7 @@ def test_slow_provisioning_converges_without_duplicate_groups(
         def groups() -> dict[str, list[Any]]:
             found: dict[str, list[Any]] = {uid: [] for uid in uids}
             for group in list(aci.emulator.store.groups.values()):
-                uid = (group.model.tags or {}).get(naming.UID)
+                uid = (group.model.tags or {}).get(owner_tags.UID)
                 if uid in found:
                     found[uid].append(group)
             return found

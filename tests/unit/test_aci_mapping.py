@@ -10,6 +10,7 @@ import pytest
 import yaml
 from azure.mgmt.containerinstance import models as m
 
+from vkpy.providers import owner_tags
 from vkpy.providers.aci import group_spec, naming, status
 from vkpy.providers.aci.config import AciConfig
 from vkpy.providers.base import (
@@ -112,8 +113,10 @@ def test_containers_command_env_ports_and_rounded_resources() -> None:
     assert any("0.34" in n for n in spec.notes) and any("1.1 GB" in n for n in spec.notes)
     assert "hunter2" not in " ".join(spec.notes)
     tags = spec.group.tags
-    assert tags[naming.NODE] == "vk-1" and tags[naming.UID] == REF.uid and tags["app"] == "web"
-    assert naming.owner(tags, "vk-1") == REF and naming.owner(tags, "other") is None
+    assert (
+        tags[owner_tags.NODE] == "vk-1" and tags[owner_tags.UID] == REF.uid and tags["app"] == "web"
+    )
+    assert owner_tags.owner(tags, "vk-1") == REF and owner_tags.owner(tags, "other") is None
 
 
 def test_env_from_a_secret_is_secure_but_explicit_values_are_not() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from vkpy.providers import owner_tags
 from vkpy.providers.aws import naming, tags
 from vkpy.providers.base import PodRef
 
@@ -29,19 +30,19 @@ def test_task_family_and_started_by() -> None:
 def test_ownership_round_trips_and_other_nodes_are_ignored() -> None:
     ref = PodRef("ns", "web", "u-1")
     pod_tags = tags.pod_tags("node-a", ref, {"app": "web", "bad key!": "x", "aws:x": "y"})
-    assert tags.owner(pod_tags, "node-a") == ref
-    assert tags.owner(pod_tags, "node-b") is None
+    assert owner_tags.owner(pod_tags, "node-a") == ref
+    assert owner_tags.owner(pod_tags, "node-b") is None
     assert pod_tags["app"] == "web"
     assert "bad key!" not in pod_tags and "aws:x" not in pod_tags
-    assert tags.owner({tags.NODE: "node-a"}, "node-a") is None
+    assert owner_tags.owner({owner_tags.NODE: "node-a"}, "node-a") is None
 
 
 def test_labels_stop_at_aws_tag_limit_and_never_override_ownership() -> None:
     ref = PodRef("ns", "web", "u-1")
-    labels = {f"l{i:02d}": "v" for i in range(80)} | {tags.UID: "forged"}
+    labels = {f"l{i:02d}": "v" for i in range(80)} | {owner_tags.UID: "forged"}
     pod_tags = tags.pod_tags("n", ref, labels)
     assert len(pod_tags) == tags.MAX_TAGS
-    assert pod_tags[tags.UID] == "u-1"
+    assert pod_tags[owner_tags.UID] == "u-1"
 
 
 def test_note_values_are_made_fit_for_tags() -> None:

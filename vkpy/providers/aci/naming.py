@@ -15,29 +15,7 @@ import re
 from collections.abc import Mapping
 
 from vkpy.providers.base import PodRef
-from vkpy.providers.owner_tags import (
-    NAME,
-    NAMESPACE,
-    NODE,
-    PREFIX,
-    UID,
-    add_labels,
-    owner,
-    ownership,
-)
-
-__all__ = [
-    "MAX_TAGS",
-    "NAME",
-    "NAMESPACE",
-    "NODE",
-    "PREFIX",
-    "UID",
-    "allowed",
-    "group_name",
-    "owner",
-    "pod_tags",
-]
+from vkpy.providers.owner_tags import add_labels, ownership
 
 MAX_TAGS = 50
 """ARM's limit of tags per resource."""

@@ -23,6 +23,7 @@ from typing import TypeVar
 from azure.core.polling import AsyncLROPoller
 from azure.mgmt.containerinstance import models as m
 
+from vkpy.providers import owner_tags
 from vkpy.providers.aci import group_spec, logs, metrics, naming, status, terminal
 from vkpy.providers.aci.clients import AzureClients, provider_error
 from vkpy.providers.aci.config import AciConfig
@@ -255,7 +256,7 @@ class AciProvider:
 
     async def list_pods(self) -> Sequence[PodRef]:
         for group in await self._list():
-            ref = naming.owner(group.tags, self._node)
+            ref = owner_tags.owner(group.tags, self._node)
             if ref is None or ref.uid in self._records:
                 continue
             self._records[ref.uid] = GroupRecord(

@@ -13,31 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from vkpy.providers.base import PodRef
-from vkpy.providers.owner_tags import (
-    NAME,
-    NAMESPACE,
-    NODE,
-    PREFIX,
-    UID,
-    add_labels,
-    owner,
-    ownership,
-)
-
-__all__ = [
-    "MAX_TAGS",
-    "NAME",
-    "NAMESPACE",
-    "NODE",
-    "PREFIX",
-    "UID",
-    "allowed",
-    "as_list",
-    "from_list",
-    "note_value",
-    "owner",
-    "pod_tags",
-]
+from vkpy.providers.owner_tags import add_labels, ownership
 
 MAX_TAGS = 50
 """AWS's limit of tags per resource (Lambda and ECS)."""

@@ -22,6 +22,7 @@ from decimal import Decimal
 from typing import Literal
 from urllib.parse import parse_qs, urlparse
 
+from vkpy.providers import owner_tags
 from vkpy.providers.aws import naming, tags
 from vkpy.providers.awslambda.config import LambdaConfig
 from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig
@@ -36,9 +37,9 @@ CODE_CONFIGMAP = ANNOTATION + "code-configmap"
 TIMEOUT = ANNOTATION + "timeout"
 ARCHITECTURE = ANNOTATION + "architecture"
 
-CONTAINER_TAG = tags.PREFIX + "container"
-CODE_TAG = tags.PREFIX + "code"
-NOTE_TAG = tags.PREFIX + "note"
+CONTAINER_TAG = owner_tags.PREFIX + "container"
+CODE_TAG = owner_tags.PREFIX + "code"
+NOTE_TAG = owner_tags.PREFIX + "note"
 
 MEMORY_MIN_MB = 128
 MEMORY_MAX_MB = 10240

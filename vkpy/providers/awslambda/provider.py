@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Literal
 
-from vkpy.providers.aws import tags
+from vkpy.providers import owner_tags
 from vkpy.providers.aws.clients import AwsClients, AwsObject
 from vkpy.providers.aws.cloudwatch_logs import FollowPolicy, LogSource, read_logs
 from vkpy.providers.aws.naming import PREFIX, function_name
@@ -133,7 +133,7 @@ class LambdaProvider:
         self, configuration: AwsObject, spec: FunctionSpec, current: dict[str, str]
     ) -> None:
         arn = str(configuration.get("FunctionArn") or "")
-        stale = [k for k in current if k not in spec.tags and k.startswith(tags.PREFIX)]
+        stale = [k for k in current if k not in spec.tags and k.startswith(owner_tags.PREFIX)]
         if stale:
             await self._clients.call("lambda", "untag_resource", Resource=arn, TagKeys=stale)
         if {k: current.get(k) for k in spec.tags} != dict(spec.tags):
@@ -189,7 +189,7 @@ class LambdaProvider:
                     if not_found(error):
                         return None
                     raise
-            return tags.owner(answer.get("Tags") or {}, self._node)
+            return owner_tags.owner(answer.get("Tags") or {}, self._node)
 
         owners = await asyncio.gather(*(owner(arn) for arn in candidates))
         refs = [ref for ref in owners if ref is not None]
@@ -207,7 +207,7 @@ class LambdaProvider:
                 return None
             raise
         function_tags = {str(k): str(v) for k, v in (answer.get("Tags") or {}).items()}
-        if function_tags.get(tags.UID) != ref.uid:
+        if function_tags.get(owner_tags.UID) != ref.uid:
             return None  # not this pod's (never touch what vkpy did not make for it)
         configuration: AwsObject = dict(answer.get("Configuration") or {})
         if "ImageUri" in (answer.get("Code") or {}):

@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
+from vkpy.providers import owner_tags
 from vkpy.providers.aws import tags
 from vkpy.providers.aws.clients import AwsClients, AwsObject
 from vkpy.providers.aws.cloudwatch_logs import FollowPolicy, LogSource, read_logs
@@ -141,7 +142,7 @@ class FargateProvider:
         if found is not None:
             definition, definition_tags = found
             same = definition_tags.get(task_definition.SPEC_TAG) == spec.digest
-            if same and definition_tags.get(tags.UID) == spec.tags.get(tags.UID):
+            if same and definition_tags.get(owner_tags.UID) == spec.tags.get(owner_tags.UID):
                 return str(definition["taskDefinitionArn"])
         return await self._ecs.register(spec.register_params())
 
@@ -226,7 +227,7 @@ class FargateProvider:
         tasks = await self._ecs.describe(await self._ecs.task_arns(), with_tags=True)
         latest: dict[str, tuple[PodRef, AwsObject]] = {}
         for task in tasks.values():
-            ref = tags.owner(tags.from_list(task.get("tags")), self._node)
+            ref = owner_tags.owner(tags.from_list(task.get("tags")), self._node)
             if ref is None:
                 continue
             known = latest.get(ref.uid)
@@ -244,7 +245,7 @@ class FargateProvider:
                 self._adopt(ref, found[0], found[1], task)
         families = await self._ecs.definitions(await self._ecs.families())
         for definition, definition_tags in families.values():
-            ref = tags.owner(definition_tags, self._node)
+            ref = owner_tags.owner(definition_tags, self._node)
             active = definition.get("status", "ACTIVE") == "ACTIVE"
             if ref is not None and active and ref.uid not in self._pods:
                 self._adopt(ref, definition, definition_tags, None)

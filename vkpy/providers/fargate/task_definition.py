@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from vkpy.providers import owner_tags
 from vkpy.providers.aws import naming, tags
 from vkpy.providers.base import ContainerConfig, PodConfig
 from vkpy.providers.errors import InvalidInputError, UnsupportedError
@@ -28,10 +29,10 @@ from vkpy.providers.fargate import sizes
 from vkpy.providers.fargate.config import FargateConfig
 from vkpy.quantity import QuantityError, parse_quantity
 
-SPEC_TAG = tags.PREFIX + "spec"
-RESTART_POLICY_TAG = tags.PREFIX + "restart-policy"
-RESTARTS_TAG = tags.PREFIX + "restarts"
-NOTE_TAG = tags.PREFIX + "note"
+SPEC_TAG = owner_tags.PREFIX + "spec"
+RESTART_POLICY_TAG = owner_tags.PREFIX + "restart-policy"
+RESTARTS_TAG = owner_tags.PREFIX + "restarts"
+NOTE_TAG = owner_tags.PREFIX + "note"
 SERVICE_ACCOUNT_VOLUME = "kube-api-access-"
 """Name prefix of the token volume Kubernetes adds to pods; a task has no use for it."""
 STOP_TIMEOUT_MIN = 2
