@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 from tests.integration.agent import Agent, Kube, wait_for
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
@@ -176,37 +177,48 @@ def test_read_only_root_filesystem_leaves_only_volumes_writable(
     assert "ON-TMP-OK" in _report(agent, kube, "tmpvolume")  # a volume on /tmp too
 
 
+def _scratch_at_tmp(kube: Kube, node: str, pods_dir: Path, container: dict[str, Any]) -> str:
+    """Run `container` with the Helm chart's layout (and many images'): a read-only
+    root and an emptyDir at /tmp for scratch; what it printed once it printed DONE."""
+    container = {
+        **container,
+        "name": "app",
+        "securityContext": {"readOnlyRootFilesystem": True},
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "scratch-tmp"},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [container],
+            "volumes": [{"name": "tmp", "emptyDir": {}}],
+        },
+    }
+    kube.create(pod)
+    created = wait_for("the pod", lambda: kube.get("pod", "scratch-tmp"))
+    log = pods_dir / created["metadata"]["uid"] / "containers/app/instances/0/output.log"
+    report: str = wait_for(
+        "its report",
+        lambda: log.exists() and "DONE" in (text := log.read_text()) and text,
+        timeout=120,
+    )
+    return report
+
+
 def test_an_empty_dir_at_tmp_stays_writable_with_a_read_only_root(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:
-    """The Helm chart's layout (and many images'): a read-only root and an emptyDir at
-    /tmp for scratch. The volume is the pod's writable /tmp (it was made read-only
-    with the pod's own /tmp beneath it: vkpy in the chart could not make a temp
-    file). Pods live outside /tmp here: a volume at /tmp would cover a pod directory
-    under /tmp, which the pod's mount namespace keeps at its real path."""
+    """The volume is the pod's writable /tmp (it was made read-only with the pod's own
+    /tmp beneath it: vkpy in the chart could not make a temp file)."""
     pods_dir = Path(tempfile.mkdtemp(prefix="vkpy-pods-", dir="/var/tmp"))
     try:
         agent = start_process_agent(config={"pods_dir": str(pods_dir)})
         script = "echo x > /tmp/x && echo TMP-WRITABLE; echo DONE; sleep 3600"
-        kube.create(
-            process_pod(
-                "scratch-tmp",
-                agent.node_name,
-                script,
-                container={
-                    "securityContext": {"readOnlyRootFilesystem": True},
-                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-                },
-                volumes=[{"name": "tmp", "emptyDir": {}}],
-            )
-        )
-        pod = wait_for("the pod", lambda: kube.get("pod", "scratch-tmp"))
-        log = pods_dir / pod["metadata"]["uid"] / "containers/app/instances/0/output.log"
-        report = wait_for(
-            "its report",
-            lambda: log.exists() and "DONE" in (text := log.read_text()) and text,
-            timeout=120,
-        )
+        container = process_pod("scratch-tmp", agent.node_name, script)["spec"]["containers"][0]
+        report = _scratch_at_tmp(kube, agent.node_name, pods_dir, container)
         assert "TMP-WRITABLE" in report, report
         kube.kubectl("delete", "pod", "scratch-tmp", "-n", kube.namespace, "--wait=true")
     finally:
@@ -232,32 +244,8 @@ def test_an_empty_dir_at_tmp_keeps_the_programs_vkpy_has_under_tmp(
         programs.chmod(0o755)
         images = {"example.com/scratch": {"entrypoint": [str(program)]}}
         agent = start_process_agent(config={"pods_dir": str(pods_dir), "images": images})
-        kube.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "scratch-tmp"},
-                "spec": {
-                    "nodeName": agent.node_name,
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "example.com/scratch",
-                            "securityContext": {"readOnlyRootFilesystem": True},
-                            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-                        }
-                    ],
-                    "volumes": [{"name": "tmp", "emptyDir": {}}],
-                },
-            }
-        )
-        pod = wait_for("the pod", lambda: kube.get("pod", "scratch-tmp"))
-        log = pods_dir / pod["metadata"]["uid"] / "containers/app/instances/0/output.log"
-        report = wait_for(
-            "its report",
-            lambda: log.exists() and "DONE" in (text := log.read_text()) and text,
-            timeout=120,
-        )
+        container = {"image": "example.com/scratch"}
+        report = _scratch_at_tmp(kube, agent.node_name, pods_dir, container)
         assert "TMP-WRITABLE" in report, report
         wait_for("Running", lambda: phase_is(kube, "scratch-tmp", "Running"), timeout=60)
         kube.kubectl("delete", "pod", "scratch-tmp", "-n", kube.namespace, "--wait=true")
