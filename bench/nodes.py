@@ -31,8 +31,10 @@ from pods import (
     cpu_seconds,
     free_port,
     free_port_range,
+    parse_time,
     peak_rss_mib,
     pod,
+    ready_count,
 )
 
 from vkpy.devcluster import given_or_started
@@ -46,22 +48,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-async def ready_count(client: KubeClient, selector: str) -> int:
-    nodes = await client.get("/api/v1/nodes", {"labelSelector": selector})
-    return sum(
-        1
-        for n in nodes.get("items", [])
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in n.get("status", {}).get("conditions", [])
-        )
-    )
 
 
 async def late_leases(client: KubeClient, prefix: str, limit: float) -> tuple[int, float]:

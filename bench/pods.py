@@ -94,6 +94,24 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+def parse_time(text: str) -> datetime:
+    """An RFC 3339 time as the API server writes it (a Lease's renewTime)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+async def ready_count(client: KubeClient, selector: str) -> int:
+    """How many of the nodes `selector` picks are Ready."""
+    nodes = await client.get("/api/v1/nodes", {"labelSelector": selector})
+    return sum(
+        1
+        for n in nodes.get("items", [])
+        if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in n.get("status", {}).get("conditions", [])
+        )
+    )
+
+
 async def wait_node_ready(client: KubeClient, node: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

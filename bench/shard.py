@@ -27,17 +27,13 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pods import free_port_range, pod
+from pods import free_port_range, parse_time, pod, ready_count
 
 from vkpy.devcluster import given_or_started
 from vkpy.kube.client import ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 class Replicas:
@@ -92,18 +88,6 @@ async def holders(client: KubeClient, prefix: str) -> dict[str, dict[str, object
     }
 
 
-async def ready(client: KubeClient, prefix: str) -> int:
-    nodes = await client.get("/api/v1/nodes", {"labelSelector": f"vkpy.io/bench={prefix}"})
-    return sum(
-        1
-        for n in nodes.get("items", [])
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in n.get("status", {}).get("conditions", [])
-        )
-    )
-
-
 async def until(what: str, probe: object, timeout: float) -> float:
     started = time.monotonic()
     while not await probe():  # type: ignore[operator]
@@ -147,7 +131,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             ) and set(counts) == {"r0", "r1", "r2"}
 
         async def all_ready() -> bool:
-            return await ready(client, prefix) == args.nodes
+            return await ready_count(client, f"vkpy.io/bench={prefix}") == args.nodes
 
         result["seconds_to_an_even_split"] = round(await until("split", split_evenly, 600), 1)
         result["seconds_to_all_ready"] = round(await until("ready", all_ready, 600), 1)
