@@ -63,23 +63,39 @@ def pod(name: str, node: str) -> dict[str, object]:
     }
 
 
-async def apiserver_requests(client: KubeClient) -> Counter[tuple[str, str, str]]:
-    """apiserver_request_total by (verb, resource, subresource), summed over codes."""
+async def apiserver_requests_by_code(client: KubeClient) -> Counter[tuple[str, str, str, str]]:
+    """apiserver_request_total by (verb, resource, subresource, code)."""
     async with client.session.get(
         client.host + "/metrics", headers=await client._headers(None)
     ) as response:
         text = await response.text()
-    counts: Counter[tuple[str, str, str]] = Counter()
+    counts: Counter[tuple[str, str, str, str]] = Counter()
+    prefix = "apiserver_request_total{"
     for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
+        if not line.startswith(prefix):
             continue
-        labels_text, value = line[len("apiserver_request_total{") :].rsplit("} ", 1)
+        labels_text, value = line[len(prefix) :].rsplit("} ", 1)
         labels = dict(
             part.split("=", 1) for part in labels_text.replace('"', "").split(",") if "=" in part
         )
-        key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""))
-        counts[key] += int(float(value))
+        verb, resource, sub, code = (
+            labels.get(k, "") for k in ("verb", "resource", "subresource", "code")
+        )
+        counts[verb, resource, sub, code] += int(float(value))
     return counts
+
+
+def without_codes(counts: Counter[tuple[str, str, str, str]]) -> Counter[tuple[str, str, str]]:
+    """Request counts by (verb, resource, subresource), summed over answer codes."""
+    out: Counter[tuple[str, str, str]] = Counter()
+    for (verb, resource, sub, _code), n in counts.items():
+        out[verb, resource, sub] += n
+    return out
+
+
+async def apiserver_requests(client: KubeClient) -> Counter[tuple[str, str, str]]:
+    """apiserver_request_total by (verb, resource, subresource), summed over codes."""
+    return without_codes(await apiserver_requests_by_code(client))
 
 
 def cpu_seconds(pid: int) -> float:
