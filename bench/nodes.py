@@ -30,7 +30,6 @@ from pods import (
     apiserver_requests_by_code,
     cpu_seconds,
     free_port,
-    free_port_range,
     parse_time,
     peak_rss_mib,
     pod,
@@ -39,6 +38,7 @@ from pods import (
 )
 
 from vkpy.devcluster import given_or_started
+from vkpy.devcluster.state import free_port_range
 from vkpy.kube.client import ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from vkpy.devcluster import given_or_started
-from vkpy.devcluster.state import ports_are_free
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,15 +37,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def free_port_range(count: int, start: int = 20000) -> int:
-    """The first of `count` consecutive free ports from `start` on (a node set's node i
-    listens on --port + i), below the kernel's ephemeral range."""
-    for base in range(start, 32000 - count, count):
-        if ports_are_free(base, count):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def pod(name: str, node: str) -> dict[str, object]:

@@ -27,9 +27,10 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pods import free_port_range, parse_time, pod, ready_count
+from pods import parse_time, pod, ready_count
 
 from vkpy.devcluster import given_or_started
+from vkpy.devcluster.state import free_port_range
 from vkpy.kube.client import ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,8 +45,8 @@ class Replicas:
         self.nodes = nodes
         self.ports: list[int] = []
         for _ in range(3):  # every replica listens on every node's port: three ranges
-            start = self.ports[-1] + nodes if self.ports else 20000
-            self.ports.append(free_port_range(nodes, start))
+            ends = [p for base in self.ports for p in (base, base + nodes - 1)]
+            self.ports.append(free_port_range(nodes, ends))
         self.processes: dict[str, asyncio.subprocess.Process] = {}
 
     async def start(self, n: int) -> None:

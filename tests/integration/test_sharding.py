@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.agent import Agent, Kube, free_port_range, sim_pod, wait_for
+from tests.integration.agent import Agent, Kube, sim_pod, wait_for
 from tests.integration.test_kubelet_api import kubelet, rbac_cleanup  # noqa: F401 (fixture)
 from vkpy.devcluster import ClusterAccess
+from vkpy.devcluster.state import free_port_range
 
 pytestmark = pytest.mark.timeout(900)
 
