@@ -165,6 +165,22 @@ class Kube:
         return None if pod is None else pod.get("status", {}).get("phase")
 
 
+def pod_identity(pod: Pod) -> tuple[Any, ...]:
+    """What must not change about a pod while the vkpy serving its node rolls, fails
+    over or hands the node to another replica: UID, node, phase, container ID,
+    restart count and start time (the first container's)."""
+    status = pod.get("status") or {}
+    container = (status.get("containerStatuses") or [{}])[0]
+    return (
+        (pod.get("metadata") or {}).get("uid"),
+        (pod.get("spec") or {}).get("nodeName"),
+        status.get("phase"),
+        container.get("containerID"),
+        container.get("restartCount"),
+        (container.get("state") or {}).get("running", {}).get("startedAt"),
+    )
+
+
 def sim_pod(
     name: str,
     node: str,

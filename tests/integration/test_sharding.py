@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.agent import Agent, Kube, sim_pod, wait_for
+from tests.integration.agent import Agent, Kube, pod_identity, sim_pod, wait_for
 from tests.integration.test_kubelet_api import kubelet, rbac_cleanup  # noqa: F401 (fixture)
 from vkpy.devcluster import ClusterAccess
 from vkpy.devcluster.state import free_port_range
@@ -106,18 +106,7 @@ def served_as_held(kube: Kube, prefix: str, ports: dict[str, int]) -> bool:
 
 def identity(kube: Kube) -> dict[str, Any]:
     """What must not change when a node moves to another replica, per pod."""
-    out = {}
-    for pod in kube.list("pods"):
-        status = pod.get("status", {}).get("containerStatuses", [{}])[0]
-        out[pod["metadata"]["name"]] = (
-            pod["metadata"]["uid"],
-            pod["spec"]["nodeName"],
-            pod.get("status", {}).get("phase"),
-            status.get("containerID"),
-            status.get("restartCount"),
-            status.get("state", {}).get("running", {}).get("startedAt"),
-        )
-    return out
+    return {pod["metadata"]["name"]: pod_identity(pod) for pod in kube.list("pods")}
 
 
 def parse(text: str) -> datetime:
