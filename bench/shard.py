@@ -157,12 +157,9 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         victim.send_signal(signal.SIGKILL)
         await victim.wait()
         killed = time.monotonic()
-        last = {
-            n: parse_time(str(s["renewTime"])) for n, s in (await holders(client, prefix)).items()
-        }
-        orphans = [
-            n for n, s in (await holders(client, prefix)).items() if s["holderIdentity"] == "r2"
-        ]
+        held = await holders(client, prefix)
+        last = {n: parse_time(str(s["renewTime"])) for n, s in held.items()}
+        orphans = [n for n, s in held.items() if s["holderIdentity"] == "r2"]
 
         async def taken() -> bool:
             held = await holders(client, prefix)

@@ -164,8 +164,9 @@ def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) ->
     # SIGKILL: r2's nodes go to r0 and r1 once their Leases have run out
     victim = replicas[2]
     victim.kill()
-    last = {n: parse(s["renewTime"]) for n, s in leases(kube, prefix).items()}
-    orphans = {n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == "r2"}
+    held = leases(kube, prefix)
+    last = {n: parse(s["renewTime"]) for n, s in held.items()}
+    orphans = {n for n, s in held.items() if s["holderIdentity"] == "r2"}
     assert len(orphans) == 10
     wait_for(
         "fifteen nodes each for the survivors",
