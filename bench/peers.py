@@ -36,13 +36,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pods import apiserver_requests_by_code, cpu_seconds, free_port, peak_rss_mib
+from pods import apiserver_requests_by_code, cpu_seconds, free_port, peak_rss_mib, until
 from svgplot import cdf_svg, lines_svg
 
 from vkpy.api.certs import self_signed
@@ -286,14 +286,6 @@ async def node_ready(client: KubeClient, node: str) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in obj.get("status", {}).get("conditions", [])
     )
-
-
-async def until(what: str, probe: Callable[[], Awaitable[bool]], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not await probe():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.2)
 
 
 class PodWatch:

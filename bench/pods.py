@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -116,6 +117,19 @@ async def ready_count(client: KubeClient, selector: str) -> int:
             for c in n.get("status", {}).get("conditions", [])
         )
     )
+
+
+async def until(
+    what: str, probe: Callable[[], Awaitable[bool]], timeout: float, interval: float = 0.2
+) -> float:
+    """Wait until `probe()` holds, looking every `interval` s; the seconds it took.
+    TimeoutError naming `what` after `timeout` s."""
+    started = time.monotonic()
+    while not await probe():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(what)
+        await asyncio.sleep(interval)
+    return time.monotonic() - started
 
 
 async def wait_node_ready(client: KubeClient, node: str, timeout: float = 60) -> None:

@@ -27,7 +27,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pods import parse_time, pod, ready_count
+from pods import parse_time, pod, ready_count, until
 
 from vkpy.devcluster import given_or_started
 from vkpy.devcluster.state import free_port_range
@@ -89,15 +89,6 @@ async def holders(client: KubeClient, prefix: str) -> dict[str, dict[str, object
     }
 
 
-async def until(what: str, probe: object, timeout: float) -> float:
-    started = time.monotonic()
-    while not await probe():  # type: ignore[operator]
-        if time.monotonic() - started > timeout:
-            raise TimeoutError(what)
-        await asyncio.sleep(1)
-    return time.monotonic() - started
-
-
 async def pods_identity(client: KubeClient, namespace: str) -> dict[str, tuple[object, ...]]:
     got = await client.get(f"/api/v1/namespaces/{namespace}/pods")
     out = {}
@@ -134,8 +125,10 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         async def all_ready() -> bool:
             return await ready_count(client, f"vkpy.io/bench={prefix}") == args.nodes
 
-        result["seconds_to_an_even_split"] = round(await until("split", split_evenly, 600), 1)
-        result["seconds_to_all_ready"] = round(await until("ready", all_ready, 600), 1)
+        result["seconds_to_an_even_split"] = round(
+            await until("split", split_evenly, 600, interval=1), 1
+        )
+        result["seconds_to_all_ready"] = round(await until("ready", all_ready, 600, interval=1), 1)
         await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
         gate = asyncio.Semaphore(16)
 
@@ -150,7 +143,9 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             got = await pods_identity(client, namespace)
             return len(got) == args.nodes and all(v[1] == "Running" for v in got.values())
 
-        result["seconds_to_pods_running"] = round(await until("running", all_running, 600), 1)
+        result["seconds_to_pods_running"] = round(
+            await until("running", all_running, 600, interval=1), 1
+        )
         before = await pods_identity(client, namespace)
 
         victim = replicas.processes["r2"]
@@ -166,7 +161,9 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             return all(held[n]["holderIdentity"] in ("r0", "r1") for n in orphans)
 
         result["killed_replicas_nodes"] = len(orphans)
-        result["seconds_to_take_them_all"] = round(await until("takeover", taken, 600), 1)
+        result["seconds_to_take_them_all"] = round(
+            await until("takeover", taken, 600, interval=1), 1
+        )
         held = await holders(client, prefix)
         gaps = sorted(
             (parse_time(str(held[n]["acquireTime"])) - last[n]).total_seconds() for n in orphans
@@ -178,7 +175,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         )
         result["target_lease_duration_plus_one_renewal_s"] = 40 + 10
         result["seconds_from_kill_to_all_ready"] = round(
-            time.monotonic() - killed + await until("ready again", all_ready, 600), 1
+            time.monotonic() - killed + await until("ready again", all_ready, 600, interval=1), 1
         )
         after = await pods_identity(client, namespace)
         result["pods_unchanged_after_kill"] = after == before
@@ -187,9 +184,9 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
 
         await replicas.start(2)
         result["seconds_for_a_rejoining_replica_to_get_its_share"] = round(
-            await until("rebalance", split_evenly, 600), 1
+            await until("rebalance", split_evenly, 600, interval=1), 1
         )
-        await until("ready after rebalance", all_ready, 600)
+        await until("ready after rebalance", all_ready, 600, interval=1)
         result["pods_unchanged_after_rejoin"] = await pods_identity(client, namespace) == before
     except BaseException:
         for n in range(3):
