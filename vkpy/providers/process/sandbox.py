@@ -22,7 +22,7 @@ from typing import Any
 
 from vkpy.objects import KubeObject
 from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig
-from vkpy.providers.process import mountcalls
+from vkpy.providers.process import mountcalls, namespaces
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.layout import PodDir, write_json
 from vkpy.providers.process.validation import clean_absolute, clean_relative
@@ -44,7 +44,7 @@ MountEntry = tuple[str, str, str, bool]
 def hosts_file(pod: PodConfig, ip: str) -> str:
     """The pod's /etc/hosts, as the kubelet writes it."""
     spec = pod.pod.get("spec") or {}
-    name = str(spec.get("hostname") or pod.ref.name)[:63]
+    name = namespaces.hostname(spec, pod.ref.name)
     lines = [
         "# Kubernetes-managed hosts file.",
         "127.0.0.1\tlocalhost",
@@ -79,7 +79,7 @@ def write_plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) 
         hosts.write_text(hosts_file(pod, ip))
         os.chmod(hosts, 0o644)
         hostname = pod_dir.path / HOSTNAME
-        hostname.write_text(str(spec.get("hostname") or pod.ref.name)[:63] + "\n")
+        hostname.write_text(namespaces.hostname(spec, pod.ref.name) + "\n")
         os.chmod(hostname, 0o644)
         files = [[str(hosts), "/etc/hosts"], [str(hostname), "/etc/hostname"]]
     staging = pod_dir.path / STAGING
