@@ -370,7 +370,7 @@ class ProcessProvider:
                 pod_dir = PodDir(path)
                 sandbox.mount_memory_volumes(pod_dir, pod)
                 ip = self._runtime_or_fail().pod_ip(pod.ref)
-                plan = sandbox.write_plan(self._config, pod_dir, pod, ip)
+                plan = sandbox.plan(self._config, pod_dir, pod, ip)
             holder = namespaces.start(
                 path,
                 kinds,
