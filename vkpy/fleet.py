@@ -65,15 +65,7 @@ def build_node(
     """One node of the set with its backend (not started), attached to `watch`.
     Raises registry.ProviderConfigError for bad backend settings."""
     name = member.node.name
-    provider = registry.create(
-        settings.provider,
-        member.provider_config,
-        registry.ProviderContext(
-            node_name=name,
-            state_dir=str(Path(settings.state_dir) / "nodes" / name),
-            internal_ip=member.node.internal_ip,
-        ),
-    )
+    provider = create_backend(settings, member)
     recorder = events.for_host(name)
     tasks = TaskSupervisor()
     node = NodeController(client, provider, recorder, member.node, task_problem=tasks.problem)
@@ -88,6 +80,21 @@ def build_node(
     pods = PodController(client, provider, recorder, objects, member.pods, shared_watch=watch)
     forward_backend_events(provider, recorder, pods.find)
     return FleetNode(member, provider, node, lease, pods, tasks)
+
+
+def create_backend(settings: Settings, member: Member) -> Provider:
+    """The backend of one node of the set (not started), with a state folder of its
+    own. Raises registry.ProviderConfigError for bad backend settings."""
+    name = member.node.name
+    return registry.create(
+        settings.provider,
+        member.provider_config,
+        registry.ProviderContext(
+            node_name=name,
+            state_dir=str(Path(settings.state_dir) / "nodes" / name),
+            internal_ip=member.node.internal_ip,
+        ),
+    )
 
 
 def node_dependencies(shared: ApiDependencies, node: FleetNode) -> ApiDependencies:
