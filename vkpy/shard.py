@@ -32,9 +32,16 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from vkpy.api import ApiDependencies, KubeletServer
+from vkpy.api import ApiDependencies
 from vkpy.clock import SYSTEM_CLOCK, Clock
-from vkpy.fleet import FleetNode, build_node, create_backend, node_dependencies, run_logged
+from vkpy.fleet import (
+    FleetNode,
+    build_node,
+    create_backend,
+    node_dependencies,
+    run_logged,
+    set_listener,
+)
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.node.leader import LeaderElector, LeadershipLost
@@ -138,23 +145,7 @@ class ShardedFleet:
         # The listener's default backend is never started: every pod is routed to the
         # backend of the node that runs it (provider_for), served here or not at all.
         idle = create_backend(settings, first)
-        addresses = tuple(a for a in (first.node.internal_ip,) if a) or (first.node.name,)
-        self.api = KubeletServer(
-            settings.api,
-            ApiDependencies(
-                node_name=first.node.name,
-                addresses=addresses,
-                pods=self.all_pods,
-                find_pod=self.find,
-                provider=idle,
-                provider_for=self.provider_for,
-                node_ports={m.node.port: m.node.name for m in members if m.node.port},
-                for_node=self.node_api,
-                client=client,
-                events=self.events,
-                default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
-            ),
-        )
+        self.api = set_listener(settings, client, self.events, idle, self)
 
     # --- what the one listener reads ------------------------------------------------
 
