@@ -321,7 +321,7 @@ class AciProvider:
                 "deployment failed",
                 extra={"pod": str(record.ref), "reason": failure.reason, "error": str(failure)},
             )
-            if self._on_event is not None and not _capacity(failure):
+            if self._on_event is not None:
                 self._on_event(record.ref, PodEvent("Warning", failure.reason, _words(failure)))
         if self._records.get(record.ref.uid) is not record or record.deleting:
             return
@@ -334,11 +334,9 @@ class AciProvider:
     async def _redeploy(self, record: GroupRecord, failure: RetryableError) -> None:
         """Deploy a group again after ACI ran out of capacity or quota for it, backing
         off, until a deployment is accepted (its operation is then followed anew) or
-        the pod goes; the platform's message stays on the pod meanwhile."""
+        the pod goes; the platform's message stays on the pod meanwhile (its Event was
+        recorded when the deployment failed)."""
         assert record.spec is not None
-        if self._on_event is not None:
-            message = _words(failure)
-            self._on_event(record.ref, PodEvent("Warning", failure.reason, message))
         delay = failure.retry_after or min(
             REDEPLOY_FIRST * 2 ** (record.attempts - 1), REDEPLOY_MAX
         )

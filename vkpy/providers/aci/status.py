@@ -224,27 +224,26 @@ def steady(group: m.ContainerGroup) -> bool:
 
 def failed(state: PodState, reason: str, message: str) -> PodState:
     """A failed deployment's state with the operation's own reason and message."""
-    return PodState(
-        phase="Failed",
-        containers=tuple(
-            ContainerState(name=c.name, state="waiting", reason=reason, message=message)
-            for c in state.containers
-        ),
-        reason=reason,
-        message=message,
-        pod_ip=state.pod_ip,
-    )
+    return _deployment_said(state, "Failed", reason, message, state.pod_ip)
 
 
 def retrying(state: PodState, reason: str, message: str) -> PodState:
     """A deployment that failed for want of capacity or quota and is tried again: the
     pod stays Pending with the platform's reason and message."""
+    return _deployment_said(state, "Pending", reason, message, None)
+
+
+def _deployment_said(
+    state: PodState, phase: PodPhase, reason: str, message: str, pod_ip: str | None
+) -> PodState:
+    """`state` in `phase`, every container waiting with the deployment's words."""
     return PodState(
-        phase="Pending",
+        phase=phase,
         containers=tuple(
             ContainerState(name=c.name, state="waiting", reason=reason, message=message)
             for c in state.containers
         ),
         reason=reason,
         message=message,
+        pod_ip=pod_ip,
     )
