@@ -29,6 +29,7 @@ import socket
 import subprocess
 import threading
 
+from vkpy.providers.process import mountcalls
 from vkpy.providers.process.addresses import PodAddress
 
 ALIAS_PREFIX = "vkpy:"
@@ -37,7 +38,6 @@ POD_SYSCTLS = (
     ("net/ipv4/ip_unprivileged_port_start", "0"),
     ("net/ipv4/ping_group_range", "0 2147483647"),
 )
-CLONE_NEWNET = 0x40000000
 
 
 def link_name(pod_uid: str) -> str:
@@ -185,15 +185,10 @@ def connect_in(holder_pid: int, port: int, timeout: float = 10.0) -> socket.sock
     outcome: list[socket.socket | BaseException] = []
 
     def run() -> None:
-        import ctypes  # noqa: PLC0415 (only pods with a network of their own need it)
-
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
             fd = os.open(f"/proc/{holder_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
             try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    error = ctypes.get_errno()
-                    raise OSError(error, f"setns: {os.strerror(error)}")
+                mountcalls.setns(fd, mountcalls.CLONE_NEWNET)
             finally:
                 os.close(fd)
             # This thread ends right after: nothing else of vkpy runs in the namespace.

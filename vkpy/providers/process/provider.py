@@ -369,9 +369,8 @@ class ProcessProvider:
             if filesystem:
                 pod_dir = PodDir(path)
                 sandbox.mount_memory_volumes(pod_dir, pod)
-                own = self._runtime_or_fail().addresses.address(pod.ref.uid)
-                ip = own.address if own is not None else self._config.internal_ip
-                plan = sandbox.write_plan(self._config, pod_dir, pod, ip)
+                ip = self._runtime_or_fail().pod_ip(pod.ref)
+                plan = sandbox.plan(self._config, pod_dir, pod, ip)
             holder = namespaces.start(
                 path,
                 kinds,
