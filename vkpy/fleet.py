@@ -19,6 +19,7 @@ import logging
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from vkpy.api import ApiDependencies, KubeletServer
 from vkpy.kube.client import KubeClient
@@ -65,15 +66,7 @@ def build_node(
     """One node of the set with its backend (not started), attached to `watch`.
     Raises registry.ProviderConfigError for bad backend settings."""
     name = member.node.name
-    provider = registry.create(
-        settings.provider,
-        member.provider_config,
-        registry.ProviderContext(
-            node_name=name,
-            state_dir=str(Path(settings.state_dir) / "nodes" / name),
-            internal_ip=member.node.internal_ip,
-        ),
-    )
+    provider = create_backend(settings, member)
     recorder = events.for_host(name)
     tasks = TaskSupervisor()
     node = NodeController(client, provider, recorder, member.node, task_problem=tasks.problem)
@@ -88,6 +81,21 @@ def build_node(
     pods = PodController(client, provider, recorder, objects, member.pods, shared_watch=watch)
     forward_backend_events(provider, recorder, pods.find)
     return FleetNode(member, provider, node, lease, pods, tasks)
+
+
+def create_backend(settings: Settings, member: Member) -> Provider:
+    """The backend of one node of the set (not started), with a state folder of its
+    own. Raises registry.ProviderConfigError for bad backend settings."""
+    name = member.node.name
+    return registry.create(
+        settings.provider,
+        member.provider_config,
+        registry.ProviderContext(
+            node_name=name,
+            state_dir=str(Path(settings.state_dir) / "nodes" / name),
+            internal_ip=member.node.internal_ip,
+        ),
+    )
 
 
 def node_dependencies(shared: ApiDependencies, node: FleetNode) -> ApiDependencies:
@@ -106,6 +114,48 @@ def node_dependencies(shared: ApiDependencies, node: FleetNode) -> ApiDependenci
     )
 
 
+class SetView(Protocol):
+    """What the one listener of a node set reads from the nodes served here."""
+
+    def all_pods(self) -> list[KubeObject]: ...
+
+    def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None: ...
+
+    def node_api(self, name: str) -> ApiDependencies | None: ...
+
+    def provider_for(self, pod: KubeObject) -> Provider: ...
+
+
+def set_listener(
+    settings: Settings,
+    client: KubeClient,
+    events: EventRecorder,
+    default: Provider,
+    view: SetView,
+) -> KubeletServer:
+    """The one kubelet API listener of a node set (vkpy.fleet, vkpy.shard): it answers
+    on the first node's name, routes each pod to its node's backend and each node port
+    to that node (`default` is the backend of requests naming no node's pod)."""
+    first = settings.node_set[0].node
+    addresses = tuple(a for a in (first.internal_ip,) if a) or (first.name,)
+    return KubeletServer(
+        settings.api,
+        ApiDependencies(
+            node_name=first.name,
+            addresses=addresses,
+            pods=view.all_pods,
+            find_pod=view.find,
+            provider=default,
+            provider_for=view.provider_for,
+            node_ports={m.node.port: m.node.name for m in settings.node_set if m.node.port},
+            for_node=view.node_api,
+            client=client,
+            events=events,
+            default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
+        ),
+    )
+
+
 class Fleet:
     """The nodes of a set, ready to `run` (their backends started by the caller)."""
 
@@ -120,22 +170,8 @@ class Fleet:
             self.nodes[member.node.name] = build_node(
                 settings, member, client, self.events, objects, self.watch
             )
-        addresses = tuple(dict.fromkeys(a for a in (first.internal_ip,) if a)) or (first.name,)
-        self.api = KubeletServer(
-            settings.api,
-            ApiDependencies(
-                node_name=first.name,
-                addresses=addresses,
-                pods=self.all_pods,
-                find_pod=self.find,
-                provider=self.nodes[first.name].provider,
-                provider_for=self.provider_for,
-                node_ports={m.node.port: m.node.name for m in members if m.node.port},
-                for_node=self.node_api,
-                client=client,
-                events=self.events,
-                default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
-            ),
+        self.api = set_listener(
+            settings, client, self.events, self.nodes[first.name].provider, self
         )
         self.registered = 0
 

@@ -31,11 +31,17 @@ import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from vkpy.api import ApiDependencies, KubeletServer
+from vkpy.api import ApiDependencies
 from vkpy.clock import SYSTEM_CLOCK, Clock
-from vkpy.fleet import FleetNode, build_node, node_dependencies, run_logged
+from vkpy.fleet import (
+    FleetNode,
+    build_node,
+    create_backend,
+    node_dependencies,
+    run_logged,
+    set_listener,
+)
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.node.leader import LeaderElector, LeadershipLost
@@ -46,7 +52,6 @@ from vkpy.node.shard_plan import Claim, Sightings, plan
 from vkpy.node.shared_pod_watch import SharedPodWatch
 from vkpy.node_set import Member
 from vkpy.objects import KubeObject, meta, spec
-from vkpy.providers import registry
 from vkpy.providers.base import Provider
 from vkpy.settings import Settings
 
@@ -139,24 +144,8 @@ class ShardedFleet:
         self._gate = asyncio.Semaphore(AT_ONCE)
         # The listener's default backend is never started: every pod is routed to the
         # backend of the node that runs it (provider_for), served here or not at all.
-        idle = _backend(settings, first)
-        addresses = tuple(a for a in (first.node.internal_ip,) if a) or (first.node.name,)
-        self.api = KubeletServer(
-            settings.api,
-            ApiDependencies(
-                node_name=first.node.name,
-                addresses=addresses,
-                pods=self.all_pods,
-                find_pod=self.find,
-                provider=idle,
-                provider_for=self.provider_for,
-                node_ports={m.node.port: m.node.name for m in members if m.node.port},
-                for_node=self.node_api,
-                client=client,
-                events=self.events,
-                default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
-            ),
-        )
+        idle = create_backend(settings, first)
+        self.api = set_listener(settings, client, self.events, idle, self)
 
     # --- what the one listener reads ------------------------------------------------
 
@@ -360,18 +349,6 @@ class ShardedFleet:
         """On the way out: stop every node, release their Leases and this replica's."""
         await _each(self._give_back, [s for s in self.slots.values() if s.task is not None])
         await self._me.release()
-
-
-def _backend(settings: Settings, member: Member) -> Provider:
-    return registry.create(
-        settings.provider,
-        member.provider_config,
-        registry.ProviderContext(
-            node_name=member.node.name,
-            state_dir=str(Path(settings.state_dir) / "nodes" / member.node.name),
-            internal_ip=member.node.internal_ip,
-        ),
-    )
 
 
 async def _each(work: Callable[[_Slot], Awaitable[None]], slots: list[_Slot]) -> None:

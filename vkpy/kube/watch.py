@@ -157,70 +157,77 @@ class Watcher:
             _slim(item)
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", api_version)
-        self._resource_version = str(meta(body).get("resourceVersion", ""))
+        self._synced(items, meta(body))
+
+    def _synced(self, items: list[KubeObject], metadata: KubeObject) -> None:
+        """The whole state is in (a list, or a streaming list's initial events)."""
+        self._resource_version = str(metadata.get("resourceVersion", ""))
         self._handler.replace(items)
         self._progress = True
         self.synced.set()
 
+    def _stream(self, **query: str | bool) -> AsyncIterator[bytes]:
+        """A watch stream that the server ends after a random time (see WatchOptions)."""
+        timeout = random.randint(self._options.min_timeout, 2 * self._options.min_timeout)
+        return self._client.stream_lines(
+            self._options.path,
+            {
+                **self._selectors(),
+                "watch": True,
+                "allowWatchBookmarks": True,
+                **query,
+                "timeoutSeconds": timeout,
+            },
+            timeout=timeout + 30,
+        )
+
     async def _stream_list(self) -> None:
         """The first state as a streaming list, then the watch on the same stream."""
-        timeout = random.randint(self._options.min_timeout, 2 * self._options.min_timeout)
-        query: dict[str, str | int | bool] = {
-            **self._selectors(),
-            "watch": True,
-            "allowWatchBookmarks": True,
-            "sendInitialEvents": True,
-            "resourceVersionMatch": "NotOlderThan",
-            "timeoutSeconds": timeout,
-        }
-        initial: dict[str, KubeObject] = {}
-        stream = self._client.stream_lines(self._options.path, query, timeout=timeout + 30)
-        following = False
+        stream = self._stream(sendInitialEvents=True, resourceVersionMatch="NotOlderThan")
         try:
-            async with asyncio.timeout(None) as quiet:
-                loop = asyncio.get_running_loop()
-                quiet.reschedule(loop.time() + self._options.initial_quiet)
-                async for line in stream:
-                    quiet.reschedule(loop.time() + self._options.initial_quiet)
-                    if not line.strip():
-                        continue
-                    event_type, obj = _decode(line)
-                    if event_type == "ERROR":
-                        raise _error(obj)
-                    if event_type == "BOOKMARK":
-                        annotations = meta(obj).get("annotations") or {}
-                        if annotations.get(INITIAL_EVENTS_END) == "true":
-                            self._resource_version = str(meta(obj).get("resourceVersion", ""))
-                            self._handler.replace(list(initial.values()))
-                            self._progress = True
-                            self.synced.set()
-                            break
-                        continue
-                    uid = str(meta(obj).get("uid") or meta(obj).get("name"))
-                    if event_type == "DELETED":
-                        initial.pop(uid, None)
-                    elif event_type in EVENT_TYPES:
-                        _kinded(obj, self._options)
-                        initial[uid] = obj
-                else:
+            try:
+                if not await self._initial_events(stream):
                     return  # ended before the initial state was whole: start over
-            following = True
-        except TimeoutError:
-            self._refuse("no end of the initial events")
-            return
-        except ApiError as error:
-            if error.status in (400, 403, 422):
-                self._refuse(str(error))
+            except TimeoutError:
+                self._refuse("no end of the initial events")
                 return
-            raise
-        finally:
-            if not following:
-                await _close(stream)
-        initial.clear()
-        try:
+            except ApiError as error:
+                if error.status in (400, 403, 422):
+                    self._refuse(str(error))
+                    return
+                raise
             await self._follow(stream)
         finally:
             await _close(stream)
+
+    async def _initial_events(self, stream: AsyncIterator[bytes]) -> bool:
+        """Read a streaming list's initial events up to their end bookmark and hand
+        them over; False if the stream ended first. TimeoutError: no event for
+        `initial_quiet` seconds."""
+        initial: dict[str, KubeObject] = {}
+        async with asyncio.timeout(None) as quiet:
+            loop = asyncio.get_running_loop()
+            quiet.reschedule(loop.time() + self._options.initial_quiet)
+            async for line in stream:
+                quiet.reschedule(loop.time() + self._options.initial_quiet)
+                if not line.strip():
+                    continue
+                event_type, obj = _decode(line)
+                if event_type == "ERROR":
+                    raise _error(obj)
+                if event_type == "BOOKMARK":
+                    annotations = meta(obj).get("annotations") or {}
+                    if annotations.get(INITIAL_EVENTS_END) == "true":
+                        self._synced(list(initial.values()), meta(obj))
+                        return True
+                    continue
+                uid = str(meta(obj).get("uid") or meta(obj).get("name"))
+                if event_type == "DELETED":
+                    initial.pop(uid, None)
+                elif event_type in EVENT_TYPES:
+                    _kinded(obj, self._options)
+                    initial[uid] = obj
+        return False
 
     def _refuse(self, why: str) -> None:
         log.info(
@@ -230,17 +237,8 @@ class Watcher:
         self._streaming = False
 
     async def _watch(self) -> None:
-        timeout = random.randint(self._options.min_timeout, 2 * self._options.min_timeout)
-        query: dict[str, str | int | bool] = {
-            **self._selectors(),
-            "watch": True,
-            "allowWatchBookmarks": True,
-            "resourceVersion": self._resource_version,
-            "timeoutSeconds": timeout,
-        }
-        await self._follow(
-            self._client.stream_lines(self._options.path, query, timeout=timeout + 30)
-        )
+        stream = self._stream(resourceVersion=self._resource_version)
+        await self._follow(stream)
 
     async def _follow(self, stream: AsyncIterator[bytes]) -> None:
         async for line in stream:

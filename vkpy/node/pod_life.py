@@ -91,7 +91,7 @@ class PodLife:
         # 4% of a pod burst's CPU when asked for every pod.
         self._reads_volume_files = isinstance(provider, ReadsVolumeFiles)
         self._reads_pull_secrets = isinstance(provider, ReadsPullSecrets)
-        self._refreshes_volumes = isinstance(provider, RefreshesVolumes)
+        self._refresher = provider if isinstance(provider, RefreshesVolumes) else None
 
     async def sync(self, r: PodRecord) -> None:
         pod = r.pod
@@ -157,7 +157,7 @@ class PodLife:
             with_pull_secrets=self._reads_pull_secrets,
         )
         due = None
-        if tokens.refresh_at is not None and self._refreshes_volumes:
+        if tokens.refresh_at is not None and self._refresher is not None:
             due = tokens.refresh_at.timestamp()
         return config, due
 
@@ -261,7 +261,8 @@ class PodLife:
         Pods adopted after a restart have no known renewal time: they are renewed once
         at their first sync, which also learns the next time."""
         assert isinstance(r.stage, Created)
-        if not self._refreshes_volumes or not isinstance(self._provider, RefreshesVolumes):
+        refresher = self._refresher
+        if refresher is None:
             return
         due = r.stage.token_due
         if due is None:
@@ -272,7 +273,7 @@ class PodLife:
             return
         try:
             config, next_due = await self._config(pod)
-            await self._backend("refresh", r.ref, self._provider.refresh_volumes(config))
+            await self._backend("refresh", r.ref, refresher.refresh_volumes(config))
         except (ConfigError, ApiError, ProviderError, Retry) as error:
             log.warning(
                 "volume refresh failed, will retry",

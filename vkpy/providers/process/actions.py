@@ -165,13 +165,13 @@ class Actions:
         return self._session
 
     async def http_get(
-        self, get: KubeObject, container: KubeObject, timeout: float, pod_host: str = ""
+        self, get: KubeObject, container: KubeObject, timeout: float, pod_host: str
     ) -> Outcome:
         port = resolve_port(get.get("port"), container)
         if port is None:
             return Outcome(False, f"port {get.get('port')!r} is not a container port")
         scheme = str(get.get("scheme") or "HTTP").lower()
-        host = str(get.get("host") or pod_host or self._pod_host)
+        host = str(get.get("host") or pod_host)
         path = str(get.get("path") or "/")
         if not path.startswith("/"):
             path = "/" + path
@@ -192,12 +192,12 @@ class Actions:
             return Outcome(False, f"HTTP probe failed with statuscode: {response.status} {text}")
 
     async def tcp_socket(
-        self, tcp: KubeObject, container: KubeObject, timeout: float, pod_host: str = ""
+        self, tcp: KubeObject, container: KubeObject, timeout: float, pod_host: str
     ) -> Outcome:
         port = resolve_port(tcp.get("port"), container)
         if port is None:
             return Outcome(False, f"port {tcp.get('port')!r} is not a container port")
-        host = str(tcp.get("host") or pod_host or self._pod_host)
+        host = str(tcp.get("host") or pod_host)
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         writer.close()
         with contextlib.suppress(OSError):

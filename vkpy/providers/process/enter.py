@@ -69,18 +69,14 @@ def join_namespaces(paths: list[str] | tuple[str, ...]) -> None:
     is the pod's."""
     if not paths or os.geteuid() != 0:
         return
-    import ctypes  # noqa: PLC0415 (only processes of pods with namespaces need it)
-
-    libc = ctypes.CDLL(None, use_errno=True)
+    calls = _mountcalls()
     ordered = sorted(paths, key=lambda p: p.endswith("/mnt"))
     fds = []
     try:
         for path in ordered:
             fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
         for path, fd in zip(ordered, fds, strict=True):
-            if libc.setns(fd, 0) != 0:
-                error = ctypes.get_errno()
-                raise OSError(error, f"setns {path}: {os.strerror(error)}")
+            calls.setns(fd, what=path)
     finally:
         for fd in fds:
             os.close(fd)

@@ -38,9 +38,10 @@ class HostClaims:
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError:
-                if self._owner(path) == str(pod_dir):
+                owner = self._owner(path)
+                if owner == str(pod_dir):
                     return True
-                if not (take_over or self._stale(path, own)):
+                if not (take_over or self._stale(path, owner, own)):
                     return False
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
@@ -63,9 +64,11 @@ class HostClaims:
         except OSError:
             return None
 
-    def _stale(self, path: Path, own: int) -> bool:
+    def _stale(self, path: Path, owner: str | None, own: int) -> bool:
+        """Whether the claim at `path`, by the pod directory `owner`, may be taken over."""
+        if owner is None:
+            return True  # gone (or unreadable) meanwhile
         try:
-            owner = path.read_text()
             age = time.time() - path.stat().st_mtime
         except OSError:
             return True

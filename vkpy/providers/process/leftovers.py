@@ -10,12 +10,12 @@ time still match their records are signalled, so a recycled pid is never hit.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 from pathlib import Path
 
 from vkpy.providers.process import namespaces, sandbox
+from vkpy.providers.process.layout import read_json
 from vkpy.providers.process.proc import is_same_process
 from vkpy.providers.process.records import RunRecord
 
@@ -25,10 +25,11 @@ def end_pods(pods: Path) -> int:
     still running."""
     killed = 0
     for run_file in pods.glob("*/containers/*/instances/*/run.json"):
+        raw = read_json(run_file)
         try:
-            run = RunRecord.from_dict(json.loads(run_file.read_text()))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+            run = RunRecord.from_dict(raw)
+        except (KeyError, TypeError, ValueError):
+            continue  # missing, unreadable or not a run record
         alive = False
         for pid, start, kill in (
             (run.supervisor_pid, run.supervisor_start, os.kill),

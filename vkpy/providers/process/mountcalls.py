@@ -21,6 +21,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -85,8 +86,9 @@ def unshare(flags: int) -> None:
     _check(_lib().unshare(flags), "unshare")
 
 
-def setns(fd: int, kind: int = 0) -> None:
-    _check(_lib().setns(fd, kind), "setns")
+def setns(fd: int, kind: int = 0, what: str = "") -> None:
+    """Join the namespace `fd` (of type `kind`, 0: any); `what` names it in the error."""
+    _check(_lib().setns(fd, kind), f"setns {what}" if what else "setns")
 
 
 def set_hostname(name: str) -> None:

@@ -30,6 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vkpy.objects import KubeObject
 from vkpy.providers.process import proc
@@ -38,12 +39,7 @@ from vkpy.providers.process.layout import read_json, write_json
 RECORD = "namespaces.json"
 HOLDER_PID = "namespaces.pid"
 ERROR_FILE = "namespaces.error"
-
-
-def _patch_plan(plan: Path, host: str, proc: bool) -> None:
-    raw = read_json(plan) or {}
-    raw.update(hostname=host, pid_file=HOLDER_PID, error_file=ERROR_FILE, proc=proc)
-    write_json(plan, raw)
+PLAN = "sandbox.json"
 
 
 @dataclass(frozen=True)
@@ -97,11 +93,12 @@ def start(
     kinds: tuple[str, ...],
     host: str,
     timeout: float = 10.0,
-    plan: Path | None = None,
+    plan: dict[str, Any] | None = None,
     python: str = sys.executable,
 ) -> Holder:
     """Start the pod's holder (detached) and record it; OSError if it cannot be.
-    With "mnt" in `kinds`, `plan` is podroot.py's plan."""
+    With "mnt" in `kinds`, `plan` is podroot.py's plan (sandbox.plan), written here
+    with the holder's own fields."""
     pid_file = pod_dir / HOLDER_PID
     error_file = pod_dir / ERROR_FILE
     for stale in (pid_file, error_file):
@@ -111,8 +108,18 @@ def start(
     if "pid" in kinds:
         flags.append("--fork")  # the holder is pid 1 of the pod's PID namespace
     if "mnt" in kinds and plan is not None:
-        _patch_plan(plan, host if "uts" in kinds else "", "pid" in kinds)
-        command = [python, "-I", "-S", str(Path(__file__).with_name("podroot.py")), str(plan)]
+        plan_file = pod_dir / PLAN
+        write_json(
+            plan_file,
+            {
+                **plan,
+                "hostname": host if "uts" in kinds else "",
+                "pid_file": HOLDER_PID,
+                "error_file": ERROR_FILE,
+                "proc": "pid" in kinds,
+            },
+        )
+        command = [python, "-I", "-S", str(Path(__file__).with_name("podroot.py")), str(plan_file)]
     else:
         set_name = 'hostname "$2" && ' if "uts" in kinds else ""
         script = f'echo $$ > "$1" && {set_name}exec sleep infinity'

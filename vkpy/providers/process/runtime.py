@@ -120,8 +120,9 @@ def container_context(
     if uid == 0:
         raise ValueError("a container never runs as root")
     holder = namespaces.load(pod_dir.path)
-    live = holder is not None and holder.alive()
-    filesystem = live and holder is not None and "mnt" in holder.kinds
+    if holder is not None and not holder.alive():
+        holder = None  # gone: the process keeps the host's namespaces
+    filesystem = holder is not None and "mnt" in holder.kinds
     security = container.spec.get("securityContext") or {}
     confined = confinement(pod, container, runtime.config.allow)
     return ProcessContext(
@@ -130,7 +131,7 @@ def container_context(
         uid=uid,
         gid=gid,
         groups=groups,
-        namespaces=holder.paths() if holder is not None and live else (),
+        namespaces=holder.paths() if holder is not None else (),
         mounts=sandbox.container_mounts(pod_dir, pod, container) if filesystem else (),
         readonly_root=filesystem and bool(security.get("readOnlyRootFilesystem")),
         pid_namespace=(holder.pid_path() or "") if filesystem and holder is not None else "",

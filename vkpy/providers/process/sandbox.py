@@ -3,13 +3,14 @@
 The view itself is built by the pod's namespace holder (podroot.py: the host's root
 read-only, vkpy's state hidden, private /tmp, /etc/hosts) and by each process of a
 container (podmounts.py: the container's volumes at their mount paths). This module
-writes down what they need: the holder's plan, the pod's hosts file, and per
-container the list of mounts `[base, relative, mountPath, readOnly]` kept in the
-container's process context, where `base` is a path vkpy made or the admin allowed
-(followed) and `relative` is the part a pod may control (walked without following
-links). Volumes the kubelet makes (configMap, secret, downwardAPI, projected) are
-always read-only, as with the kubelet. A `medium: Memory` emptyDir is a tmpfs
-mounted on its directory on the host (as the kubelet does), sized by `sizeLimit`.
+gives them what they need: the holder's plan (namespaces.start writes it), the
+pod's hosts file, and per container the list of mounts `[base, relative,
+mountPath, readOnly]` kept in the container's process context, where `base` is a
+path vkpy made or the admin allowed (followed) and `relative` is the part a pod
+may control (walked without following links). Volumes the kubelet makes
+(configMap, secret, downwardAPI, projected) are always read-only, as with the
+kubelet. A `medium: Memory` emptyDir is a tmpfs mounted on its directory on the
+host (as the kubelet does), sized by `sizeLimit`.
 """
 
 from __future__ import annotations
@@ -22,18 +23,15 @@ from typing import Any
 
 from vkpy.objects import KubeObject
 from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig
-from vkpy.providers.process import mountcalls
+from vkpy.providers.process import mountcalls, namespaces
 from vkpy.providers.process.config import ProcessConfig
-from vkpy.providers.process.layout import PodDir, write_json
+from vkpy.providers.process.layout import PodDir
 from vkpy.providers.process.validation import clean_absolute, clean_relative
 from vkpy.quantity import QuantityError, parse_quantity
 
-PLAN = "sandbox.json"
 STAGING = "sandbox"
 HOSTS = "etc-hosts"
 HOSTNAME = "etc-hostname"
-PID_FILE = "namespaces.pid"
-ERROR_FILE = "namespaces.error"
 KUBELET_MADE = frozenset({"configMap", "secret", "downwardAPI", "projected"})
 CLUSTER_DOMAIN = "cluster.local"
 
@@ -44,7 +42,7 @@ MountEntry = tuple[str, str, str, bool]
 def hosts_file(pod: PodConfig, ip: str) -> str:
     """The pod's /etc/hosts, as the kubelet writes it."""
     spec = pod.pod.get("spec") or {}
-    name = str(spec.get("hostname") or pod.ref.name)[:63]
+    name = namespaces.hostname(spec, pod.ref.name)
     lines = [
         "# Kubernetes-managed hosts file.",
         "127.0.0.1\tlocalhost",
@@ -70,8 +68,9 @@ def hosts_file(pod: PodConfig, ip: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> Path:
-    """The holder's plan (podroot.py) and the files it binds; returns the plan's path."""
+def plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> dict[str, Any]:
+    """The holder's plan (podroot.py; namespaces.start adds its own fields and writes
+    it); the files it binds are written here."""
     spec: KubeObject = pod.pod.get("spec") or {}
     files: list[list[str]] = []
     if not spec.get("hostNetwork"):
@@ -79,7 +78,7 @@ def write_plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) 
         hosts.write_text(hosts_file(pod, ip))
         os.chmod(hosts, 0o644)
         hostname = pod_dir.path / HOSTNAME
-        hostname.write_text(str(spec.get("hostname") or pod.ref.name)[:63] + "\n")
+        hostname.write_text(namespaces.hostname(spec, pod.ref.name) + "\n")
         os.chmod(hostname, 0o644)
         files = [[str(hosts), "/etc/hosts"], [str(hostname), "/etc/hostname"]]
     staging = pod_dir.path / STAGING
@@ -87,22 +86,16 @@ def write_plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) 
     hide = [str(config.pods_path.absolute())]
     if config.state_dir:
         hide.append(str(Path(config.state_dir).absolute()))
-    plan: dict[str, Any] = {
+    return {
         "root": config.pod_root,
         "pod_dir": str(pod_dir.path.absolute()),
         "staging": str(staging.absolute()),
         "hide": hide,
         "files": files,
         "tmpfs": ["/tmp", "/dev/shm"],  # noqa: S108 (the pod's own tmpfs)
-        "proc": False,
         "mountpoints": mountpoints(pod_dir, pod),
         "expose": exposed(config),
-        "pid_file": PID_FILE,
-        "error_file": ERROR_FILE,
     }
-    path = pod_dir.path / PLAN
-    write_json(path, plan)
-    return path
 
 
 def exposed(config: ProcessConfig) -> list[str]:

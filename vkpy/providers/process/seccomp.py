@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import struct
 from collections.abc import Iterable, Sequence
@@ -98,16 +99,22 @@ SECCOMP_MODE_FILTER = 2
 _CAP_VERSION_3 = 0x20080522
 
 
+def bare_capability(name: str) -> str:
+    """`CAP_NET_ADMIN` or `net_admin` as `NET_ADMIN` (known or not)."""
+    return name.upper().removeprefix("CAP_")
+
+
 def capability_number(name: str) -> int:
     """`NET_ADMIN`, `CAP_NET_ADMIN` or `net_admin` as its number; ValueError if unknown."""
-    bare = name.upper().removeprefix("CAP_")
+    bare = bare_capability(name)
     if bare not in CAPABILITIES:
         raise ValueError(f"unknown capability {name!r}")
     return CAPABILITIES.index(bare)
 
 
+@functools.cache
 def last_capability() -> int:
-    """The highest capability this kernel knows."""
+    """The highest capability this kernel knows (read once: it does not change)."""
     try:
         with open("/proc/sys/kernel/cap_last_cap") as handle:
             return int(handle.read())
@@ -233,7 +240,7 @@ DENIED: dict[str, tuple[str, ...]] = {
 
 def denied_calls(granted: Iterable[str] = ()) -> tuple[str, ...]:
     """The calls refused for a process granted these capabilities (names, no `CAP_`)."""
-    keep = {c.upper().removeprefix("CAP_") for c in granted}
+    keep = {bare_capability(c) for c in granted}
     return tuple(call for cap, calls in DENIED.items() if cap not in keep for call in calls)
 
 
@@ -247,7 +254,7 @@ def build_filter(machine: str, granted: Iterable[str] = ()) -> list[Instruction]
     if machine not in ARCHITECTURES:
         raise ValueError(f"no seccomp filter for the {machine} architecture")
     arch, numbers = ARCHITECTURES[machine]
-    keep = {c.upper().removeprefix("CAP_") for c in granted}
+    keep = {bare_capability(c) for c in granted}
     # Symbolic program: jump targets are labels, resolved below.
     program: list[tuple[int, str | int, str | int, int]] = [
         (BPF_LD_W_ABS, 0, 0, OFFSET_ARCH),
@@ -303,6 +310,7 @@ class _Fprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_char_p))
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -334,10 +342,11 @@ def granted_numbers(capabilities: Iterable[str], privileged: bool) -> list[int]:
     """The capability numbers a process keeps (all of them when privileged), of those
     vkpy has itself (its bounding set): nothing can be given that vkpy does not have."""
     libc = _libc()
+    last = last_capability()
     wanted = (
-        range(last_capability() + 1)
+        range(last + 1)
         if privileged
-        else sorted({n for n in map(capability_number, capabilities) if n <= last_capability()})
+        else sorted({n for n in map(capability_number, capabilities) if n <= last})
     )
     return [n for n in wanted if libc.prctl(PR_CAPBSET_READ, ctypes.c_ulong(n), 0, 0, 0) == 1]
 
@@ -345,11 +354,12 @@ def granted_numbers(capabilities: Iterable[str], privileged: bool) -> list[int]:
 def prepare(capabilities: Sequence[str], privileged: bool) -> None:
     """Before dropping root: empty the bounding set but for the granted capabilities,
     and keep them through the change of user. Nothing to do when vkpy is not root."""
-    if os.geteuid() != 0 or privileged:
-        if privileged and os.geteuid() == 0:
-            _prctl(_libc(), PR_SET_KEEPCAPS, 1)
+    if os.geteuid() != 0:
         return
     libc = _libc()
+    if privileged:
+        _prctl(libc, PR_SET_KEEPCAPS, 1)
+        return
     keep = set(granted_numbers(capabilities, privileged))
     for number in range(last_capability() + 1):
         if number not in keep:

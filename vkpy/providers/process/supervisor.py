@@ -172,25 +172,26 @@ class Supervisor:
             print(f"cannot make cgroup: {error}", file=sys.stderr)
             self.cgroup = None
 
-    def _stdin_fifo(self) -> int:
-        """The process's stdin for `kubectl attach`: a FIFO in the instance directory,
-        held open read-write here, so the process never reads its end (a container
-        runtime keeps stdin open too) and vkpy can write to it whenever someone attaches."""
+    def _open_fifo(self, flags: int) -> int:
+        """A new FIFO `STDIN_FIFO` in the instance directory (`kubectl attach` writes
+        to it), opened here with `flags`."""
         path = self.instance.path / STDIN_FIFO
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         os.mkfifo(path, 0o600)
-        return os.open(path, os.O_RDWR)
+        return os.open(path, flags)
+
+    def _stdin_fifo(self) -> int:
+        """The process's stdin for `kubectl attach`: the FIFO, held open read-write
+        here, so the process never reads its end (a container runtime keeps stdin
+        open too) and vkpy can write to it whenever someone attaches."""
+        return self._open_fifo(os.O_RDWR)
 
     def _stdin_once_pipe(self) -> int:
         """The process's stdin for `stdin_once`: a pipe fed from the FIFO, which is held
         read-only here, so the FIFO reports the end of its first writer (Linux reports
         no hang-up on a FIFO before a writer ever opened it). Returns the read end."""
-        path = self.instance.path / STDIN_FIFO
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        os.mkfifo(path, 0o600)
-        self.once_input = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self.once_input = self._open_fifo(os.O_RDONLY | os.O_NONBLOCK)
         read_end, self.once_output = os.pipe()
         os.set_blocking(self.once_output, False)
         return read_end
