@@ -27,15 +27,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pods import (
-    apiserver_requests,
+    apiserver_requests_by_code,
     cpu_seconds,
     free_port,
-    free_port_range,
+    parse_time,
     peak_rss_mib,
     pod,
+    ready_count,
+    without_codes,
 )
 
 from vkpy.devcluster import given_or_started
+from vkpy.devcluster.state import free_port_range
 from vkpy.kube.client import ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,22 +51,6 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-async def ready_count(client: KubeClient, selector: str) -> int:
-    nodes = await client.get("/api/v1/nodes", {"labelSelector": selector})
-    return sum(
-        1
-        for n in nodes.get("items", [])
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in n.get("status", {}).get("conditions", [])
-        )
-    )
-
-
 async def late_leases(client: KubeClient, prefix: str, limit: float) -> tuple[int, float]:
     """(leases older than `limit` s, the oldest age) among this run's nodes."""
     leases = await client.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
@@ -74,21 +61,6 @@ async def late_leases(client: KubeClient, prefix: str, limit: float) -> tuple[in
         if lease["metadata"]["name"].startswith(prefix + "-")
     ]
     return sum(1 for a in ages if a > limit), max(ages, default=0.0)
-
-
-async def lease_puts_by_code(client: KubeClient) -> Counter[str]:
-    """The API server's Lease PUTs by answer code (409s show renewals that conflicted)."""
-    async with client.session.get(
-        client.host + "/metrics", headers=await client._headers(None)
-    ) as response:
-        text = await response.text()
-    counts: Counter[str] = Counter()
-    for line in text.splitlines():
-        lease_put = 'resource="leases"' in line and 'verb="PUT"' in line
-        if line.startswith("apiserver_request_total{") and lease_put:
-            code = line.split('code="', 1)[1].split('"', 1)[0]
-            counts[code] += int(float(line.rsplit(" ", 1)[1]))
-    return counts
 
 
 def agent_requests(port: int) -> Counter[str]:
@@ -150,8 +122,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
 
             await asyncio.gather(*(create(n) for n in range(args.nodes * args.pods_per_node)))
         await asyncio.sleep(args.settle)
-        before = await apiserver_requests(client)
-        puts_before = await lease_puts_by_code(client)
+        before = await apiserver_requests_by_code(client)
         agent_before = agent_requests(metrics_port)
         cpu_before = cpu_seconds(agent.pid)
         window_start = time.monotonic()
@@ -163,8 +134,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             late, oldest = max(late, count), max(oldest, age)
             fewest_ready = min(fewest_ready, await ready_count(client, selector))
         elapsed = time.monotonic() - window_start
-        after = await apiserver_requests(client)
-        puts_after = await lease_puts_by_code(client)
+        after = await apiserver_requests_by_code(client)
         agent_after = agent_requests(metrics_port)
         cpu = cpu_seconds(agent.pid) - cpu_before
         rss = rss_mib(agent.pid)
@@ -182,7 +152,13 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             )
         await client.request("DELETE", "/api/v1/nodes", query={"labelSelector": selector})
         await client.close()
-    delta: Counter[tuple[str, str, str]] = after - before
+    by_code = after - before
+    delta = without_codes(by_code)
+    # Lease PUTs by answer code: 409s show renewals that conflicted.
+    lease_puts: Counter[str] = Counter()
+    for (verb, resource, _sub, code), n in by_code.items():
+        if (verb, resource) == ("PUT", "leases"):
+            lease_puts[code] += n
     rates = {
         f"{verb} {resource}{'/' + sub if sub else ''}": round(n / elapsed, 2)
         for (verb, resource, sub), n in delta.most_common()
@@ -207,7 +183,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         "api_requests_per_second": round(sum(delta.values()) / elapsed, 1),
         "by_verb_and_resource_per_second": rates,
         "lease_puts_per_second_by_code": {
-            code: round(n / elapsed, 2) for code, n in (puts_after - puts_before).most_common()
+            code: round(n / elapsed, 2) for code, n in lease_puts.most_common()
         },
         "agent_requests_per_second_by_method_and_code": {
             key: round(n / elapsed, 2) for key, n in (agent_after - agent_before).most_common()

@@ -36,13 +36,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pods import cpu_seconds, free_port, peak_rss_mib
+from pods import apiserver_requests_by_code, cpu_seconds, free_port, peak_rss_mib, until
 from svgplot import cdf_svg, lines_svg
 
 from vkpy.api.certs import self_signed
@@ -55,27 +55,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("kwok", "vkpy", "virtual-kubelet")
 VERBS = ("POST", "PUT", "PATCH", "DELETE", "GET", "LIST", "WATCH")
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-
-
-async def apiserver_requests(client: KubeClient) -> Counter[tuple[str, str, str, str]]:
-    """apiserver_request_total by (verb, resource, subresource, code)."""
-    async with client.session.get(
-        client.host + "/metrics", headers=await client._headers(None)
-    ) as response:
-        text = await response.text()
-    counts: Counter[tuple[str, str, str, str]] = Counter()
-    prefix = "apiserver_request_total{"
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            labels_text, value = line[len(prefix) :].rsplit("} ", 1)
-            labels = dict(
-                part.split("=", 1)
-                for part in labels_text.replace('"', "").split(",")
-                if "=" in part
-            )
-            key = tuple(labels.get(k, "") for k in ("verb", "resource", "subresource", "code"))
-            counts[key] += int(float(value))  # type: ignore[index]
-    return counts
 
 
 def rss_mib(pid: int) -> float:
@@ -309,14 +288,6 @@ async def node_ready(client: KubeClient, node: str) -> bool:
     )
 
 
-async def until(what: str, probe: Callable[[], Awaitable[bool]], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not await probe():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.2)
-
-
 class PodWatch:
     """The namespace's pods as the benchmark's one watch sees them (vkpy's own
     list-then-watch loop, which resumes after a dropped or expired watch)."""
@@ -401,7 +372,7 @@ async def one_run(
                 await asyncio.sleep(0.5)
 
         sampler = asyncio.create_task(sample())
-        before = await apiserver_requests(client)
+        before = await apiserver_requests_by_code(client)
         cpu0 = cpu_seconds(pid)
         names = [f"b{n:05d}" for n in range(count)]
         started = time.monotonic()
@@ -435,7 +406,7 @@ async def one_run(
             run.error += f"; {sum(n in watch.gone for n in names)}/{count} deleted"
             run.delete_seconds = float("nan")
         await asyncio.sleep(3)  # trailing writes (Events) that belong to these pods
-        after = await apiserver_requests(client)
+        after = await apiserver_requests_by_code(client)
         run.cpu_seconds = cpu_seconds(pid) - cpu0
         delta = after - before
         own: Counter[str] = Counter({"POST": count, "DELETE": count, "LIST": 0})

@@ -23,11 +23,11 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from vkpy.devcluster import given_or_started
-from vkpy.devcluster.state import ports_are_free
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,15 +38,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def free_port_range(count: int, start: int = 20000) -> int:
-    """The first of `count` consecutive free ports from `start` on (a node set's node i
-    listens on --port + i), below the kernel's ephemeral range."""
-    for base in range(start, 32000 - count, count):
-        if ports_are_free(base, count):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def pod(name: str, node: str) -> dict[str, object]:
@@ -63,23 +54,39 @@ def pod(name: str, node: str) -> dict[str, object]:
     }
 
 
-async def apiserver_requests(client: KubeClient) -> Counter[tuple[str, str, str]]:
-    """apiserver_request_total by (verb, resource, subresource), summed over codes."""
+async def apiserver_requests_by_code(client: KubeClient) -> Counter[tuple[str, str, str, str]]:
+    """apiserver_request_total by (verb, resource, subresource, code)."""
     async with client.session.get(
         client.host + "/metrics", headers=await client._headers(None)
     ) as response:
         text = await response.text()
-    counts: Counter[tuple[str, str, str]] = Counter()
+    counts: Counter[tuple[str, str, str, str]] = Counter()
+    prefix = "apiserver_request_total{"
     for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
+        if not line.startswith(prefix):
             continue
-        labels_text, value = line[len("apiserver_request_total{") :].rsplit("} ", 1)
+        labels_text, value = line[len(prefix) :].rsplit("} ", 1)
         labels = dict(
             part.split("=", 1) for part in labels_text.replace('"', "").split(",") if "=" in part
         )
-        key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""))
-        counts[key] += int(float(value))
+        verb, resource, sub, code = (
+            labels.get(k, "") for k in ("verb", "resource", "subresource", "code")
+        )
+        counts[verb, resource, sub, code] += int(float(value))
     return counts
+
+
+def without_codes(counts: Counter[tuple[str, str, str, str]]) -> Counter[tuple[str, str, str]]:
+    """Request counts by (verb, resource, subresource), summed over answer codes."""
+    out: Counter[tuple[str, str, str]] = Counter()
+    for (verb, resource, sub, _code), n in counts.items():
+        out[verb, resource, sub] += n
+    return out
+
+
+async def apiserver_requests(client: KubeClient) -> Counter[tuple[str, str, str]]:
+    """apiserver_request_total by (verb, resource, subresource), summed over codes."""
+    return without_codes(await apiserver_requests_by_code(client))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -92,6 +99,37 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def parse_time(text: str) -> datetime:
+    """An RFC 3339 time as the API server writes it (a Lease's renewTime)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+async def ready_count(client: KubeClient, selector: str) -> int:
+    """How many of the nodes `selector` picks are Ready."""
+    nodes = await client.get("/api/v1/nodes", {"labelSelector": selector})
+    return sum(
+        1
+        for n in nodes.get("items", [])
+        if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in n.get("status", {}).get("conditions", [])
+        )
+    )
+
+
+async def until(
+    what: str, probe: Callable[[], Awaitable[bool]], timeout: float, interval: float = 0.2
+) -> float:
+    """Wait until `probe()` holds, looking every `interval` s; the seconds it took.
+    TimeoutError naming `what` after `timeout` s."""
+    started = time.monotonic()
+    while not await probe():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(what)
+        await asyncio.sleep(interval)
+    return time.monotonic() - started
 
 
 async def wait_node_ready(client: KubeClient, node: str, timeout: float = 60) -> None:

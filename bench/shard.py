@@ -27,17 +27,14 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pods import free_port_range, pod
+from pods import parse_time, pod, ready_count, until
 
 from vkpy.devcluster import given_or_started
+from vkpy.devcluster.state import free_port_range
 from vkpy.kube.client import ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 class Replicas:
@@ -48,8 +45,8 @@ class Replicas:
         self.nodes = nodes
         self.ports: list[int] = []
         for _ in range(3):  # every replica listens on every node's port: three ranges
-            start = self.ports[-1] + nodes if self.ports else 20000
-            self.ports.append(free_port_range(nodes, start))
+            ends = [p for base in self.ports for p in (base, base + nodes - 1)]
+            self.ports.append(free_port_range(nodes, ends))
         self.processes: dict[str, asyncio.subprocess.Process] = {}
 
     async def start(self, n: int) -> None:
@@ -92,27 +89,6 @@ async def holders(client: KubeClient, prefix: str) -> dict[str, dict[str, object
     }
 
 
-async def ready(client: KubeClient, prefix: str) -> int:
-    nodes = await client.get("/api/v1/nodes", {"labelSelector": f"vkpy.io/bench={prefix}"})
-    return sum(
-        1
-        for n in nodes.get("items", [])
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in n.get("status", {}).get("conditions", [])
-        )
-    )
-
-
-async def until(what: str, probe: object, timeout: float) -> float:
-    started = time.monotonic()
-    while not await probe():  # type: ignore[operator]
-        if time.monotonic() - started > timeout:
-            raise TimeoutError(what)
-        await asyncio.sleep(1)
-    return time.monotonic() - started
-
-
 async def pods_identity(client: KubeClient, namespace: str) -> dict[str, tuple[object, ...]]:
     got = await client.get(f"/api/v1/namespaces/{namespace}/pods")
     out = {}
@@ -147,10 +123,12 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             ) and set(counts) == {"r0", "r1", "r2"}
 
         async def all_ready() -> bool:
-            return await ready(client, prefix) == args.nodes
+            return await ready_count(client, f"vkpy.io/bench={prefix}") == args.nodes
 
-        result["seconds_to_an_even_split"] = round(await until("split", split_evenly, 600), 1)
-        result["seconds_to_all_ready"] = round(await until("ready", all_ready, 600), 1)
+        result["seconds_to_an_even_split"] = round(
+            await until("split", split_evenly, 600, interval=1), 1
+        )
+        result["seconds_to_all_ready"] = round(await until("ready", all_ready, 600, interval=1), 1)
         await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
         gate = asyncio.Semaphore(16)
 
@@ -165,26 +143,27 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             got = await pods_identity(client, namespace)
             return len(got) == args.nodes and all(v[1] == "Running" for v in got.values())
 
-        result["seconds_to_pods_running"] = round(await until("running", all_running, 600), 1)
+        result["seconds_to_pods_running"] = round(
+            await until("running", all_running, 600, interval=1), 1
+        )
         before = await pods_identity(client, namespace)
 
         victim = replicas.processes["r2"]
         victim.send_signal(signal.SIGKILL)
         await victim.wait()
         killed = time.monotonic()
-        last = {
-            n: parse_time(str(s["renewTime"])) for n, s in (await holders(client, prefix)).items()
-        }
-        orphans = [
-            n for n, s in (await holders(client, prefix)).items() if s["holderIdentity"] == "r2"
-        ]
+        held = await holders(client, prefix)
+        last = {n: parse_time(str(s["renewTime"])) for n, s in held.items()}
+        orphans = [n for n, s in held.items() if s["holderIdentity"] == "r2"]
 
         async def taken() -> bool:
             held = await holders(client, prefix)
             return all(held[n]["holderIdentity"] in ("r0", "r1") for n in orphans)
 
         result["killed_replicas_nodes"] = len(orphans)
-        result["seconds_to_take_them_all"] = round(await until("takeover", taken, 600), 1)
+        result["seconds_to_take_them_all"] = round(
+            await until("takeover", taken, 600, interval=1), 1
+        )
         held = await holders(client, prefix)
         gaps = sorted(
             (parse_time(str(held[n]["acquireTime"])) - last[n]).total_seconds() for n in orphans
@@ -196,7 +175,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         )
         result["target_lease_duration_plus_one_renewal_s"] = 40 + 10
         result["seconds_from_kill_to_all_ready"] = round(
-            time.monotonic() - killed + await until("ready again", all_ready, 600), 1
+            time.monotonic() - killed + await until("ready again", all_ready, 600, interval=1), 1
         )
         after = await pods_identity(client, namespace)
         result["pods_unchanged_after_kill"] = after == before
@@ -205,9 +184,9 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
 
         await replicas.start(2)
         result["seconds_for_a_rejoining_replica_to_get_its_share"] = round(
-            await until("rebalance", split_evenly, 600), 1
+            await until("rebalance", split_evenly, 600, interval=1), 1
         )
-        await until("ready after rebalance", all_ready, 600)
+        await until("ready after rebalance", all_ready, 600, interval=1)
         result["pods_unchanged_after_rejoin"] = await pods_identity(client, namespace) == before
     except BaseException:
         for n in range(3):

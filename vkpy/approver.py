@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Sequence
 
-from vkpy import log as vklog
+from vkpy import command
 from vkpy.api.csr_approver import CsrApprover
-from vkpy.kube.client import ClientOptions, KubeClient
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m vkpy.approver",
-        description="Approve kubelet-serving CSRs of virtual nodes whose SANs are the "
-        "node's own addresses; deny other kubelet-serving CSRs; ignore other signers.",
+    p = command.parser(
+        "vkpy.approver",
+        "Approve kubelet-serving CSRs of virtual nodes whose SANs are the node's own "
+        "addresses; deny other kubelet-serving CSRs; ignore other signers.",
     )
-    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="default: in-cluster")
     p.add_argument(
         "--allowed-requester",
         action="append",
@@ -41,14 +38,11 @@ def parser() -> argparse.ArgumentParser:
         default=60.0,
         help="how long a CSR whose node or addresses do not match yet waits before denial",
     )
-    p.add_argument("--log-format", default="json", choices=["text", "json"])
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
 
 async def _run(args: argparse.Namespace) -> int:
-    client = await KubeClient.connect(ClientOptions(kubeconfig=args.kubeconfig))
-    try:
+    async with command.client(args) as client:
         approver = CsrApprover(
             client,
             args.allowed_requester,
@@ -56,16 +50,12 @@ async def _run(args: argparse.Namespace) -> int:
             settle_seconds=args.settle_seconds,
         )
         await approver.run()
-    finally:
-        await client.close()
     return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    vklog.setup(args.log_level, args.log_format)
-    if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        print("vkpy.approver: error: no --kubeconfig and not running in a cluster", file=sys.stderr)
+    args = command.parse(parser(), argv)
+    if args is None:
         return 2
     try:
         return asyncio.run(_run(args))

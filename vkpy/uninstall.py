@@ -23,24 +23,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import quote
 
-from vkpy import log as vklog
-from vkpy.kube.client import MERGE_PATCH, ApiError, ClientOptions, KubeClient
+from vkpy import command
+from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
 
 log = logging.getLogger("vkpy.uninstall")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m vkpy.uninstall",
-        description="Drain and delete a virtual node before its vkpy Deployment goes.",
+    p = command.parser(
+        "vkpy.uninstall", "Drain and delete a virtual node before its vkpy Deployment goes."
     )
-    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="default: in-cluster")
     p.add_argument("--node-name", required=True)
     p.add_argument("--namespace", required=True, help="namespace of vkpy's Deployment")
     p.add_argument("--deployment", required=True, help="vkpy's Deployment")
@@ -49,8 +46,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-name", default="", help="the replicas' leader Lease")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per waiting step")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between checks")
-    p.add_argument("--log-format", default="json", choices=["text", "json"])
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
 
@@ -133,19 +128,14 @@ class Uninstall:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    client = await KubeClient.connect(ClientOptions(kubeconfig=args.kubeconfig))
-    try:
+    async with command.client(args) as client:
         await Uninstall(client, args).run()
-    finally:
-        await client.close()
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    vklog.setup(args.log_level, args.log_format)
-    if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        print("vkpy.uninstall: error: no --kubeconfig and not in a cluster", file=sys.stderr)
+    args = command.parse(parser(), argv)
+    if args is None:
         return 2
     try:
         return asyncio.run(_run(args))

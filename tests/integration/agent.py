@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -20,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from vkpy.devcluster import ClusterAccess
-from vkpy.devcluster.state import ports_are_free
 
 Pod = dict[str, Any]
 
@@ -29,20 +27,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def free_port_range(count: int, taken: tuple[int, ...] = ()) -> int:
-    """The first of `count` consecutive ports free now (a node set's nodes listen on
-    --port, --port + 1, ...), below the kernel's ephemeral range so connections made
-    meanwhile do not take them; none of `taken` (ranges handed out already)."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 32000 - count)
-        if any(base <= t < base + count for t in taken):
-            continue
-        if ports_are_free(base, count):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 @dataclass
@@ -188,6 +172,22 @@ class Kube:
         )
         assert result.returncode == 0, result.stderr
         return result.stdout
+
+
+def pod_identity(pod: Pod) -> tuple[Any, ...]:
+    """What must not change about a pod while the vkpy serving its node rolls, fails
+    over or hands the node to another replica: UID, node, phase, container ID,
+    restart count and start time (the first container's)."""
+    status = pod.get("status") or {}
+    container = (status.get("containerStatuses") or [{}])[0]
+    return (
+        (pod.get("metadata") or {}).get("uid"),
+        (pod.get("spec") or {}).get("nodeName"),
+        status.get("phase"),
+        container.get("containerID"),
+        container.get("restartCount"),
+        (container.get("state") or {}).get("running", {}).get("startedAt"),
+    )
 
 
 def sim_pod(

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.agent import Agent, Kube, free_port, free_port_range
+from tests.integration.agent import Agent, Kube, free_port
 from vkpy.devcluster import ClusterAccess
+from vkpy.devcluster.state import free_port_range
 
 StartAgent = Callable[..., Agent]
 

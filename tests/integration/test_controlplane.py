@@ -36,6 +36,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
 from tests.namespaces import wait_for_default_service_account
+from tests.processes import pid_alive, processes_under, running_with
 from vkpy.devcluster import (
     BinariesMissing,
     CertificateAuthority,
@@ -64,15 +65,6 @@ def unique(prefix: str) -> str:
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def pid_alive(pid: int) -> bool:
-    """Running (a zombie runs nothing and only its parent can reap it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
 
 
 # -- nodes and pods ------------------------------------------------------------------
@@ -422,7 +414,7 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
     assert down.returncode == 0, down.stderr
     assert [name for name, pid in pids.items() if pid_alive(pid)] == []
     assert [name for name, pid in addon_pids.items() if pid_alive(pid)] == []
-    assert _running_in(cluster_dir) == []  # nor the pods of `run`'s node
+    assert processes_under(cluster_dir) == []  # nor the pods of `run`'s node
     stopped_env = devcluster_cli("env", "--dir", str(cluster_dir))
     assert stopped_env.returncode == 1
     assert "no cluster is running" in stopped_env.stderr
@@ -444,7 +436,7 @@ def _run_until_sigterm(cluster_dir: Path, out: Path) -> None:
             assert run.poll() is None, out.read_text()
             assert time.monotonic() < deadline, out.read_text()
             time.sleep(0.5)
-        vkpy = [pid for pid in _running_with(f"--node-name={node}") if pid != run.pid]
+        vkpy = [pid for pid in running_with(f"--node-name={node}") if pid != run.pid]
         assert vkpy, "no vkpy process for the node"
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=60) == 0, out.read_text()
@@ -466,7 +458,7 @@ def test_failing_component_is_reported_and_the_rest_stopped(tmp_path: Path) -> N
     assert state["processes"] == []
     for log in ("etcd", "kube-apiserver"):
         assert (dev.logs_dir / f"{log}.log").exists()
-    assert not _running_in(dev.dir)
+    assert not processes_under(dev.dir)
 
 
 @pytest.mark.cluster
@@ -477,19 +469,7 @@ def test_start_timeout_names_the_stuck_component_and_stops_it(tmp_path: Path) ->
     ):
         dev.up()
     assert json.loads(dev.state_file.read_text())["processes"] == []
-    assert not _running_in(dev.dir)
-
-
-def _running_in(directory: Path) -> list[int]:
-    """PIDs of live processes whose command line mentions `directory`."""
-    return _running_with(str(directory))
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+    assert not processes_under(dev.dir)
 
 
 def test_missing_binaries_say_how_to_get_them(
@@ -506,12 +486,3 @@ def test_missing_binaries_say_how_to_get_them(
     assert "controlplane/build.sh" in message
     assert "Go 1.26" in message
     assert "VKPY_CONTROLPLANE_BIN" in message
-
-
-def _running_with(text: str) -> list[int]:
-    """PIDs of live processes whose command line contains `text`."""
-    return [
-        int(pid)
-        for pid in os.listdir("/proc")
-        if pid.isdigit() and text in _cmdline(int(pid)) and pid_alive(int(pid))
-    ]

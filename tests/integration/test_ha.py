@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.agent import Agent, Kube, free_port, sim_pod, wait_for
+from tests.integration.agent import Agent, Kube, free_port, pod_identity, sim_pod, wait_for
 from vkpy.devcluster import ClusterAccess
 
 # Shorter than the defaults (15/10/2) so the test is quick; the rules are the same.
@@ -93,18 +93,7 @@ def node_port_and_ready(kube: Kube, node: str) -> tuple[int, str]:
 
 def identity(kube: Kube, names: list[str]) -> dict[str, Any]:
     """What must not change across a failover, per pod."""
-    out = {}
-    for name in names:
-        pod = kube.get("pod", name) or {}
-        status = pod.get("status", {}).get("containerStatuses", [{}])[0]
-        out[name] = (
-            pod.get("metadata", {}).get("uid"),
-            pod.get("status", {}).get("phase"),
-            status.get("containerID"),
-            status.get("restartCount"),
-            status.get("state", {}).get("running", {}).get("startedAt"),
-        )
-    return out
+    return {name: pod_identity(kube.get("pod", name) or {}) for name in names}
 
 
 def fail_over(kube: Kube, replicas: list[Agent], leader: Agent, sig: int) -> tuple[Agent, float]:

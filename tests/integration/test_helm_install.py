@@ -43,7 +43,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.agent import Kube, free_port, wait_for
+from tests.integration.agent import Kube, free_port, pod_identity, wait_for
 from vkpy.devcluster import DevCluster
 from vkpy.devcluster import nodes as devnodes
 from vkpy.devcluster.binaries import tool_dir
@@ -208,18 +208,7 @@ def workload(hosted: Hosted) -> list[dict[str, Any]]:
 
 def identity(hosted: Hosted) -> dict[str, tuple[Any, ...]]:
     """What must not change while vkpy rolls or fails over, per workload pod."""
-    out = {}
-    for pod in workload(hosted):
-        status = (pod["status"].get("containerStatuses") or [{}])[0]
-        out[pod["metadata"]["name"]] = (
-            pod["metadata"]["uid"],
-            pod["spec"].get("nodeName"),
-            pod["status"].get("phase"),
-            status.get("containerID"),
-            status.get("restartCount"),
-            (status.get("state") or {}).get("running", {}).get("startedAt"),
-        )
-    return out
+    return {pod["metadata"]["name"]: pod_identity(pod) for pod in workload(hosted)}
 
 
 def logs_and_exec_work(hosted: Hosted) -> bool:

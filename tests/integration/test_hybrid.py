@@ -12,7 +12,6 @@ pools and checks that nothing of them is left running. Timings are printed (run 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import time
@@ -25,6 +24,7 @@ import pytest
 import yaml
 
 from tests.integration.agent import wait_for
+from tests.processes import processes_under
 from vkpy.devcluster import DevCluster
 from vkpy.devcluster import nodes as pools
 from vkpy.devcluster.load import QueueLoad, new_queue_dir, with_queue
@@ -362,22 +362,6 @@ def test_gpu_pods_land_where_their_resources_say(hybrid: Hybrid) -> None:
     )
 
 
-def _processes_under(directory: Path) -> list[str]:
-    """Processes whose command line or working directory is under `directory`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if str(directory) in cmdline or cwd.startswith(str(directory)):
-            found.append(f"{entry.name}: {cmdline[:120]} (cwd {cwd})")
-    return found
-
-
 def test_stopping_the_pools_leaves_no_process_behind(hybrid: Hybrid) -> None:
     # Something still running on a worker and on the virtual node when they stop.
     hybrid.apply(example("spot.yaml"))
@@ -387,10 +371,10 @@ def test_stopping_the_pools_leaves_no_process_behind(hybrid: Hybrid) -> None:
         timeout=120,
     )
     directory = hybrid.cluster.dir / "nodes"
-    assert _processes_under(directory)
+    assert processes_under(directory)
     # What `devcluster down` does before it stops the control plane.
     stopped = hybrid.cluster.extras().stop_all(api_up=True)
     assert set(stopped) >= {*WORKERS, VIRTUAL, GPU_NODE, "metrics-server"}
-    assert _processes_under(directory) == []
+    assert processes_under(directory) == []
     nodes = hybrid.kubectl("get", "nodes", "-o", "name")
     assert not any(n in nodes for n in [*WORKERS, VIRTUAL, GPU_NODE])

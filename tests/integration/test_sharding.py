@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.agent import Agent, Kube, free_port_range, sim_pod, wait_for
+from tests.integration.agent import Agent, Kube, pod_identity, sim_pod, wait_for
 from tests.integration.test_kubelet_api import kubelet, rbac_cleanup  # noqa: F401 (fixture)
 from vkpy.devcluster import ClusterAccess
+from vkpy.devcluster.state import free_port_range
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -118,18 +119,7 @@ def served_as_held(kube: Kube, prefix: str, ports: dict[str, int]) -> bool:
 
 def identity(kube: Kube) -> dict[str, Any]:
     """What must not change when a node moves to another replica, per pod."""
-    out = {}
-    for pod in kube.list("pods"):
-        status = pod.get("status", {}).get("containerStatuses", [{}])[0]
-        out[pod["metadata"]["name"]] = (
-            pod["metadata"]["uid"],
-            pod["spec"]["nodeName"],
-            pod.get("status", {}).get("phase"),
-            status.get("containerID"),
-            status.get("restartCount"),
-            status.get("state", {}).get("running", {}).get("startedAt"),
-        )
-    return out
+    return {pod["metadata"]["name"]: pod_identity(pod) for pod in kube.list("pods")}
 
 
 def parse(text: str) -> datetime:
@@ -181,8 +171,9 @@ def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) ->
     # SIGKILL: r2's nodes go to r0 and r1 once their Leases have run out
     victim = replicas[2]
     victim.kill()
-    last = {n: parse(s["renewTime"]) for n, s in leases(kube, prefix).items()}
-    orphans = set(held_by(kube, prefix, "r2"))
+    held = leases(kube, prefix)
+    last = {n: parse(s["renewTime"]) for n, s in held.items()}
+    orphans = {n for n, s in held.items() if s["holderIdentity"] == "r2"}
     assert len(orphans) == 10
     settle(kube, prefix, ports, {"r0": 15, "r1": 15})  # fifteen each for the survivors
     after = leases(kube, prefix)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,6 +81,22 @@ def ports_are_free(first: int, count: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def free_port_range(count: int, taken: Sequence[int] = ()) -> int:
+    """The first of `count` consecutive ports free now, for a node set (its node i
+    listens on --port + i; the tests and benchmarks start them), below the kernel's
+    ephemeral range so connections made meanwhile do not take them; none of `taken`
+    (the ends of ranges handed out already). Random, so concurrent runs rarely try
+    the same range."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000 - count)
+        if any(base <= t < base + count for t in taken):
+            continue
+        if ports_are_free(base, count):
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def _port_is_free(port: int) -> bool:

@@ -31,6 +31,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (include "vkpy.fullname" .) .Values.nodeName -}}
 {{- end -}}
 
+{{/* vkpy's image: vkpy itself, its CSR approver and its uninstall hook all run it. */}}
+{{- define "vkpy.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
 {{/* The backend vkpy is started with: `aci` is another name for `azure`. */}}
 {{- define "vkpy.provider" -}}
 {{- if eq .Values.provider "aci" -}}azure{{- else -}}{{ .Values.provider }}{{- end -}}

@@ -222,6 +222,8 @@ def _clone_covered(targets: list[str]) -> list[tuple[int, str]]:
     hide them, and the container could not even start."""
     covered: list[tuple[int, str]] = []
     prefixes = [t.rstrip("/") + "/" for t in targets if t.strip("/")]
+    if not prefixes:
+        return covered  # no volume: nothing covered, mountinfo need not be read
     for point in sorted(set(calls.mount_points())):
         if any(point.startswith(p) for p in prefixes) and not any(
             point.startswith(seen.rstrip("/") + "/") for _, seen in covered

@@ -13,7 +13,8 @@ and 127.0.0.1 in a pod is the pod's own. Traffic between pods, or from a pod to
 beyond the node, is routed only if the host forwards IPv4 (vkpy leaves that
 setting alone). The node end carries an alias `vkpy:<node>:<pod uid>`, so a vkpy
 starting again finds the pairs of its own pods that are gone and removes them, and
-never another node's. Everything is done with `ip` (iproute2), in one batch per side.
+never another node's. Everything is done with `ip` (iproute2), in one batch per side
+(the pod's side, with its sysctls, in one `nsenter`).
 
 `connect_in` opens a TCP connection from inside a pod's network namespace (for
 port-forward, as a kubelet connects to localhost in the pod's sandbox): a
@@ -38,6 +39,9 @@ POD_SYSCTLS = (
     ("net/ipv4/ip_unprivileged_port_start", "0"),
     ("net/ipv4/ping_group_range", "0 2147483647"),
 )
+"""What a container runtime sets in every pod's network namespace (containerd's
+defaults): ports below 1024 and ping sockets for any user, so an unprivileged pod
+can serve on port 80 as it does in a container. A new namespace starts at 1024."""
 
 
 def link_name(pod_uid: str) -> str:
@@ -50,9 +54,13 @@ def alias(node: str, pod_uid: str) -> str:
 
 
 def _ip(args: list[str], batch: str = "", netns_pid: int | None = None) -> None:
+    """`ip args` (stdin: `batch`); with `netns_pid`, in that process's network
+    namespace, after the settings of POD_SYSCTLS (one process for the pod's side)."""
     argv = ["ip", *args]
     if netns_pid is not None:
-        argv = ["nsenter", f"--net=/proc/{netns_pid}/ns/net", "--", *argv]
+        script = "".join(f"echo '{value}' > /proc/sys/{key}\n" for key, value in POD_SYSCTLS)
+        argv = ["nsenter", f"--net=/proc/{netns_pid}/ns/net", "--", "sh", "-ec",
+                script + 'exec "$@"', "sh", *argv]  # fmt: skip
     try:
         result = subprocess.run(
             argv, input=batch or None, capture_output=True, text=True, timeout=30, check=False
@@ -108,24 +116,9 @@ def connect(holder_pid: int, record: PodAddress, node: str, pod_uid: str) -> Non
             + "\n",
             netns_pid=holder_pid,
         )
-        _open_to_the_pods_user(holder_pid)
     except OSError:
         disconnect(record.link)
         raise
-
-
-def _open_to_the_pods_user(holder_pid: int) -> None:
-    """What a container runtime sets in every pod's network namespace (containerd's
-    defaults): ports below 1024 and ping sockets for any user, so an unprivileged pod
-    can serve on port 80 as it does in a container. A new namespace starts at 1024."""
-    script = "".join(f"echo '{value}' > /proc/sys/{key}\n" for key, value in POD_SYSCTLS)
-    argv = ["nsenter", f"--net=/proc/{holder_pid}/ns/net", "--", "sh", "-ec", script]
-    try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (FileNotFoundError, subprocess.TimeoutExpired) as error:
-        raise OSError(f"cannot set the pod's network sysctls: {error}") from None
-    if result.returncode != 0:
-        raise OSError(f"cannot set the pod's network sysctls: {result.stderr.strip()}")
 
 
 def disconnect(link: str) -> None:

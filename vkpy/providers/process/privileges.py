@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from vkpy.objects import KubeObject
 from vkpy.providers.base import ContainerConfig, PodConfig
 from vkpy.providers.errors import UnsupportedError
-from vkpy.providers.process.seccomp import CAPABILITIES
+from vkpy.providers.process.seccomp import CAPABILITIES, bare_capability
 
 REASON = "UnsupportedSecurityContext"
 ALLOWANCES = ("privileged", "capabilities", "hostNetwork", "hostPID", "hostIPC", "unconfined")
@@ -69,7 +69,7 @@ def added_capabilities(container: KubeObject) -> tuple[str, ...]:
     """`capabilities.add` as bare names (`ALL` spelled out); ValueError if unknown."""
     names: list[str] = []
     for raw in (_security(container).get("capabilities") or {}).get("add") or []:
-        bare = str(raw).upper().removeprefix("CAP_")
+        bare = bare_capability(str(raw))
         if bare == "ALL":
             names.extend(CAPABILITIES)
         elif bare in CAPABILITIES:

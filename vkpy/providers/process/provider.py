@@ -16,6 +16,7 @@ user when vkpy is root, with a minimal environment; see docs/process-backend.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import platform
@@ -464,15 +465,8 @@ class ProcessProvider:
         holder = namespaces.load(pod.dir.path)
         if holder is not None and "net" in holder.kinds and holder.alive():
             # The pod's own network: connect inside it, as a kubelet does.
-            try:
-                sock = await asyncio.to_thread(podnet.connect_in, holder.pid, port)
-            except ConnectionRefusedError:
-                raise ProviderError(
-                    f"dial tcp 127.0.0.1:{port}: connect: connection refused"
-                ) from None
-            except OSError as error:
-                raise ProviderError(f"dial tcp 127.0.0.1:{port}: {error}") from None
-            await forward_port("127.0.0.1", port, inbound, outbound, sock=sock)
+            connect = functools.partial(podnet.connect_in, holder.pid, port)
+            await forward_port("127.0.0.1", port, inbound, outbound, connect=connect)
             return
         address = await asyncio.to_thread(pod_listener, self._pod_pids(pod), port)
         if address is None:

@@ -99,9 +99,14 @@ SECCOMP_MODE_FILTER = 2
 _CAP_VERSION_3 = 0x20080522
 
 
+def bare_capability(name: str) -> str:
+    """`CAP_NET_ADMIN` or `net_admin` as `NET_ADMIN` (known or not)."""
+    return name.upper().removeprefix("CAP_")
+
+
 def capability_number(name: str) -> int:
     """`NET_ADMIN`, `CAP_NET_ADMIN` or `net_admin` as its number; ValueError if unknown."""
-    bare = name.upper().removeprefix("CAP_")
+    bare = bare_capability(name)
     if bare not in CAPABILITIES:
         raise ValueError(f"unknown capability {name!r}")
     return CAPABILITIES.index(bare)
@@ -235,7 +240,7 @@ DENIED: dict[str, tuple[str, ...]] = {
 
 def denied_calls(granted: Iterable[str] = ()) -> tuple[str, ...]:
     """The calls refused for a process granted these capabilities (names, no `CAP_`)."""
-    keep = {c.upper().removeprefix("CAP_") for c in granted}
+    keep = {bare_capability(c) for c in granted}
     return tuple(call for cap, calls in DENIED.items() if cap not in keep for call in calls)
 
 
@@ -249,7 +254,7 @@ def build_filter(machine: str, granted: Iterable[str] = ()) -> list[Instruction]
     if machine not in ARCHITECTURES:
         raise ValueError(f"no seccomp filter for the {machine} architecture")
     arch, numbers = ARCHITECTURES[machine]
-    keep = {c.upper().removeprefix("CAP_") for c in granted}
+    keep = {bare_capability(c) for c in granted}
     # Symbolic program: jump targets are labels, resolved below.
     program: list[tuple[int, str | int, str | int, int]] = [
         (BPF_LD_W_ABS, 0, 0, OFFSET_ARCH),

@@ -16,7 +16,7 @@
   client's window sizes are set on the terminal's device.
 - port-forward connects to the address a process of the pod listens on for that
   port (listening.py; pods share the host's network, so nothing else of the host is
-  reached), or is given a socket connected inside the pod's own network namespace
+  reached), or connects inside the pod's own network namespace
   (podnet.py), and copies both ways, half-closing as each side finishes.
 
 All file descriptors are non-blocking and driven by the event loop's readers and
@@ -36,7 +36,7 @@ import signal
 import socket
 import struct
 import termios
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from vkpy.providers.base import ByteSink, ByteSource, LogQuery, StreamIO, TerminalSize
 from vkpy.providers.errors import InvalidInputError, NotFoundError, ProviderError
@@ -399,12 +399,14 @@ async def forward_port(
     port: int,
     inbound: ByteSource,
     outbound: ByteSink,
-    sock: socket.socket | None = None,
+    connect: Callable[[], socket.socket] | None = None,
 ) -> None:
-    """Carry one connection to `host:port` (or the connected `sock`) until both
-    directions are done."""
+    """Carry one connection to `host:port` until both directions are done; `connect`
+    (run in a thread) makes the connection instead, elsewhere than in vkpy's network
+    namespace (podnet.connect_in)."""
     try:
-        if sock is not None:
+        if connect is not None:
+            sock = await asyncio.to_thread(connect)
             reader, writer = await asyncio.open_connection(sock=sock)
         else:
             reader, writer = await asyncio.open_connection(host, port)
