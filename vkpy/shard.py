@@ -233,6 +233,7 @@ class ShardedFleet:
         listed = await self._list()
         now = self._clock.monotonic()
         replicas: set[str] = set()
+        node_leases: dict[str, KubeObject] = {}
         for lease in listed:
             name = str(meta(lease).get("name"))
             labels = meta(lease).get("labels") or {}
@@ -245,6 +246,7 @@ class ShardedFleet:
                     replicas.add(name)
             elif meta(lease).get("namespace") == NODE_LEASES and name in self.slots:
                 self.slots[name].elector.observe(lease)
+                node_leases[name] = lease
         self._others.forget(replicas)
         self.replicas = 1 + len(self._others.alive(now))
         claims = {
@@ -258,15 +260,11 @@ class ShardedFleet:
                 extra={"nodes": len(todo.give_back), "replicas": self.replicas},
             )
             await _each(self._give_back, [self.slots[n] for n in todo.give_back])
-        by_name = {str(meta(lease).get("name")): lease for lease in listed}
 
         async def take(slot: _Slot) -> None:
             name = slot.member.node.name
-            current = by_name.get(name)
-            if current is not None and meta(current).get("namespace") != NODE_LEASES:
-                current = None
             try:
-                taken = await slot.elector.try_acquire_or_renew(current)
+                taken = await slot.elector.try_acquire_or_renew(node_leases.get(name))
             except ApiError as error:
                 log.warning("cannot take a node's Lease", extra={"node": name, "error": str(error)})
                 return

@@ -164,6 +164,15 @@ class Kube:
         pod = self.get("pod", name)
         return None if pod is None else pod.get("status", {}).get("phase")
 
+    def log_tail(self, name: str) -> str:
+        """`kubectl logs --tail=1` of a pod, which the API server fetches from the
+        kubelet API the pod's Node points at; asserts that it answered."""
+        result = self.cluster.run_kubectl(
+            "logs", "-n", self.namespace, name, "--tail=1", check=False
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
 
 def pod_identity(pod: Pod) -> tuple[Any, ...]:
     """What must not change about a pod while the vkpy serving its node rolls, fails

@@ -96,14 +96,6 @@ def identity(kube: Kube, names: list[str]) -> dict[str, Any]:
     return {name: pod_identity(kube.get("pod", name) or {}) for name in names}
 
 
-def logs_through_the_new_leader(kube: Kube, name: str) -> str:
-    """`kubectl logs` of a pod, which the API server fetches from the node's kubelet
-    API, i.e. from the leader the Node now points at."""
-    result = kube.cluster.run_kubectl("logs", "-n", kube.namespace, name, "--tail=1", check=False)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def fail_over(kube: Kube, replicas: list[Agent], leader: Agent, sig: int) -> tuple[Agent, float]:
     node = leader.node_name
     started = time.monotonic()
@@ -149,7 +141,7 @@ def test_failover_keeps_pods_running_and_nothing_duplicated(
     leader, killed = fail_over(kube, replicas, leader, signal.SIGKILL)
     print(f"failover after SIGKILL of the leader: {killed:.1f} s (lease duration 8 s)")
     assert identity(kube, names) == before
-    assert logs_through_the_new_leader(kube, "ha0").startswith("line ")
+    assert kube.log_tail("ha0").startswith("line ")  # through the new leader
     kube.create(sim_pod("after-kill", node))
     wait_for("a new pod Running", lambda: kube.phase("after-kill") == "Running")
     names.append("after-kill")
@@ -162,7 +154,7 @@ def test_failover_keeps_pods_running_and_nothing_duplicated(
     print(f"failover after SIGTERM of the leader: {stopped:.1f} s (released Lease)")
     assert identity(kube, names) == before
     assert all(kube.phase(n) == "Running" for n in names)
-    assert logs_through_the_new_leader(kube, "ha1").startswith("line ")
+    assert kube.log_tail("ha1").startswith("line ")
 
     # nothing duplicated: one backend record per pod, and one pod per name
     records = {p.stem for p in (replicas[0].state_dir / "sim").glob("*.json")}
@@ -200,4 +192,4 @@ def test_failover_keeps_pods_running_and_nothing_duplicated(
     assert "leadership lost" in frozen.logs()
     assert node_port_and_ready(kube, node) == (leader.port, "True")
     assert identity(kube, names) == before
-    assert logs_through_the_new_leader(kube, "ha2").startswith("line ")
+    assert kube.log_tail("ha2").startswith("line ")

@@ -83,6 +83,19 @@ def holders(kube: Kube, prefix: str) -> Counter[str]:
     return Counter(str(s.get("holderIdentity") or "") for s in leases(kube, prefix).values())
 
 
+def held_by(kube: Kube, prefix: str, replica: str) -> list[str]:
+    """The nodes whose Leases `replica` holds, by name."""
+    return sorted(n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == replica)
+
+
+def settle(
+    kube: Kube, prefix: str, ports: dict[str, int], shares: dict[str, int], timeout: float = 120
+) -> None:
+    """Wait until the replicas hold `shares` of the nodes and serve each node held."""
+    wait_for(f"nodes held as {shares}", lambda: holders(kube, prefix) == Counter(shares), timeout)
+    wait_for("every node served by its holder", lambda: served_as_held(kube, prefix, ports), 120)
+
+
 def served_as_held(kube: Kube, prefix: str, ports: dict[str, int]) -> bool:
     """Every node is Ready and points at the listener of the replica holding its Lease."""
     held = leases(kube, prefix)
@@ -131,12 +144,7 @@ def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) ->
     ports = {f"r{n}": agent.port for n, agent in enumerate(replicas)}
     for agent in replicas:
         agent.start()
-    wait_for(
-        "ten nodes per replica",
-        lambda: holders(kube, prefix) == Counter({"r0": 10, "r1": 10, "r2": 10}),
-        timeout=180,
-    )
-    wait_for("every node served by its holder", lambda: served_as_held(kube, prefix, ports), 120)
+    settle(kube, prefix, ports, {"r0": 10, "r1": 10, "r2": 10}, timeout=180)  # ten each
 
     names = [f"sh{n}" for n in range(NODES)]
     for n, name in enumerate(names):
@@ -150,8 +158,7 @@ def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) ->
     # node-scoped kubelet paths answer for the node asked about, from its holder, on
     # the port the Node advertises (as the API server dials it)
     token = stats_reader(kube)
-    of_r1 = sorted(n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == "r1")
-    for node in of_r1[:2]:
+    for node in held_by(kube, prefix, "r1")[:2]:
         obj = kube.get("node", node, namespaced=False) or {}
         port = obj["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
         reply = kubelet(port, "/stats/summary", token=token)
@@ -168,37 +175,25 @@ def test_three_replicas_share_thirty_nodes(kube: Kube, replicas: list[Agent]) ->
     last = {n: parse(s["renewTime"]) for n, s in held.items()}
     orphans = {n for n, s in held.items() if s["holderIdentity"] == "r2"}
     assert len(orphans) == 10
-    wait_for(
-        "fifteen nodes each for the survivors",
-        lambda: holders(kube, prefix) == Counter({"r0": 15, "r1": 15}),
-        timeout=120,
-    )
+    settle(kube, prefix, ports, {"r0": 15, "r1": 15})  # fifteen each for the survivors
     after = leases(kube, prefix)
     gaps = [(parse(after[n]["acquireTime"]) - last[n]).total_seconds() for n in orphans]
     print(
         f"killed replica's nodes taken {min(gaps):.1f}-{max(gaps):.1f} s after their last "
         f"renewal (lease duration {LEASE_DURATION} s, renewals every {LEASE_DURATION / 4} s)"
     )
-    wait_for("every node served by its holder", lambda: served_as_held(kube, prefix, ports), 120)
     assert identity(kube) == before
     moved = next(n for n in names if f"{prefix}-{names.index(n)}" in orphans)
-    logs = kube.cluster.run_kubectl("logs", "-n", kube.namespace, moved, "--tail=1", check=False)
-    assert logs.returncode == 0 and logs.stdout.startswith("line "), logs.stderr
+    assert kube.log_tail(moved).startswith("line ")
     # nothing duplicated: one backend record per pod, across every node's backend
     records = [p.stem for p in victim.state_dir.glob("nodes/*/sim/*.json")]
     assert sorted(records) == sorted(uid for uid, *_ in before.values())
 
     # a replica joining gets its share: the others give nodes back, nothing restarts
     victim.start()
-    wait_for(
-        "ten nodes per replica again",
-        lambda: holders(kube, prefix) == Counter({"r0": 10, "r1": 10, "r2": 10}),
-        timeout=120,
-    )
-    wait_for("every node served by its holder", lambda: served_as_held(kube, prefix, ports), 120)
+    settle(kube, prefix, ports, {"r0": 10, "r1": 10, "r2": 10})  # ten each again
     assert identity(kube) == before
-    back = sorted(n for n, s in leases(kube, prefix).items() if s["holderIdentity"] == "r2")
+    back = held_by(kube, prefix, "r2")
     pod = names[int(back[0].rsplit("-", 1)[1])]
-    logs = kube.cluster.run_kubectl("logs", "-n", kube.namespace, pod, "--tail=1", check=False)
-    assert logs.returncode == 0 and logs.stdout.startswith("line "), logs.stderr
+    assert kube.log_tail(pod).startswith("line ")
     assert all(a.alive() for a in replicas)

@@ -1,5 +1,6 @@
-"""The node Lease: created when missing, renewed every interval, owned by the Node,
-re-read after a conflict, and kept renewing through API errors of every kind."""
+"""The node Lease: created when missing, renewed every interval by a patch that reads
+nothing and cannot conflict, owned by the Node, and kept renewing through API errors
+of every kind."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vk-1"
 
 
 class Lease:
-    def __init__(self) -> None:
+    """A node's LeaseKeeper against a fake API server (`kube`, FakeKube or a subclass)."""
+
+    def __init__(self, kube: Callable[[FakeClock], FakeKube] = FakeKube) -> None:
         self.clock = FakeClock()
-        self.kube = FakeKube(self.clock)
+        self.kube = kube(self.clock)
         self.keeper = LeaseKeeper(
             self.kube,  # type: ignore[arg-type]
             "vk-1",
@@ -36,6 +39,11 @@ class Lease:
     def start(self) -> None:
         self.task = asyncio.create_task(self.keeper.run())
 
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
     def writes(self) -> int:
         return len(self.kube.requests_to("PATCH", LEASE + "$")) + len(
             self.kube.requests_to("POST", "/leases$")
@@ -46,9 +54,7 @@ class Lease:
 async def lease() -> AsyncIterator[Lease]:
     keeper = Lease()
     yield keeper
-    if keeper.task is not None:
-        keeper.task.cancel()
-        await asyncio.gather(keeper.task, return_exceptions=True)
+    await keeper.stop()
 
 
 async def test_creates_the_lease_owned_by_the_node_and_renews_it(lease: Lease) -> None:
@@ -152,32 +158,22 @@ async def test_a_slow_api_server_gets_no_burst_of_catch_up_renewals() -> None:
     """Renewals answered after 25 s (an overloaded API server): the next one waits for
     its point of the 10 s schedule, so the keeper never sends more than one renewal
     per period and never a burst to catch up."""
-    clock = FakeClock()
 
     class SlowKube(FakeKube):
         async def patch(self, path: str, body: object, content_type: str = "") -> dict[str, object]:
-            await clock.sleep(25)
+            await self.clock.sleep(25)
             return await super().patch(path, body, content_type)
 
-    kube = SlowKube(clock)
-    keeper = LeaseKeeper(
-        kube,  # type: ignore[arg-type]
-        "vk-1",
-        lambda: "uid",
-        renew_interval=10,
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
-    )
-    task = asyncio.create_task(keeper.run())
+    lease = Lease(SlowKube)
+    lease.start()
     try:
         await settle()
         for _ in range(120):
-            await clock.advance(1)
-        renewals = len(kube.requests_to("PATCH", LEASE + "$"))
+            await lease.clock.advance(1)
+        renewals = len(lease.kube.requests_to("PATCH", LEASE + "$"))
         assert 3 <= renewals <= 120 / 25 + 1
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await lease.stop()
 
 
 class LateWrites(FakeKube):
@@ -244,17 +240,10 @@ async def test_a_timed_out_renewal_that_lands_late_costs_no_extra_write() -> Non
     instead of 100. A renewal the client gives up on (timeout) still lands on the
     server; the next renewal must not then conflict with it and write twice: one
     write per renewal period, whatever the server did with the one before."""
-    clock = FakeClock()
-    kube = LateWrites(clock)
-    keeper = LeaseKeeper(
-        kube,  # type: ignore[arg-type]
-        "vk-1",
-        lambda: "node-uid",
-        renew_interval=10,
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
-    )
-    task = asyncio.create_task(keeper.run())
+    lease = Lease(LateWrites)
+    kube, clock = lease.kube, lease.clock
+    assert isinstance(kube, LateWrites)
+    lease.start()
     try:
         await settle()
         for _ in range(5):
@@ -266,5 +255,4 @@ async def test_a_timed_out_renewal_that_lands_late_costs_no_extra_write() -> Non
         assert len(writes) == 1 + 10  # the creation, then one write per period
         assert kube.objects[LEASE]["spec"]["holderIdentity"] == "vk-1"
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await lease.stop()
