@@ -29,10 +29,10 @@ from pathlib import Path
 from pods import (
     apiserver_requests_by_code,
     cpu_seconds,
+    create_bound_pods,
     free_port,
     parse_time,
     peak_rss_mib,
-    pod,
     ready_count,
     without_codes,
 )
@@ -112,15 +112,9 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         all_ready = time.monotonic() - started
         register_cpu = cpu_seconds(agent.pid) - cpu0
         if args.pods_per_node:
-            await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-            gate = asyncio.Semaphore(32)
-
-            async def create(n: int) -> None:
-                async with gate:
-                    body = pod(f"p{n:06d}", f"{prefix}-{n % args.nodes}")
-                    await client.create(f"/api/v1/namespaces/{namespace}/pods", body)
-
-            await asyncio.gather(*(create(n) for n in range(args.nodes * args.pods_per_node)))
+            count = args.nodes * args.pods_per_node
+            bindings = [(f"p{n:06d}", f"{prefix}-{n % args.nodes}") for n in range(count)]
+            await create_bound_pods(client, namespace, bindings, 32)
         await asyncio.sleep(args.settle)
         before = await apiserver_requests_by_code(client)
         agent_before = agent_requests(metrics_port)

@@ -54,6 +54,20 @@ def pod(name: str, node: str) -> dict[str, object]:
     }
 
 
+async def create_bound_pods(
+    client: KubeClient, namespace: str, bindings: list[tuple[str, str]], concurrency: int
+) -> None:
+    """Make `namespace` and in it a pod (`pod`) per (name, node), `concurrency` at a time."""
+    await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    gate = asyncio.Semaphore(concurrency)
+
+    async def create(name: str, node: str) -> None:
+        async with gate:
+            await client.create(f"/api/v1/namespaces/{namespace}/pods", pod(name, node))
+
+    await asyncio.gather(*(create(name, node) for name, node in bindings))
+
+
 async def apiserver_requests_by_code(client: KubeClient) -> Counter[tuple[str, str, str, str]]:
     """apiserver_request_total by (verb, resource, subresource, code)."""
     async with client.session.get(

@@ -27,7 +27,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pods import parse_time, pod, ready_count, until
+from pods import create_bound_pods, parse_time, ready_count, until
 
 from vkpy.devcluster import given_or_started
 from vkpy.devcluster.state import free_port_range
@@ -129,15 +129,8 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
             await until("split", split_evenly, 600, interval=1), 1
         )
         result["seconds_to_all_ready"] = round(await until("ready", all_ready, 600, interval=1), 1)
-        await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-        gate = asyncio.Semaphore(16)
-
-        async def create(n: int) -> None:
-            async with gate:
-                body = pod(f"p{n:05d}", f"{prefix}-{n}")
-                await client.create(f"/api/v1/namespaces/{namespace}/pods", body)
-
-        await asyncio.gather(*(create(n) for n in range(args.nodes)))
+        bindings = [(f"p{n:05d}", f"{prefix}-{n}") for n in range(args.nodes)]
+        await create_bound_pods(client, namespace, bindings, 16)
 
         async def all_running() -> bool:
             got = await pods_identity(client, namespace)
