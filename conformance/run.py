@@ -316,9 +316,7 @@ def main() -> int:
         else shlex.join(["conformance/run.py", *sys.argv[1:]])
     )
     started = datetime.now(UTC)
-    (run_dir / "run.json").write_text(
-        json.dumps({"started": f"{started:%Y-%m-%d %H:%M}", "command": command, "commit": commit()})
-    )
+    write_run_facts(run_dir, options, started, command)
     child = [
         "unshare", "--net", "--", sys.executable, str(Path(__file__).resolve()), "--inside",
         f"--run-dir={run_dir}", f"--tools={tools}", f"--agnhost={agnhost}", f"--bin-dir={bin_dir}",
@@ -333,6 +331,25 @@ def main() -> int:
     if code == 0 and not options.keep:
         shutil.rmtree(run_dir, ignore_errors=True)
     return code or result.returncode
+
+
+def write_run_facts(
+    run_dir: Path, options: argparse.Namespace, started: datetime, command: str
+) -> None:
+    """run.json: what recording the run needs, also later (`--from-run`, whose own
+    flags say nothing of the run it records): its backend and kind among them."""
+    facts = {
+        "started": f"{started:%Y-%m-%d %H:%M}",
+        "command": command,
+        "commit": commit(),
+        "backend": options.provider,
+        "kind": run_kind(options),
+    }
+    (run_dir / "run.json").write_text(json.dumps(facts))
+
+
+def run_kind(options: argparse.Namespace) -> str:
+    return "rerun" if options.rerun_failed else "focus" if options.focus else "full"
 
 
 def commit() -> str:
@@ -350,14 +367,13 @@ def record_run(options: argparse.Namespace, run_dir: Path) -> int:
         print(f"no JUnit report: see {run_dir}", file=sys.stderr)
         return 1
     facts = json.loads((run_dir / "run.json").read_text())
-    kind = "rerun" if options.rerun_failed else "focus" if options.focus else "full"
-    run = results.Run(
-        backend=options.provider,
+    run = results.Run(  # a run.json written before backend and kind were: this command's
+        backend=facts.get("backend", options.provider),
         started=facts["started"],
         command=facts["command"],
         release=pinned_release(),
         commit=facts["commit"],
-        kind=facts.get("kind", kind),
+        kind=facts.get("kind", run_kind(options)),
     )
     specs = [spec for junit in junits for spec in read_junit(junit)]
     if options.results:

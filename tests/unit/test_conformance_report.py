@@ -5,9 +5,12 @@ around the results kept as people wrote it."""
 
 from __future__ import annotations
 
+import argparse
+from datetime import UTC, datetime
 from pathlib import Path
 
 from conformance import results
+from conformance import run as conformance_run
 from conformance.report import Selection, Spec, cause, known_cause, read_junit
 
 JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
@@ -141,3 +144,33 @@ def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:
     )
     assert "mount path" in str(known_cause(spec))
     assert known_cause(Spec("[sig-node] Pods should do something", "failed", "boom")) is None
+
+
+def test_a_kept_run_recorded_later_keeps_its_backend_and_kind(tmp_path: Path) -> None:
+    """`--from-run DIR` records a kept run as it was run: a sim rerun stays a sim
+    rerun (updating the specs it ran), whatever flags the recording command has."""
+    store_path = tmp_path / "results.json"
+    store = results.load(store_path)
+    node_specs = conformance_run.SELECTIONS[0]
+    results.record(store, read_junit(junit(tmp_path)), (node_specs,), run("sim", "full"))
+    results.save(store_path, store)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    ran = argparse.Namespace(provider="sim", rerun_failed=str(tmp_path / "earlier"), focus="")
+    started = datetime(2026, 12, 1, 14, 0, tzinfo=UTC)
+    conformance_run.write_run_facts(kept, ran, started, "conformance/run.py --provider sim")
+    (kept / "junit_node.xml").write_text(RERUN)
+
+    recording = argparse.Namespace(
+        provider="process", rerun_failed="", focus="", results=str(store_path), report=""
+    )
+    assert conformance_run.record_run(recording, kept) == 0
+    store = results.load(store_path)
+    latest = store["runs"][-1]
+    assert (latest["backend"], latest["kind"], latest["started"]) == (
+        "sim",
+        "rerun",
+        "2026-12-01 14:00",
+    )
+    assert results.counts(store, node_specs, "sim") == (2, 1, 1)
+    assert results.counts(store, node_specs, "process") == (0, 0, 0)
