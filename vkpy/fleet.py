@@ -157,7 +157,7 @@ def set_listener(
 
 
 class Fleet:
-    """The nodes of a set, ready to `run` (their backends started by the caller)."""
+    """The nodes of a set: `start`, `run` until cancelled, then `stop`."""
 
     def __init__(self, settings: Settings, client: KubeClient) -> None:
         members = settings.node_set
@@ -200,12 +200,23 @@ class Fleet:
 
     # --- running --------------------------------------------------------------------
 
-    async def start_backends(self) -> None:
+    sharing = False
+    """Every node of the set is served here (vkpy.shard's sets are shared)."""
+
+    @property
+    def controllers(self) -> list[NodeController]:
+        """The node controllers (for the health probes)."""
+        return [n.node for n in self.nodes.values()]
+
+    async def start(self) -> None:
+        """Before `run`: start every node's backend."""
         for node in self.nodes.values():
             await node.provider.start()
             node.tasks.add_from(node.provider)
 
-    async def close_backends(self) -> None:
+    async def stop(self) -> None:
+        """After `run`: send the last Events, close the backends."""
+        await self.events.flush(2.0)
         for node in self.nodes.values():
             await node.provider.close()
 

@@ -293,10 +293,7 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
     if not await _connected(client, settings, nodes=len(settings.node_set)):
         return 1
     probes = Probes(settings, None)
-    if isinstance(fleet, Fleet):
-        probes.controllers = [n.node for n in fleet.nodes.values()]
-    else:
-        probes.controllers, probes.sharing = fleet.controllers, True
+    probes.controllers, probes.sharing = fleet.controllers, fleet.sharing
     try:
         health = await _start_health(settings, probes)
     except OSError as error:
@@ -306,8 +303,7 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if isinstance(fleet, Fleet):
-        await fleet.start_backends()
+    await fleet.start()
     task = asyncio.create_task(fleet.run(), name="fleet")
     stopper = asyncio.create_task(stop.wait(), name="signals")
     try:
@@ -326,12 +322,7 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
         stopper.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        if isinstance(fleet, Fleet):
-            await fleet.events.flush(2.0)
-            await fleet.close_backends()
-        else:
-            await fleet.release()
-            await fleet.events.flush(2.0)
+        await fleet.stop()
         if health is not None:
             await health.close()
         log.info("stopped", extra={"nodes": len(settings.node_set)})

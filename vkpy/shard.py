@@ -99,7 +99,11 @@ class _Slot:
 
 
 class ShardedFleet:
-    """This replica's part of a shared node set; `run` until cancelled, then `release`."""
+    """This replica's part of a shared node set: `start`, `run` until cancelled, then
+    `stop` (as vkpy.fleet.Fleet)."""
+
+    sharing = True
+    """Serving no node (yet, or for now) is a healthy state."""
 
     def __init__(self, settings: Settings, client: KubeClient, clock: Clock = SYSTEM_CLOCK):
         if settings.election is None:
@@ -343,10 +347,15 @@ class ShardedFleet:
             return None
         return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node.node.uid}
 
-    async def release(self) -> None:
-        """On the way out: stop every node, release their Leases and this replica's."""
+    async def start(self) -> None:
+        """Before `run`: nothing (a node's backend starts when its Lease is taken)."""
+
+    async def stop(self) -> None:
+        """After `run`: stop every node, release their Leases and this replica's, then
+        send the last Events."""
         await _each(self._give_back, [s for s in self.slots.values() if s.task is not None])
         await self._me.release()
+        await self.events.flush(2.0)
 
 
 async def _each(work: Callable[[_Slot], Awaitable[None]], slots: list[_Slot]) -> None:
