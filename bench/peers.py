@@ -114,6 +114,7 @@ class System:
         self.workdir = workdir
         self.args = args
         self.process: asyncio.subprocess.Process | None = None
+        self.last_argv: list[str] = []
 
     async def prepare(self, client: KubeClient, node: str) -> None:
         """Anything the system needs on the API server before it starts."""
@@ -127,8 +128,9 @@ class System:
     async def start(self, client: KubeClient, node: str) -> None:
         await self.prepare(client, node)
         log = (self.workdir / f"{self.name}-{node}.log").open("wb")
+        self.last_argv = self.argv(node)
         self.process = await asyncio.create_subprocess_exec(
-            *self.argv(node), stdout=log, stderr=log, env=self.env()
+            *self.last_argv, stdout=log, stderr=log, env=self.env()
         )
 
     async def stop(self) -> None:
