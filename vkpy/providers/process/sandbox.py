@@ -33,7 +33,6 @@ STAGING = "sandbox"
 HOSTS = "etc-hosts"
 HOSTNAME = "etc-hostname"
 KUBELET_MADE = frozenset({"configMap", "secret", "downwardAPI", "projected"})
-CLUSTER_DOMAIN = "cluster.local"
 
 MountEntry = tuple[str, str, str, bool]
 """(base, relative, mountPath, readOnly): see the module docstring."""
@@ -42,7 +41,7 @@ MountEntry = tuple[str, str, str, bool]
 def hosts_file(pod: PodConfig, ip: str) -> str:
     """The pod's /etc/hosts, as the kubelet writes it."""
     spec = pod.pod.get("spec") or {}
-    name = namespaces.hostname(spec, pod.ref.name)
+    name, domain = namespaces.host_and_domain(spec, pod.ref.name, pod.ref.namespace)
     lines = [
         "# Kubernetes-managed hosts file.",
         "127.0.0.1\tlocalhost",
@@ -52,10 +51,8 @@ def hosts_file(pod: PodConfig, ip: str) -> str:
         "fe00::1\tip6-allnodes",
         "fe00::2\tip6-allrouters",
     ]
-    subdomain = spec.get("subdomain")
-    if subdomain:
-        fqdn = f"{name}.{subdomain}.{pod.ref.namespace}.svc.{CLUSTER_DOMAIN}"
-        lines.append(f"{ip}\t{fqdn}\t{name}")
+    if domain:
+        lines.append(f"{ip}\t{name}.{domain}\t{name}")
     else:
         lines.append(f"{ip}\t{name}")
     aliases = spec.get("hostAliases") or []
@@ -78,7 +75,7 @@ def plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> dic
         hosts.write_text(hosts_file(pod, ip))
         os.chmod(hosts, 0o644)
         hostname = pod_dir.path / HOSTNAME
-        hostname.write_text(namespaces.hostname(spec, pod.ref.name) + "\n")
+        hostname.write_text(namespaces.hostname(spec, pod.ref.name, pod.ref.namespace) + "\n")
         os.chmod(hostname, 0o644)
         files = [[str(hosts), "/etc/hosts"], [str(hostname), "/etc/hostname"]]
     staging = pod_dir.path / STAGING
