@@ -314,10 +314,10 @@ class IdPool:
             return frozenset()
         others = {i for uid, other in self._held.items() if uid != pod_uid for i in other.ids()}
         mine = self._dirs.get(pod_uid)
-        if self.claims is not None:  # another node's pod owns an id this pod asked for
-            others.update(
-                i for i in identity.ids() if i != identity.own and self.claims.held_by_other(i, mine)
-            )
+        claims = self.claims
+        if claims is not None:  # another node's pod owns an id this pod asked for
+            asked = identity.ids() - {identity.own}
+            others.update(i for i in asked if claims.held_by_other(i, mine))
         return frozenset(i for i in identity.ids() if i not in others)
 
 
