@@ -74,3 +74,19 @@ def test_a_sysctl_outside_the_pods_namespaces_is_refused() -> None:
     for name in ("vm.overcommit_memory", "kernel.hostname/../x", "kernel.domainname"):
         spec = {"securityContext": {"sysctls": [{"name": name, "value": "1"}]}}
         assert sysctls.refusal(spec, ("uts", "ipc", "net")) is not None, name
+
+
+def test_the_kubernetes_service_is_named_in_the_hosts_file_when_it_has_an_address() -> None:
+    """No cluster DNS: `https://kubernetes.default.svc` (a kubeconfig in a pod) resolves
+    through /etc/hosts to `kubernetes_service_host`."""
+    hosts = sandbox.hosts_file(_pod(), "10.244.0.7", "10.0.0.1").splitlines()
+    assert hosts[0] == "# Kubernetes-managed hosts file."
+    names = next(line for line in hosts if line.startswith("10.0.0.1")).split("\t")
+    assert names[1:] == [
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ]
+    named = sandbox.hosts_file(_pod(), "10.244.0.7", "api.example.com")
+    assert "kubernetes.default" not in named
