@@ -55,6 +55,9 @@ class Faults:
     max_groups: int | None = None
     operation_delay: float = 0.0
     """Extra seconds an async operation stays InProgress."""
+    fail_next: list[int] = field(default_factory=list)
+    """Statuses (429 or 503) the next ARM calls are answered with, one each, with
+    Retry-After `retry_after`: a deterministic share of throttling and 5xx."""
     deployment_failures: list[str] = field(default_factory=list)
     """Codes the next deployments fail with after ARM accepted them, one each, as ACI's
     capacity and quota failures arrive (`ServiceUnavailable`,
@@ -75,6 +78,8 @@ class Store:
     groups: dict[tuple[str, str], Group] = field(default_factory=dict)
     operations: dict[str, Operation] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
+    answered: list[tuple[float, str, int]] = field(default_factory=list)
+    """(monotonic time, route, status) of each ARM call as it was answered."""
 
 
 def _error(error: ArmError, headers: dict[str, str] | None = None) -> web.Response:
@@ -153,6 +158,16 @@ class Emulator:
         route = request.match_info.route.resource
         kind = f"{request.method} {route.canonical if route else request.path}"
         self.store.calls[kind] += 1
+        response = await self._answer(request, handler)
+        self.store.answered.append((time.monotonic(), kind, response.status))
+        return response
+
+    async def _answer(
+        self,
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        """The checks every ARM call passes, the faults on cue, then the route."""
         if not self.directory.valid(request.headers.get("Authorization")):
             return web.json_response(
                 {"error": {"code": "AuthenticationFailed", "message": "Authentication failed."}},
@@ -196,7 +211,10 @@ class Emulator:
             "Retry-After": str(max(1, round(self.faults.retry_after))),
             "retry-after-ms": str(int(self.faults.retry_after * 1000)),
         }
-        if roll < self.faults.throttle:
+        cue = self.faults.fail_next.pop(0) if self.faults.fail_next else None
+        if cue is not None and cue not in (429, 503):
+            raise ValueError(f"fail_next holds 429 or 503, not {cue}")
+        if cue == 429 or (cue is None and roll < self.faults.throttle):
             self.store.calls["throttled"] += 1
             return _error(
                 ArmError(
@@ -207,7 +225,7 @@ class Emulator:
                 ),
                 retry,
             )
-        if roll < self.faults.throttle + self.faults.server_error:
+        if cue == 503 or (cue is None and roll < self.faults.throttle + self.faults.server_error):
             self.store.calls["failed"] += 1
             return _error(
                 ArmError(
