@@ -306,3 +306,25 @@ async def test_the_monitor_lists_once_per_round_and_reads_a_steady_group_each_re
         assert calls - before == spent
     finally:
         await p.close()
+
+
+async def test_the_default_chain_signs_in_from_the_environment(
+    aci: AciSetup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = aci.emulator.directory
+    for name, value in {
+        "AZURE_TENANT_ID": directory.tenant,
+        "AZURE_CLIENT_ID": directory.client_id,
+        "AZURE_CLIENT_SECRET": directory.client_secret,
+        "AZURE_AUTHORITY_HOST": aci.emulator.url,
+    }.items():
+        monkeypatch.setenv(name, value)
+    issued = directory.issued
+    p = AciProvider(AciConfig.from_dict(aci.config(credentials={"type": "default"})), "node-d")
+    await p.start()
+    try:
+        assert type(p.clients.credential).__name__ == "DefaultAzureCredential"
+        assert await p.list_pods() == []
+    finally:
+        await p.close()
+    assert directory.issued == issued + 1
