@@ -28,7 +28,7 @@ import yaml
 from tests.integration.agent import wait_for
 from tests.integration.conftest import StartAgent
 from tests.processes import processes_under
-from vkpy.devcluster import DevCluster
+from vkpy.devcluster import DevCluster, processes
 from vkpy.devcluster import nodes as pools
 from vkpy.devcluster.load import QueueLoad, new_queue_dir, with_queue
 
@@ -460,6 +460,38 @@ def test_spot_drain_moves_replicas_to_virtual_and_back(hybrid: Hybrid) -> None:
         f"(fewest Ready meanwhile {serving.lowest}, {serving.samples} samples); "
         f"uncordon -> back on the regular pool {moved_back:.1f} s"
     )
+    hybrid.delete_and_wait("deployment/steady", "pdb/steady", selector="app=steady")
+
+
+def test_spot_loss_of_a_worker_moves_its_replicas_to_virtual(hybrid: Hybrid) -> None:
+    """A Spot VM that vanishes without a drain: its kubelet stops (killed here), the
+    node lifecycle controller marks the node unreachable once its Lease runs out, and
+    spot.yaml's 10 s tolerations of unreachable/not-ready evict its replicas; their
+    replacements start on the virtual node. When the worker comes back, the pods it
+    held are finished and gone."""
+    hybrid.apply(example("spot.yaml"))
+    wait_placement(
+        hybrid, "app=steady", {WORKERS[0]: 2, WORKERS[1]: 2}, "4 steady replicas, 2 on each worker"
+    )
+    record = hybrid.cluster.extras().records.named(WORKERS[0])
+    assert record is not None
+    began = time.monotonic()
+    assert processes.kill([record.process]) == []
+    wait_placement(
+        hybrid,
+        "app=steady",
+        {WORKERS[1]: 2, VIRTUAL: 2},
+        "4 Ready again without the lost worker: 2 on the other one, 2 on the virtual node",
+    )
+    moved = time.monotonic() - began
+    hybrid.cluster.start_nodes([pools.worker(1)])
+    wait_for(
+        "the lost worker's pods gone once it is back",
+        lambda: not [p for p in hybrid.pods("app=steady") if node_of(p) == WORKERS[0]],
+        timeout=120,
+    )
+    assert by_node(live(hybrid.pods("app=steady"))) == {WORKERS[1]: 2, VIRTUAL: 2}
+    print(f"\nspot: worker lost -> 4 Ready with 2 on the virtual node {moved:.1f} s")
     hybrid.delete_and_wait("deployment/steady", "pdb/steady", selector="app=steady")
 
 
