@@ -474,3 +474,38 @@ def test_the_example_pods_make_groups_aci_accepts(example: str, node: dict[str, 
         assert (gpu.count, gpu.sku) == (1, "V100")
     if example == "aci-windows.yaml":
         assert made.group.os_type == "Windows"
+
+
+def test_status_running_since_a_stopped_group_and_a_finished_one() -> None:
+    since = "2026-12-01T10:00:00+00:00"
+    running = status.pod_state(
+        _group(
+            "Running",
+            container_view={
+                "currentState": {"state": "Running", "startTime": since},
+                "previousState": {"state": "Terminated", "exitCode": 1, "detailStatus": "Error"},
+                "restartCount": 1,
+            },
+        )
+    )
+    app = running.containers[0]
+    assert app.started_at is not None and app.started_at.isoformat() == since
+    assert running.started_at == app.started_at
+    assert app.restart_count == 1 and app.last_terminated is not None
+    assert (app.last_terminated.exit_code, app.last_terminated.reason) == (1, "Error")
+    stopped = status.pod_state(
+        _group("Stopped", container_view={"currentState": {"state": "Running"}})
+    )  # `az container stop`, or the platform: reported, never started again
+    assert (stopped.phase, stopped.reason) == ("Failed", "Stopped")
+    assert stopped.containers[0].state == "terminated"
+    done = _group(
+        "Succeeded",
+        container_view={"currentState": {"state": "Terminated", "exitCode": 0}},
+    )
+    done.restart_policy = "Never"
+    finished = status.pod_state(done)
+    assert finished.phase == "Succeeded"
+    assert (finished.containers[0].state, finished.containers[0].reason) == (
+        "terminated",
+        "Completed",
+    )
