@@ -169,3 +169,15 @@ def test_a_stale_claim_is_taken_over(tmp_path: Path) -> None:
     kept.save(kept_dir)
     other = IdPool(FIRST, LAST, True, RunAs(None, None), claims)
     assert other.allocate(pod("c"), "n3", tmp_path / "c").own != kept.own
+
+
+def test_ids_pods_ask_for_stay_free_while_other_pods_run() -> None:
+    """Pods usually ask for the low ids of a range (the e2e suite's 1000, 1001): a pod
+    that asks for none must not take them as its own, or the next pod asking is refused."""
+    ids = pool()
+    for name in ("a", "b", "c"):
+        ids.allocate(pod(name), "n1")
+    asking = pod("d", {"runAsGroup": FIRST + 1}, runAsUser=FIRST, fsGroup=FIRST + 2)
+    identity = ids.allocate(asking, "n1")
+    assert identity.uid == FIRST
+    assert identity.own is not None and identity.own > FIRST + 2

@@ -10,7 +10,8 @@ the pod's directory is gone and no process of it runs.
 
 `runAsUser`, `runAsGroup`, `fsGroup` and `supplementalGroups` are honoured inside
 the range and refused outside it (a pod cannot ask for root or a host user), as is
-an id that is another pod's own. `privileged`, added capabilities and the host's
+an id that is another pod's own. Own ids are given from the top of the range down,
+so the low ids pods usually ask for (1000, 1001, ...) stay free for them. `privileged`, added capabilities and the host's
 namespaces are refused unless the node allows them (privileges.py). When vkpy is
 not root there is one identity, vkpy's: ids other than its own are refused.
 """
@@ -284,7 +285,8 @@ class IdPool:
         taken.update(asked)
         security = _security(_pod_spec(pod))
         taken.update(_live_uids())
-        for candidate in range(self.first, self.last + 1):
+        # From the top: pods that ask for ids mostly ask for the low ones (1000, 1001).
+        for candidate in range(self.last, self.first - 1, -1):
             if candidate in taken:
                 continue
             if self.claims is not None and pod_dir is not None:
