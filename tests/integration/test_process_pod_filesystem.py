@@ -114,6 +114,59 @@ def test_volumes_are_at_their_mount_paths_and_read_only_is_enforced(
     assert out == kube.namespace
 
 
+def test_kubelet_made_files_have_the_mode_asked_for_and_stay_read_only(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """A 0400 secret reads back as 0400 (`-r--------`, what a kubelet's pod sees) and
+    its container can read it; neither the mount path nor the pod's own directory
+    (the relative link layout) lets the pod change, chmod or replace it."""
+    agent = start_process_agent()
+    kube.kubectl(
+        "create", "secret", "generic", "creds", "--from-literal=pw=s3cret", "-n", kube.namespace
+    )
+    kube.kubectl("create", "configmap", "conf", "--from-literal=key=value", "-n", kube.namespace)
+    via_pod_dir = "../../../volumes/creds/..data/pw"
+    script = (
+        "echo MODE=$(stat -L -c %a /secret/pw) ITEM=$(stat -L -c %a /conf/k) "
+        "DEFAULT=$(stat -L -c %a /conf/key); "
+        "echo PW=$(cat /secret/pw) K=$(cat /conf/k); "
+        "chmod 600 /secret/pw 2>/dev/null || echo CHMOD-REFUSED; "
+        f"chmod 600 {via_pod_dir} 2>/dev/null || echo LINK-CHMOD-REFUSED; "
+        f"(echo x > {via_pod_dir}) 2>/dev/null || echo LINK-WRITE-REFUSED; "
+        f"test -e {via_pod_dir} && echo LINK-SEEN; "
+        "echo AFTER=$(cat /secret/pw); echo DONE; sleep 3600"
+    )
+    mounts = [{"name": "creds", "mountPath": "/secret"}, {"name": "conf", "mountPath": "/conf"}]
+    volumes = [
+        {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+        {
+            "name": "conf",
+            "configMap": {
+                "name": "conf",
+                "items": [
+                    {"key": "key", "path": "k", "mode": 0o400},
+                    {"key": "key", "path": "key"},
+                ],
+            },
+        },
+    ]
+    kube.create(
+        process_pod(
+            "modes",
+            agent.node_name,
+            script,
+            container={"volumeMounts": mounts},
+            volumes=volumes,
+        )
+    )
+    lines = _report(agent, kube, "modes").splitlines()
+    assert "MODE=400 ITEM=400 DEFAULT=644" in lines, lines
+    assert "PW=s3cret K=value" in lines, lines
+    for refused in ("CHMOD-REFUSED", "LINK-CHMOD-REFUSED", "LINK-WRITE-REFUSED", "LINK-SEEN"):
+        assert refused in lines, lines
+    assert "AFTER=s3cret" in lines, lines
+
+
 def test_the_host_is_read_only_and_tmp_is_the_pods_own(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:

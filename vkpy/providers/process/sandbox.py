@@ -92,10 +92,24 @@ def plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> dic
         "staging": str(staging.absolute()),
         "hide": hide,
         "files": files,
+        "readonly": written_volumes(pod_dir, pod),
         "tmpfs": ["/tmp", "/dev/shm"],  # noqa: S108 (the pod's own tmpfs)
         "mountpoints": mountpoints(pod_dir, pod),
         "expose": exposed(config),
     }
+
+
+def written_volumes(pod_dir: PodDir, pod: PodConfig) -> list[str]:
+    """The directories of the volumes vkpy writes (made now, before their files, so
+    the holder can bind them read-only in the pod's directory)."""
+    found = []
+    for volume in pod.volumes:
+        if volume.kind in KUBELET_MADE:
+            path = pod_dir.volume(volume.name)
+            pod_dir.volumes.mkdir(mode=0o711, exist_ok=True)
+            path.mkdir(mode=0o755, exist_ok=True)
+            found.append(str(path.absolute()))
+    return found
 
 
 def exposed(config: ProcessConfig) -> list[str]:
