@@ -59,7 +59,8 @@ SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"
 
 def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
     """The process backend's settings for the run: agnhost from the pinned build (a
-    copy the containers' user can reach), hostPath under /tmp, a network namespace
+    copy the containers' user can reach), hostPath under /tmp, privileged pods
+    allowed (as a kubelet allows them by default), a network namespace
     and an address per pod, the API server as the `kubernetes` Service."""
     # Not under /tmp: a pod with a filesystem of its own has a private /tmp, so a copy
     # there is out of its sight (the run directory is usually under /tmp).
@@ -78,6 +79,9 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
             },
         },
         "host_path_prefixes": ["/tmp"],
+        # A kubelet lets pods be privileged unless told otherwise (--allow-privileged),
+        # and the suite's hostPath and PrivilegedPod specs ask for it.
+        "allow": ["privileged"],
         "network": "pod",
         "pod_cidr": POD_CIDR,
         # The suite's pods ask for runAsUser/fsGroup 1000, 1001 and 10000 (its restricted
