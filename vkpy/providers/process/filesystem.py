@@ -104,8 +104,12 @@ def write_volume_files(
     directory: Path, files: Iterable[VolumeFile], run_as: RunAs, pod_view: bool = False
 ) -> None:
     """Replace the volume's contents atomically (the kubelet's AtomicWriter scheme);
-    `pod_view`: the pod has a filesystem of its own (see _file_owner)."""
+    `pod_view`: the pod has a filesystem of its own (see _file_owner). Contents equal
+    to what the volume holds are not written again (volumes are resolved again every
+    sync period)."""
     _makedirs(directory, 0o755)
+    if _holds(directory, files):
+        return
     stamp = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()) + str(time.time_ns() % 10**9)
     fresh = directory / stamp
     fresh.mkdir(mode=0o755)
@@ -136,6 +140,28 @@ def write_volume_files(
             remove_tree(directory / entry)
     if old and old != stamp:
         remove_tree(directory / old)
+
+
+def _holds(directory: Path, files: Iterable[VolumeFile]) -> bool:
+    """Whether the volume's current `..data` has exactly `files` (paths and bytes)."""
+    data = directory / DATA_LINK
+    if not data.is_symlink():
+        return False
+    wanted = {item.path: item.data for item in files}
+    found = 0
+    for base, _, names in os.walk(data, followlinks=False):
+        found += len(names)
+        if found > len(wanted):
+            return False
+        for name in names:
+            path = os.path.join(base, name)
+            relative = os.path.relpath(path, data)
+            if relative not in wanted or os.path.islink(path):
+                return False
+            with open(path, "rb") as handle:
+                if handle.read() != wanted[relative]:
+                    return False
+    return found == len(wanted)
 
 
 def materialize_volume(
