@@ -118,6 +118,19 @@ def test_run_as_non_root_with_user_zero_is_a_config_error() -> None:
     check_run_as_non_root(raw, {"name": "app"})  # runAsUser 0 without runAsNonRoot: not here
 
 
+def test_run_as_non_root_refuses_an_image_that_runs_as_root() -> None:
+    """As the kubelet: without a runAsUser, the image's user decides."""
+    raw = pod("a", {"runAsNonRoot": True}).pod
+    container = {"name": "app", "image": "busybox", "securityContext": {"runAsNonRoot": True}}
+    users = {"busybox": 0, "nonroot": 1234}
+    with pytest.raises(ConfigError, match="image will run as root"):
+        check_run_as_non_root(raw, container, users.get)
+    check_run_as_non_root(raw, {**container, "image": "nonroot"}, users.get)
+    check_run_as_non_root(raw, {**container, "image": "unknown"}, users.get)  # not known
+    with_user = {**container, "securityContext": {"runAsNonRoot": True, "runAsUser": 7}}
+    check_run_as_non_root(raw, with_user, users.get)
+
+
 def test_kubectl_debugs_sys_ptrace_is_tolerated_with_a_warning_other_capabilities_are_not() -> None:
     ids = pool()
     running = pod("a")

@@ -246,3 +246,21 @@ def test_exec_probes_hooks_and_exec_sessions_find_programs_as_in_the_image() -> 
     assert probe["exec"]["command"][0] == "/bin/sh"  # the pod's own spec is not changed
     assert images.command(resolved, ["/bin/sh", "-c", "id"]) == [sh, "-c", "id"]
     assert images.command(resolved, ["ls"]) == ["ls"]
+
+
+def test_an_images_user_runs_containers_that_name_none_and_decides_run_as_non_root() -> None:
+    """The image's USER (`user`): a container without a runAsUser of its own or its
+    pod's runs as it, and the non-root check knows a root image (kubelet parity)."""
+    images = table({"example.com/app": {"entrypoint": ["app"], "user": 4321}})
+    assert images.image_user("example.com/app:1") == 4321
+    assert images.image_user("busybox:1.36") == 0  # a stand-in of a root image
+    assert images.image_user("example.com/unknown") is None
+    assert images.image_user("registry.k8s.io/e2e-test-images/nonroot:1.5") == 1234
+    plain = images.resolve(container("example.com/app:1"))
+    assert plain.spec["securityContext"]["runAsUser"] == 4321
+    own = container("example.com/app:1", spec={"securityContext": {"runAsUser": 5}})
+    assert images.resolve(own).spec["securityContext"]["runAsUser"] == 5
+    by_pod = images.resolve(container("example.com/app:1"), pod_user=True)
+    assert "runAsUser" not in (by_pod.spec.get("securityContext") or {})
+    with pytest.raises(ValueError, match="user must be a uid"):
+        table({"example.com/app": {"entrypoint": ["app"], "user": "root"}})

@@ -45,6 +45,7 @@ from vkpy.node.volumes import (
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import (
     ContainerState,
+    KnowsImageUsers,
     PodConfig,
     PodRef,
     PodState,
@@ -102,6 +103,7 @@ class PodLife:
         self._reads_volume_files = isinstance(provider, ReadsVolumeFiles)
         self._reads_pull_secrets = isinstance(provider, ReadsPullSecrets)
         self._refresher = provider if isinstance(provider, RefreshesVolumes) else None
+        self._image_user = provider.image_user if isinstance(provider, KnowsImageUsers) else None
 
     async def sync(self, r: PodRecord) -> None:
         pod = r.pod
@@ -168,6 +170,7 @@ class PodLife:
             allocatable,
             with_volume_files=self._reads_volume_files,
             with_pull_secrets=self._reads_pull_secrets,
+            image_user=self._image_user,
         )
         due = None
         if tokens.refresh_at is not None and self._refresher is not None:

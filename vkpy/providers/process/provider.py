@@ -313,6 +313,10 @@ class ProcessProvider:
             raise RetryableError("the process backend has not started yet")
         return self._runtime
 
+    def image_user(self, image: str) -> int | None:
+        """The user an image's stand-in runs as (its `user` in the `images` setting)."""
+        return self._images.image_user(image)
+
     def _pod(self, ref: PodRef) -> PodRuntime:
         pod = self._pods.get(ref.uid)
         if pod is None:

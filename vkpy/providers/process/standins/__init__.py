@@ -7,12 +7,14 @@ behave like the image for what such pods use: `pause.py` sleeps until stopped,
 `web.py` serves the image's document root over HTTP on port 80, `busybox/` puts
 bash first on PATH as `sh` (the host's dash drops environment names with `-` and has
 no `[[`) with a `busybox` applet dispatcher, and agnhost is the real program, found
-on PATH (build it with `controlplane/build.sh agnhost`). The `images` setting comes
+on PATH (build it with `controlplane/build.sh agnhost`); Kubernetes' `nonroot` test
+image is the busybox stand-in run as its USER, 1234. The `images` setting comes
 first and can replace or drop any of these.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from vkpy.providers.process.images import ImageRule, ImageSpec
@@ -41,6 +43,8 @@ def default_rules(python: str) -> tuple[ImageRule, ...]:
     agnhost = ImageSpec(
         entrypoint=("/agnhost",), cmd=("pause",), path=(BUSYBOX_BIN,), working_dir="/"
     )
+    # Kubernetes' test image of a non-root user: a busybox whose USER is 1234.
+    nonroot = dataclasses.replace(shell, user=1234)
     nginx = _web(python, "/usr/share/nginx/html", "nginx")
     httpd = _web(python, "/usr/local/apache2/htdocs", "httpd")
     return (
@@ -48,6 +52,7 @@ def default_rules(python: str) -> tuple[ImageRule, ...]:
         ImageRule("*/agnhost", agnhost),
         ImageRule("registry.k8s.io/pause", pause),
         ImageRule("*/pause", pause),
+        ImageRule("registry.k8s.io/e2e-test-images/nonroot", nonroot),
         ImageRule("busybox", shell),
         ImageRule("*/busybox", shell),
         ImageRule("nginx", nginx),
