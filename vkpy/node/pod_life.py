@@ -38,6 +38,7 @@ from vkpy.node.volumes import (
     TokenKey,
     TokenTracker,
     VolumeSource,
+    files_digest,
     follows_sources,
     has_token_volumes,
     metadata_key,
@@ -201,6 +202,7 @@ class PodLife:
             volumes_due=self._next_volume_sync(pod),
             metadata_key=metadata_key(pod),
             tokens=grants,
+            files_digest=files_digest(config.volumes),
         )
         self._schedule_token(r)
         self._schedule_volume_sync(r)
@@ -302,9 +304,12 @@ class PodLife:
             return
         kept = None if tokens_due else stage.tokens
         grants = stage.tokens
+        digest = stage.files_digest
         try:
             config, next_due, grants = await self._config(pod, kept)
-            await self._backend("refresh", r.ref, refresher.refresh_volumes(config))
+            if tokens_due or files_digest(config.volumes) != digest:
+                await self._backend("refresh", r.ref, refresher.refresh_volumes(config))
+                digest = files_digest(config.volumes)
         except (ConfigError, ApiError, ProviderError, Retry) as error:
             log.warning(
                 "volume refresh failed, will retry",
@@ -322,6 +327,7 @@ class PodLife:
                 volumes_due=self._next_volume_sync(pod),
                 metadata_key=labels,
                 tokens=grants,
+                files_digest=digest,
             )
             self._schedule_token(r)
             self._schedule_volume_sync(r)

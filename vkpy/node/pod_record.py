@@ -39,6 +39,8 @@ class Created:
     """The labels and annotations its downward API volumes last showed (volumes.py)."""
     tokens: Mapping[TokenKey, TokenGrant] = field(default_factory=dict)
     """The tokens its volumes hold, handed out again until due."""
+    files_digest: str = ""
+    """What its file volumes held when last handed to the backend (volumes.py)."""
 
 
 @dataclass(frozen=True, slots=True)

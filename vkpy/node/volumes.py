@@ -20,6 +20,7 @@ are never logged and never put into an error message.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -359,6 +360,18 @@ async def resolve_volumes(
             for volume in spec(pod).get("volumes") or []
         ]
     )
+
+
+def files_digest(volumes: Sequence[VolumeConfig]) -> str:
+    """One hash of what the pod's file volumes hold (names, paths, modes, bytes): a
+    volume resolved again is handed to the backend only when it changed."""
+    digest = hashlib.sha256()
+    for volume in volumes:
+        for item in volume.files:
+            head = f"{volume.name}\0{item.path}\0{item.mode}\0{len(item.data)}\0"
+            digest.update(head.encode())
+            digest.update(item.data)
+    return digest.hexdigest()
 
 
 def follows_sources(pod: KubeObject) -> bool:
