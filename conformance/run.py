@@ -76,6 +76,11 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
                 "entrypoint": ["/agnhost"],
                 "cmd": ["pause"],
                 "path": [str(bin_dir), BUSYBOX_BIN],
+                # The image's own files, at their paths in the pods' root.
+                "files": {
+                    "/agnhost": str(bin_dir / "agnhost"),
+                    "/agnhost-2": str(bin_dir / "agnhost"),
+                },
             },
         },
         "host_path_prefixes": ["/tmp"],

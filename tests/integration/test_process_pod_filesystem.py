@@ -167,6 +167,39 @@ def test_kubelet_made_files_have_the_mode_asked_for_and_stay_read_only(
     assert "AFTER=s3cret" in lines, lines
 
 
+def test_an_images_files_are_at_their_paths_in_the_pods_root(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """`files` of an `images` entry: the image's own programs (agnhost's `/agnhost`)
+    exist at their paths for a shell or `kubectl exec`, read-only, and only in pods
+    of that image."""
+    tool_dir = Path(tempfile.mkdtemp(prefix="vkpy-image-"))
+    try:
+        tool = tool_dir / "tool.sh"
+        tool.write_text("#!/bin/sh\necho TOOL-RAN\n")
+        tool.chmod(0o755)
+        tool_dir.chmod(0o755)
+        images = {"example.com/tool": {"cmd": ["sh"], "files": {"/opt/tool/run": str(tool)}}}
+        agent = start_process_agent(config={"images": images})
+        script = (
+            "/opt/tool/run; (echo x > /opt/tool/run) 2>/dev/null || echo TOOL-READ-ONLY; "
+            "echo DONE; sleep 3600"
+        )
+        kube.create(
+            process_pod("imaged", agent.node_name, script, container={"image": "example.com/tool"})
+        )
+        lines = _report(agent, kube, "imaged").splitlines()
+        assert "TOOL-RAN" in lines and "TOOL-READ-ONLY" in lines, lines
+        out = kube.kubectl("exec", "-n", kube.namespace, "imaged", "--", "/opt/tool/run")
+        assert out.strip() == "TOOL-RAN"
+        kube.create(
+            process_pod("plain", agent.node_name, "test -e /opt/tool/run || echo NONE; echo DONE")
+        )
+        assert "NONE" in _report(agent, kube, "plain").splitlines()
+    finally:
+        shutil.rmtree(tool_dir, ignore_errors=True)
+
+
 def test_the_host_is_read_only_and_tmp_is_the_pods_own(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:

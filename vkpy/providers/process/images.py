@@ -50,6 +50,10 @@ class ImageSpec:
     """The image's WORKDIR (inside the container's root) when the container sets none."""
     env: tuple[tuple[str, str], ...] = ()
     """The image's ENV: the pod's `env` wins."""
+    files: tuple[tuple[str, str], ...] = ()
+    """(path in the image, host file): the image's own files, bound read-only at their
+    paths in the pod's root (with the pod's own filesystem), so `/agnhost` exists
+    there for a shell or `kubectl exec` that names it, as in the image."""
     user: int = 0
     """The image's USER as a uid (0, root, like most images): a container without a
     `runAsUser` (its own or the pod's) runs as it when it is not 0, and
@@ -104,7 +108,7 @@ def _strings(value: object, what: str) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
-SPEC_KEYS = frozenset({"entrypoint", "cmd", "path", "working_dir", "env", "user"})
+SPEC_KEYS = frozenset({"entrypoint", "cmd", "path", "working_dir", "env", "user", "files"})
 
 
 def parse_spec(pattern: str, raw: object) -> ImageSpec:
@@ -121,6 +125,11 @@ def parse_spec(pattern: str, raw: object) -> ImageSpec:
     working_dir = raw.get("working_dir")
     if working_dir is not None and not str(working_dir).startswith("/"):
         raise ValueError(f"{what}.working_dir must be an absolute path")
+    files = raw.get("files") or {}
+    if not isinstance(files, Mapping) or not all(
+        str(k).startswith("/") and str(v).startswith("/") for k, v in files.items()
+    ):
+        raise ValueError(f"{what}.files must map absolute paths in the image to host files")
     user = raw.get("user", 0)
     if not isinstance(user, int) or isinstance(user, bool) or user < 0:
         raise ValueError(f"{what}.user must be a uid (a number, 0 for root)")
@@ -130,6 +139,7 @@ def parse_spec(pattern: str, raw: object) -> ImageSpec:
         path=tuple(os.path.abspath(p) for p in _strings(raw.get("path"), f"{what}.path")),
         working_dir=str(working_dir) if working_dir is not None else None,
         env=tuple((str(k), str(v)) for k, v in env.items()),
+        files=tuple((os.path.normpath(str(k)), str(v)) for k, v in files.items()),
         user=user,
     )
 
@@ -168,6 +178,16 @@ class ImageTable:
             if rule.matches(image):
                 return rule.spec
         return None
+
+    def files(self, pod: PodConfig) -> list[tuple[str, str]]:
+        """The image files of the pod's containers, (path in the pod's root, host
+        file); the first image to name a path wins."""
+        found: dict[str, str] = {}
+        for container in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers):
+            spec = self.lookup(container.image)
+            for target, source in spec.files if spec is not None else ():
+                found.setdefault(target, source)
+        return sorted(found.items())
 
     def image_user(self, image: str) -> int | None:
         """The uid `image` runs as when nothing says otherwise (None: not known)."""

@@ -375,7 +375,7 @@ class ProcessProvider:
                 pod_dir = PodDir(path)
                 sandbox.mount_memory_volumes(pod_dir, pod)
                 ip = self._runtime_or_fail().pod_ip(pod.ref)
-                plan = sandbox.plan(self._config, pod_dir, pod, ip)
+                plan = sandbox.plan(self._config, pod_dir, pod, ip, self._images.files(pod))
             holder = namespaces.start(
                 path,
                 kinds,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,16 @@ def hosts_file(pod: PodConfig, ip: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> dict[str, Any]:
+def plan(
+    config: ProcessConfig,
+    pod_dir: PodDir,
+    pod: PodConfig,
+    ip: str,
+    image_files: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
     """The holder's plan (podroot.py; namespaces.start adds its own fields and writes
-    it); the files it binds are written here."""
+    it); the files it binds are written here. `image_files`: (path, host file) of the
+    containers' images (images.py), bound read-only at their paths."""
     spec: KubeObject = pod.pod.get("spec") or {}
     files: list[list[str]] = []
     if not spec.get("hostNetwork"):
@@ -81,6 +89,9 @@ def plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> dic
         hostname.write_text(namespaces.hostname(spec, pod.ref.name) + "\n")
         os.chmod(hostname, 0o644)
         files = [[str(hosts), "/etc/hosts"], [str(hostname), "/etc/hostname"]]
+    for target, source in image_files:
+        if os.path.isfile(source):
+            files.append([os.path.realpath(source), target])
     staging = pod_dir.path / STAGING
     staging.mkdir(mode=0o700, exist_ok=True)
     hide = [str(config.pods_path.absolute())]
