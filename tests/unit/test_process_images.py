@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vkpy.providers.base import ContainerConfig
+from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 from vkpy.providers.errors import InvalidInputError
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.images import ImageRule, ImageSpec, ImageTable, split_reference
@@ -264,3 +264,12 @@ def test_an_images_user_runs_containers_that_name_none_and_decides_run_as_non_ro
     assert "runAsUser" not in (by_pod.spec.get("securityContext") or {})
     with pytest.raises(ValueError, match="user must be a uid"):
         table({"example.com/app": {"entrypoint": ["app"], "user": "root"}})
+
+
+def test_an_images_files_are_absolute_and_listed_per_pod() -> None:
+    images = table({"example.com/tool": {"cmd": ["sh"], "files": {"/opt/run": "/srv/run"}}})
+    with pytest.raises(ValueError, match="files must map absolute paths"):
+        table({"example.com/tool": {"files": {"opt/run": "/srv/run"}}})
+    tool = container("example.com/tool")
+    pod = PodConfig(PodRef("ns", "p", "u"), {}, (), (tool, container("busybox")), ())
+    assert images.files(pod) == [("/opt/run", "/srv/run")]
