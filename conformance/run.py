@@ -38,6 +38,7 @@ from conformance.report import Selection, read_junit  # noqa: E402
 from vkpy.devcluster import DevCluster, find_bin_dir, pinned_release  # noqa: E402
 from vkpy.devcluster.binaries import tool_dir  # noqa: E402
 from vkpy.devcluster.netns import NODE_IP, setup_node_network  # noqa: E402
+from vkpy.devcluster.service_ip import HTTPS, ServiceRelay  # noqa: E402
 from vkpy.providers.process.standins import BUSYBOX_BIN  # noqa: E402
 
 NODE_NAME = "vkpy-conformance"
@@ -54,14 +55,15 @@ SELECTIONS = (
         "cli",
     ),
 )
+SUITE_KUBECONFIG = "suite.kubeconfig"
 SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"
 
 
-def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
+def provider_config(run_dir: Path, agnhost: Path, relay: ServiceRelay) -> Path:
     """The process backend's settings for the run: agnhost from the pinned build (a
     copy the containers' user can reach), hostPath under /tmp, privileged pods
-    allowed (as a kubelet allows them by default), a network namespace
-    and an address per pod, the API server as the `kubernetes` Service."""
+    allowed (as a kubelet allows them by default), a network namespace and an
+    address per pod, the API server as the `kubernetes` Service (`relay`)."""
     # Not under /tmp: a pod with a filesystem of its own has a private /tmp, so a copy
     # there is out of its sight (the run directory is usually under /tmp).
     bin_dir = Path(tempfile.mkdtemp(prefix=f"vkpy-conformance-{NODE_NAME}-", dir="/var/tmp"))
@@ -69,7 +71,6 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
     (run_dir / "bin-dir").write_text(str(bin_dir))
     shutil.copy2(agnhost, bin_dir / "agnhost")
     (bin_dir / "agnhost-2").symlink_to("agnhost")  # the image has a second name for it
-    port = int(cluster.server.rsplit(":", 1)[1])
     settings = {
         "images": {
             "*/agnhost": {
@@ -93,8 +94,10 @@ def provider_config(run_dir: Path, agnhost: Path, cluster: DevCluster) -> Path:
         # pod security default is 1000): the pods' ids must include them. 65534 (nobody)
         # stays out: other vkpy nodes of a shared host may run containers as nobody.
         "pod_uid_range": "1000-65533",
-        "kubernetes_service_host": "127.0.0.1",
-        "kubernetes_service_port": port,
+        # The `kubernetes` Service at its ClusterIP (service_ip.py relays it to the API
+        # server, which listens on loopback: the pods' 127.0.0.1 is their own).
+        "kubernetes_service_host": relay.address,
+        "kubernetes_service_port": relay.port,
         "pods_dir": str(run_dir / "pods"),
     }
     path = run_dir / "process.json"
@@ -172,7 +175,7 @@ def ginkgo_argv(
         f"--json-report=report-{selection}.json",
         str(tools / "e2e.test"),
         "--",
-        f"--kubeconfig={cluster.kubeconfig}",
+        f"--kubeconfig={run_dir / SUITE_KUBECONFIG}",
         f"--kubectl-path={cluster.kubectl}",
         "--provider=skeleton",
         "--disable-log-dump",
@@ -205,6 +208,16 @@ def suite_runs(options: argparse.Namespace, run_dir: Path, cluster: DevCluster) 
             argv[2:2] = [f"--focus-file={place}" for place in places]
         runs.append(argv)
     return runs
+
+
+def suite_kubeconfig(run_dir: Path, cluster: DevCluster, relay: ServiceRelay) -> None:
+    """The suite's kubeconfig: the admin's, at the `kubernetes` Service's address. Not
+    loopback, so the specs of kubectl through an HTTP proxy run (proxies are never
+    used for loopback addresses, and those specs skip themselves there)."""
+    text = cluster.kubeconfig.read_text()
+    assert cluster.server in text, "the admin kubeconfig names the API server's URL"
+    service = f"https://{relay.address}:{relay.port}"
+    (run_dir / SUITE_KUBECONFIG).write_text(text.replace(cluster.server, service))
 
 
 def stop_everything(cluster: DevCluster, node: subprocess.Popen[bytes] | None, pods: Path) -> None:
@@ -241,9 +254,12 @@ def inside(options: argparse.Namespace) -> int:
     run_dir = Path(options.run_dir)
     cluster = DevCluster(run_dir / "cluster", bin_dir=Path(options.bin_dir))
     node: subprocess.Popen[bytes] | None = None
+    stack = contextlib.ExitStack()
     try:
         cluster.up()
-        config = provider_config(run_dir, Path(options.agnhost), cluster)
+        relay = stack.enter_context(ServiceRelay(int(cluster.server.rsplit(":", 1)[1]), port=HTTPS))
+        suite_kubeconfig(run_dir, cluster, relay)
+        config = provider_config(run_dir, Path(options.agnhost), relay)
         node = start_node(run_dir, cluster, config, options.provider)
         for argv in suite_runs(options, run_dir, cluster):
             print("running:", shlex.join(argv)[:2000], flush=True)
@@ -256,6 +272,7 @@ def inside(options: argparse.Namespace) -> int:
             print(f"suite exit {suite.returncode} after {minutes:.0f} min", flush=True)
     finally:
         stop_everything(cluster, node, run_dir / "pods")
+        stack.close()
     return 0
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from azure.mgmt.containerinstance import models
+
 
 @dataclass
 class ArmError(Exception):
@@ -24,7 +26,8 @@ class ArmError(Exception):
     message: str
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message}}
+        error = models.CloudErrorBody(code=self.code, message=self.message)
+        return {"error": error.serialize(keep_readonly=True)}
 
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")

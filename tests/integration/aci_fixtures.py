@@ -71,6 +71,8 @@ def aci(aci_emulator: AciEmulator) -> Iterator[AciSetup]:
         aci_emulator.faults.server_error = 0.0
         aci_emulator.faults.max_groups = None
         aci_emulator.faults.deployment_failures.clear()
+        aci_emulator.faults.fail_next.clear()
+        aci_emulator.faults.retry_after = 1.0
         # The emulator outlives the test: end the groups it left (their processes would
         # otherwise run, some of them burning CPU, until the session ends).
         for rg, name in [key for key in aci_emulator.store.groups if key[0] == group]:

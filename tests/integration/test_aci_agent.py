@@ -141,6 +141,8 @@ def test_exec_attach_logs_and_a_crash_looping_container(
     assert kube.kubectl("logs", "-n", kube.namespace, "counter", "--tail=2") == "line 4\nline 5\n"
     stamped = kube.kubectl("logs", "-n", kube.namespace, "counter", "--timestamps", "--tail=1")
     assert stamped.endswith(" line 5\n") and stamped.startswith("20")
+    limited = kube.kubectl("logs", "-n", kube.namespace, "counter", "--limit-bytes=9")
+    assert limited == "line 1\nli"
 
     # exec of one command, and the refusal ACI's exec API calls for
     env = kubectl(kube.cluster, "exec", "-n", kube.namespace, "ticker", "--", "env")
@@ -162,6 +164,12 @@ def test_exec_attach_logs_and_a_crash_looping_container(
     finally:
         terminal.kill()
 
+    # --since: only the lines of the last seconds (the ticker has run for a while)
+    everything = kube.kubectl("logs", "-n", kube.namespace, "ticker").splitlines()
+    recent = kube.kubectl("logs", "-n", kube.namespace, "ticker", "--since=2s").splitlines()
+    assert everything[0] == "tick 1" and recent and len(recent) < len(everything)
+    assert int(recent[0].split()[1]) > 1 and recent[0].startswith("tick ")
+
     # attach: the container's output from now on
     attached = start_kubectl(
         kube.cluster, "attach", "-n", kube.namespace, "ticker", stdout=subprocess.PIPE
@@ -181,10 +189,19 @@ def test_exec_attach_logs_and_a_crash_looping_container(
         pod = kube.get("pod", "crasher")
         status = ((pod or {}).get("status", {}).get("containerStatuses") or [{}])[0]
         last = (status.get("lastState") or {}).get("terminated") or {}
-        return status.get("restartCount", 0) >= 2 and last.get("exitCode") == 3 and status
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        return (
+            status.get("restartCount", 0) >= 2
+            and last.get("exitCode") == 3
+            and waiting.get("reason") == "CrashLoopBackOff"
+            and status
+        )
 
-    status = wait_for("restarts with exit code 3", looping, timeout=90)
+    status = wait_for("CrashLoopBackOff after restarts with exit code 3", looping, timeout=90)
     assert not status["ready"]
+    assert status["lastState"]["terminated"]["reason"] == "Error"
+    crashed = kube.get("pod", "crasher")
+    assert crashed is not None and crashed["status"]["phase"] == "Running"  # as the kubelet says
 
 
 def test_refused_pods_fail_with_acis_words_while_others_run(
@@ -309,18 +326,42 @@ def test_spot_eviction_and_a_group_deleted_behind_vkpys_back(
     kube: Kube, start_agent: StartAgent, aci: AciSetup
 ) -> None:
     agent = start_aci(start_agent, aci)
-    spot = kube.create(
-        aci_pod("spot", agent.node_name, annotations={"vkpy.io/aci-priority": "Spot"})
+    template = aci_pod("spot", agent.node_name, annotations={"vkpy.io/aci-priority": "Spot"})
+    template["metadata"] = {**template["metadata"], "labels": {"app": "spot"}}
+    del template["metadata"]["name"]
+    kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "spot"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "spot"}},
+                "template": {"metadata": template["metadata"], "spec": template["spec"]},
+            },
+        }
     )
     lost = kube.create(aci_pod("lost", agent.node_name, restartPolicy="Never"))
-    for name in ("spot", "lost"):
-        wait_for(f"{name} Running", phase_is(kube, name, "Running"), timeout=90)
+
+    def spot_pods(phase: str, but: str = "") -> Any:
+        pods = kube.list("pod", "app=spot")
+        found = [p for p in pods if p["status"].get("phase") == phase]
+        found = [p for p in found if p["metadata"]["uid"] != but]
+        return found and found[0]
+
+    spot = wait_for("the ReplicaSet's spot pod Running", lambda: spot_pods("Running"), 90)
+    wait_for("lost Running", phase_is(kube, "lost", "Running"), timeout=90)
     group = aci.emulator.group(group_name(ref_of(spot)), aci.resource_group)
     assert group is not None and group.model.priority == "Spot"
     aci.emulator.evict(group_name(ref_of(spot)), aci.resource_group)
-    evicted = wait_for("spot Failed", phase_is(kube, "spot", "Failed"), timeout=60)
+    evicted = wait_for("spot Failed", phase_is(kube, spot["metadata"]["name"], "Failed"), 60)
     assert evicted["status"]["reason"] == "Evicted"
     assert "evicted" in evicted["status"]["message"]
+    # the owning controller reacts: the ReplicaSet runs a new pod in a new Spot group
+    uid = spot["metadata"]["uid"]
+    replacement = wait_for("a replacement Running", lambda: spot_pods("Running", uid), 90)
+    again = aci.emulator.group(group_name(ref_of(replacement)), aci.resource_group)
+    assert again is not None and again.model.priority == "Spot" and again is not group
     aci.emulator.delete_behind(group_name(ref_of(lost)), aci.resource_group)
     wait_for("lost Failed", phase_is(kube, "lost", "Failed"), timeout=60)
     wait_for("BackendLost Event", lambda: "BackendLost" in events(kube, "lost"))
@@ -340,16 +381,16 @@ def test_throttled_node_converges_and_a_restart_adopts_twenty_groups(
         "image": "busybox",
         "resources": {"requests": {"cpu": "100m", "memory": "100M"}},
     }
-    created = [kube.create(aci_pod(f"p{i}", agent.node_name, [small])) for i in range(20)]
+    created = [kube.create(aci_pod(f"p{i}", agent.node_name, [small])) for i in range(21)]
 
     def all_running() -> bool:
-        return sum(p["status"].get("phase") == "Running" for p in kube.list("pod")) == 20
+        return sum(p["status"].get("phase") == "Running" for p in kube.list("pod")) == 21
 
-    wait_for("20 pods Running through 30% throttling", all_running, timeout=240)
+    wait_for("21 pods Running through 30% throttling", all_running, timeout=240)
     assert aci.emulator.store.calls["throttled"] > 0
     aci.emulator.faults.throttle = 0.0
 
-    agent.kill()
+    agent.kill()  # then p0 deleted while vkpy is down: twenty groups to adopt, two orphans
     gone = created[0]
     kube.kubectl("delete", "pod", "p0", "-n", kube.namespace, "--force", "--grace-period=0")
     stranger = {
@@ -378,7 +419,7 @@ def test_throttled_node_converges_and_a_restart_adopts_twenty_groups(
     )
     put = next(k for k in puts if k.startswith("PUT "))
     assert aci.emulator.store.calls[put] == puts[put]  # adopted as they were
-    assert all(kube.phase(f"p{i}") == "Running" for i in range(1, 20))
+    assert all(kube.phase(f"p{i}") == "Running" for i in range(1, 21))
     aci.emulator.delete_behind("not-ours", aci.resource_group)
 
 

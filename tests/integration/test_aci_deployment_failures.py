@@ -70,3 +70,41 @@ def test_capacity_failures_are_retried_and_an_inaccessible_image_fails_the_pod(
     wait_for("its Event", lambda: "InaccessibleImage" in events(kube, "lost"))
     group = aci.emulator.group(group_name(ref_of(failed)), aci.resource_group)
     assert group is not None and group.provisioning == "Failed"  # not deployed again
+
+
+def test_a_put_refused_for_quota_keeps_the_pod_pending_with_acis_words_until_it_runs(
+    kube: Kube, start_agent: StartAgent, aci: AciSetup
+) -> None:
+    agent = start_aci(start_agent, aci)
+    faults = aci.emulator.faults
+    faults.max_groups = len(aci.emulator.store.groups)  # ARM refuses the next group's PUT
+    small = {
+        "name": "app",
+        "image": "busybox",
+        "resources": {"requests": {"cpu": "100m", "memory": "100M"}},
+    }
+    queued = kube.create(aci_pod("queued", agent.node_name, [small]))
+
+    def waiting_for_quota() -> Any:
+        status = (kube.get("pod", "queued") or {}).get("status", {})
+        return (
+            status.get("phase") == "Pending"
+            and status.get("reason") == "ContainerGroupQuotaReached"
+            and status
+        )
+
+    status = wait_for("ARM's quota refusal on the pending pod", waiting_for_quota, timeout=60)
+    assert "container group quota" in status["message"] and "exceeded" in status["message"]
+    waiting = status["containerStatuses"][0]["state"]["waiting"]
+    assert waiting["reason"] == "ContainerGroupQuotaReached"
+    wait_for("its Event", lambda: "ContainerGroupQuotaReached" in events(kube, "queued"))
+    assert aci.emulator.group(group_name(ref_of(queued)), aci.resource_group) is None
+    faults.max_groups = None  # quota freed
+    running = wait_for("queued Running", phase_is(kube, "queued", "Running"), timeout=90)
+    assert not running["status"].get("reason") and not running["status"].get("message")
+    tagged = [
+        g
+        for g in aci.emulator.store.groups.values()
+        if (g.model.tags or {}).get(owner_tags.UID) == queued["metadata"]["uid"]
+    ]
+    assert [g.name for g in tagged] == [group_name(ref_of(queued))]

@@ -6,6 +6,7 @@ the emulator misbehaving (throttling, groups gone behind vkpy's back)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -241,3 +242,89 @@ async def test_a_wrong_secret_is_a_retryable_sign_in_error(aci: AciSetup) -> Non
             await p.list_pods()
     finally:
         await p.close()
+
+
+LIST = (
+    "GET /subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.ContainerInstance"
+    "/containerGroups"
+)
+GET = LIST + "/{name}"
+
+
+async def test_429_and_503_are_retried_no_sooner_than_retry_after(
+    aci: AciSetup, provider: AciProvider
+) -> None:
+    await provider.list_pods()  # signed in
+    faults, store = aci.emulator.faults, aci.emulator.store
+    faults.retry_after = 1.0
+    faults.fail_next = [429, 503]
+    start = len(store.answered)
+    assert await provider.list_pods() == []
+    lists = [(t, code) for t, route, code in store.answered[start:] if route == LIST]
+    assert [code for _, code in lists] == [429, 503, 200]
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(lists)]
+    assert min(gaps) >= 1.0, gaps  # the SDK waited as Retry-After asked, each time
+
+    faults.retry_after = 0.1
+    faults.fail_next = [503] * 11  # more than retry_attempts (10): the SDK gives up
+    with pytest.raises(RetryableError) as failed:
+        await provider.list_pods()
+    assert failed.value.reason == "ServiceUnavailable"
+    assert failed.value.retry_after == pytest.approx(0.1)  # ARM's hint, for the back-off
+    assert "Please retry later" in str(failed.value)
+
+
+async def test_the_monitor_lists_once_per_round_and_reads_a_steady_group_each_refresh_interval(
+    aci: AciSetup,
+) -> None:
+    now = [1000.0]
+    config = AciConfig.from_dict(aci.config(refresh_interval=30))
+    p = AciProvider(config, "node-a", clock=lambda: now[0])
+    await p.start()
+    try:
+        pods = [pod_config(f"steady{i}", ["sh", "-c", "exec sleep 600"]) for i in range(4)]
+        for pod in pods:
+            await p.create_pod(pod)
+        for pod in pods:
+            await until_running(p, pod.ref)
+        await p.refresh()  # every group read once since it runs
+        calls = aci.emulator.store.calls
+
+        before = calls.copy()
+        for _ in range(5):
+            await p.refresh()
+        spent = calls - before
+        assert (spent[LIST], spent[GET], sum(spent.values())) == (5, 0, 5)  # one list per round
+        now[0] += 30  # refresh_interval later: each group's instance view read once
+        before = calls.copy()
+        await p.refresh()
+        await p.refresh()
+        spent = calls - before
+        assert (spent[LIST], spent[GET], sum(spent.values())) == (2, 4, 6)
+        for pod in pods:
+            assert (await p.get_pod_status(pod.ref)).phase == "Running"  # from memory
+        assert calls - before == spent
+    finally:
+        await p.close()
+
+
+async def test_the_default_chain_signs_in_from_the_environment(
+    aci: AciSetup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = aci.emulator.directory
+    for name, value in {
+        "AZURE_TENANT_ID": directory.tenant,
+        "AZURE_CLIENT_ID": directory.client_id,
+        "AZURE_CLIENT_SECRET": directory.client_secret,
+        "AZURE_AUTHORITY_HOST": aci.emulator.url,
+    }.items():
+        monkeypatch.setenv(name, value)
+    issued = directory.issued
+    p = AciProvider(AciConfig.from_dict(aci.config(credentials={"type": "default"})), "node-d")
+    await p.start()
+    try:
+        assert type(p.clients.credential).__name__ == "DefaultAzureCredential"
+        assert await p.list_pods() == []
+    finally:
+        await p.close()
+    assert directory.issued == issued + 1

@@ -408,7 +408,7 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
         assert f"export PATH={kubectl.parent}:" in env.stdout
         assert f"export VKPY_CLUSTER_DIR={cluster_dir}" in env.stdout
 
-        _run_until_sigterm(cluster_dir, tmp_path / "run.out")
+        _run_until_sigterm(cluster_dir, tmp_path / "run.out", access)
     finally:
         down = devcluster_cli("down", "--dir", str(cluster_dir))
     assert down.returncode == 0, down.stderr
@@ -420,14 +420,16 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
     assert "no cluster is running" in stopped_env.stderr
 
 
-def _run_until_sigterm(cluster_dir: Path, out: Path) -> None:
-    """`devcluster run` (what `make run` calls) is stopped by a service manager or a
-    terminal closing with SIGTERM, not only Ctrl-C: its virtual node must stop too."""
+def _run_until_sigterm(cluster_dir: Path, out: Path, access: ClusterAccess) -> None:
+    """`devcluster run` (what `make run` calls): `kubectl top` works on its virtual node
+    and its pod as on the regular worker (metrics-server verifies the node's serving
+    certificate); a service manager or a terminal closing stops it with SIGTERM, not
+    only Ctrl-C: its virtual node must stop too."""
     node = "vk-cli-run"
     with out.open("w") as sink:
         run = subprocess.Popen(
             [sys.executable, "-m", "vkpy.devcluster", "run", "--dir", str(cluster_dir),
-             "--node-name", node, "--no-metrics-server"],
+             "--node-name", node],
             stdout=sink, stderr=subprocess.STDOUT, cwd=REPO,
         )  # fmt: skip
     try:
@@ -438,6 +440,8 @@ def _run_until_sigterm(cluster_dir: Path, out: Path) -> None:
             time.sleep(0.5)
         vkpy = [pid for pid in running_with(f"--node-name={node}") if pid != run.pid]
         assert vkpy, "no vkpy process for the node"
+        _wait_for_top(access, ("node",), {node, "vkpy-worker-1"})
+        _wait_for_top(access, ("pod", "hello"), {"hello"})  # examples/hello.yaml, on `node`
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=60) == 0, out.read_text()
         assert [pid for pid in vkpy if pid_alive(pid)] == [], out.read_text()
@@ -445,6 +449,18 @@ def _run_until_sigterm(cluster_dir: Path, out: Path) -> None:
         if run.poll() is None:
             run.kill()
             run.wait()
+
+
+def _wait_for_top(access: ClusterAccess, what: tuple[str, ...], names: set[str]) -> None:
+    """Until `kubectl top <what>` lists `names` (metrics-server scrapes every 10 s)."""
+    deadline = time.monotonic() + 120
+    while True:
+        top = access.run_kubectl("top", *what, "--no-headers", check=False)
+        listed = {line.split()[0] for line in top.stdout.splitlines() if line.strip()}
+        if names <= listed:
+            return
+        assert time.monotonic() < deadline, (what, top.stdout, top.stderr)
+        time.sleep(2)
 
 
 @pytest.mark.cluster

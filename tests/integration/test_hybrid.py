@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,9 @@ import pytest
 import yaml
 
 from tests.integration.agent import wait_for
+from tests.integration.conftest import StartAgent
 from tests.processes import processes_under
-from vkpy.devcluster import DevCluster
+from vkpy.devcluster import DevCluster, processes
 from vkpy.devcluster import nodes as pools
 from vkpy.devcluster.load import QueueLoad, new_queue_dir, with_queue
 
@@ -188,9 +191,12 @@ def test_top_lists_every_node_and_pod(hybrid: Hybrid) -> None:
     )
 
     nodes = wait_for(
-        "kubectl top node to list every node",
+        "kubectl top node to list every node, the burning pod's above the other worker",
         lambda: (
-            (t := _top(hybrid, "node")) and all(n in t for n in [*WORKERS, VIRTUAL, GPU_NODE]) and t
+            (t := _top(hybrid, "node"))
+            and all(n in t for n in [*WORKERS, VIRTUAL, GPU_NODE])
+            and t[WORKERS[0]] > t[WORKERS[1]] + 20
+            and t
         ),
         timeout=SLOW,
     )
@@ -208,6 +214,45 @@ def test_top_lists_every_node_and_pod(hybrid: Hybrid) -> None:
     hybrid.delete_and_wait("pods", "-l", "app=top", selector="app=top")
 
 
+def _node(hybrid: Hybrid, name: str) -> dict[str, Any]:
+    out = hybrid.kubectl("get", "node", name, "-o", "json", check=False)
+    node: dict[str, Any] = json.loads(out) if out else {}
+    return node
+
+
+def test_metrics_server_checks_kubelet_certificates_against_the_kubelet_ca(
+    hybrid: Hybrid, start_agent: StartAgent
+) -> None:
+    """Not `--kubelet-insecure-tls`: a node serving vkpy's self-signed certificate (its
+    default without one) is refused by metrics-server and missing from `kubectl top
+    node`, while the nodes with certificates from the kubelet signing CA are there."""
+    rogue = start_agent(provider="sim")
+    wait_for(f"node {rogue.node_name} Ready", lambda: ready(_node(hybrid, rogue.node_name)))
+    log = hybrid.cluster.logs_dir / "metrics-server.log"
+    refused = wait_for(
+        f"metrics-server to refuse {rogue.node_name}'s certificate",
+        lambda: [
+            line
+            for line in log.read_text(errors="replace").splitlines()
+            if rogue.node_name in line and "x509: certificate signed by unknown authority" in line
+        ],
+        timeout=SLOW,
+    )
+    print(f"\nmetrics-server: {refused[0][:300]}")
+    top = wait_for(
+        "kubectl top node to list the workers", lambda: (t := _top(hybrid, "node")) and
+        set(WORKERS) <= set(t) and t, timeout=SLOW,
+    )  # fmt: skip
+    assert rogue.node_name not in top, top
+
+
+def _placed_when_virtual_ready(pods: list[dict[str, Any]]) -> dict[str, int]:
+    """Where the live pods are bound once one of them is Ready on the virtual node."""
+    if any(ready(p) and node_of(p) == VIRTUAL for p in pods):
+        return by_node(live(pods))
+    return {}
+
+
 def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> None:
     hybrid.apply(example("burst.yaml", hybrid.queue))
     wait_for(
@@ -221,15 +266,14 @@ def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> Non
     load = QueueLoad(hybrid.queue, cores=0.45).start()
     began = time.monotonic()
     try:
-        wait_for(
+        at_first_virtual = wait_for(
             "a burst replica Ready on the virtual node",
-            lambda: (
-                load.check()
-                and any(ready(p) and node_of(p) == VIRTUAL for p in hybrid.pods("app=burst"))
-            ),
+            lambda: load.check() and _placed_when_virtual_ready(hybrid.pods("app=burst")),
             timeout=SLOW,
         )
         first_virtual = time.monotonic() - began
+        # By then the regular pool was full: 2 replicas (700m) bound to each 2-CPU worker.
+        assert all(at_first_virtual.get(w) == 2 for w in WORKERS), at_first_virtual
         peak = wait_for(
             "the HPA to scale out to at least 6 Ready replicas",
             lambda: (
@@ -273,25 +317,127 @@ def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> Non
     hybrid.delete_and_wait("deployment/burst", "hpa/burst", selector="app=burst")
 
 
+def _ranked(name: str, worker: str, cost: str | None) -> dict[str, Any]:
+    """A Deployment allowed only on `worker` and the virtual node, preferring the
+    worker; 450m each, so the worker holds 4. `cost` is set in its pod template (a
+    value of the owner's, which vkpy keeps)."""
+    annotations = {} if cost is None else {"controller.kubernetes.io/pod-deletion-cost": cost}
+    only = {"key": "kubernetes.io/hostname", "operator": "In", "values": [worker, VIRTUAL]}
+    regular = {"key": pools.POOL_LABEL, "operator": "In", "values": ["regular"]}
+    affinity = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [only]}]
+        },
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": {"matchExpressions": [regular]}}
+        ],
+    }
+    # Replaces the scheduler's default spread over hostnames (docs: topology spread).
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": pools.ZONE_LABEL,
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": name}},
+    }
+    toleration = {
+        "key": "virtual-kubelet.io/provider",
+        "operator": "Equal",
+        "value": "process",
+        "effect": "NoSchedule",
+    }
+    container = {
+        "name": "c",
+        "image": "python",
+        "command": ["python3", "-c", "import time; time.sleep(1e9)"],
+        "resources": {"requests": {"cpu": "450m", "memory": "32Mi"}},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 4,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, "rank": "yes"}, "annotations": annotations},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "affinity": {"nodeAffinity": affinity},
+                    "topologySpreadConstraints": [spread],
+                    "tolerations": [toleration],
+                    "containers": [container],
+                },
+            },
+        },
+    }
+
+
+def _wait_live(hybrid: Hybrid, selector: str, count: int) -> None:
+    wait_for(
+        f"{count} pods {selector} not terminating",
+        lambda: len(live(hybrid.pods(selector))) == count,
+        timeout=120,
+    )
+
+
+def test_scale_in_ranking_takes_the_virtual_replicas_first_only_with_the_cost(
+    hybrid: Hybrid,
+) -> None:
+    """The ReplicaSet controller's own ranking: a worker holding 4 replicas loses its
+    pods before the virtual node holding 2 (more co-located replicas go first). With
+    vkpy's --pod-deletion-cost on the virtual node, the virtual replicas go first."""
+    plain, costed = "rank-plain", "rank-cost"
+    # rank-plain's owner sets the default cost itself (0), so vkpy writes none.
+    hybrid.apply([_ranked(plain, WORKERS[0], "0"), _ranked(costed, WORKERS[1], None)])
+    for name, worker in ((plain, WORKERS[0]), (costed, WORKERS[1])):
+        wait_placement(hybrid, f"app={name}", {worker: 4}, f"{name}: 4 on {worker}")
+    both = (f"deployment/{plain}", f"deployment/{costed}")
+    hybrid.kubectl("scale", "-n", hybrid.ns, *both, "--replicas=6")
+    for name, worker in ((plain, WORKERS[0]), (costed, WORKERS[1])):
+        wait_placement(
+            hybrid, f"app={name}", {worker: 4, VIRTUAL: 2}, f"{name}: worker full, 2 virtual"
+        )
+    virtual_costs = {
+        name: {
+            p["metadata"].get("annotations", {}).get("controller.kubernetes.io/pod-deletion-cost")
+            for p in hybrid.pods(f"app={name}")
+            if node_of(p) == VIRTUAL
+        }
+        for name in (plain, costed)
+    }
+    assert virtual_costs == {plain: {"0"}, costed: {"-100"}}
+
+    hybrid.kubectl("scale", "-n", hybrid.ns, *both, "--replicas=4")
+    for name in (plain, costed):
+        _wait_live(hybrid, f"app={name}", 4)
+    left = {name: by_node(live(hybrid.pods(f"app={name}"))) for name in (plain, costed)}
+    assert left == {plain: {WORKERS[0]: 2, VIRTUAL: 2}, costed: {WORKERS[1]: 4}}
+    hybrid.delete_and_wait(*both, selector="rank=yes")
+
+
 def test_spot_drain_moves_replicas_to_virtual_and_back(hybrid: Hybrid) -> None:
     hybrid.apply(example("spot.yaml"))
     wait_placement(
         hybrid, "app=steady", {WORKERS[0]: 2, WORKERS[1]: 2}, "4 steady replicas, 2 on each worker"
     )
-    began = time.monotonic()
-    drain = hybrid.cluster.access().run_kubectl(
-        "drain", WORKERS[0], "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=240s",
-        timeout=260,
-    )  # fmt: skip
-    assert drain.returncode == 0, drain.stderr
-    wait_placement(
-        hybrid,
-        "app=steady",
-        {WORKERS[1]: 2, VIRTUAL: 2},
-        "4 Ready again: 2 on the other worker, 2 on the virtual node",
-    )
-    moved = time.monotonic() - began
-    # The PodDisruptionBudget (minAvailable 3) held throughout: no replica was lost.
+    with ReadyLow(hybrid, "app=steady") as serving:
+        began = time.monotonic()
+        drain = hybrid.cluster.access().run_kubectl(
+            "drain", WORKERS[0], "--ignore-daemonsets", "--delete-emptydir-data",
+            "--timeout=240s", timeout=260,
+        )  # fmt: skip
+        assert drain.returncode == 0, drain.stderr
+        wait_placement(
+            hybrid,
+            "app=steady",
+            {WORKERS[1]: 2, VIRTUAL: 2},
+            "4 Ready again: 2 on the other worker, 2 on the virtual node",
+        )
+        moved = time.monotonic() - began
+    # No replica lost: never fewer than the budget's 3 Ready (not terminating) while
+    # the drain evicted them one by one, and all 4 Ready at the end.
+    assert serving.samples > 0
+    assert serving.lowest >= 3, serving.lowest
     pdb = hybrid.get("pdb", "steady")
     assert pdb["status"]["currentHealthy"] == 4
 
@@ -310,10 +456,75 @@ def test_spot_drain_moves_replicas_to_virtual_and_back(hybrid: Hybrid) -> None:
     )
     moved_back = time.monotonic() - back
     print(
-        f"\nspot: drain -> 4 Ready with 2 on the virtual node {moved:.1f} s; "
+        f"\nspot: drain -> 4 Ready with 2 on the virtual node {moved:.1f} s "
+        f"(fewest Ready meanwhile {serving.lowest}, {serving.samples} samples); "
         f"uncordon -> back on the regular pool {moved_back:.1f} s"
     )
     hybrid.delete_and_wait("deployment/steady", "pdb/steady", selector="app=steady")
+
+
+def test_spot_loss_of_a_worker_moves_its_replicas_to_virtual(hybrid: Hybrid) -> None:
+    """A Spot VM that vanishes without a drain: its kubelet stops (killed here), the
+    node lifecycle controller marks the node unreachable once its Lease runs out, and
+    spot.yaml's 10 s tolerations of unreachable/not-ready evict its replicas; their
+    replacements start on the virtual node. When the worker comes back, the pods it
+    held are finished and gone."""
+    hybrid.apply(example("spot.yaml"))
+    wait_placement(
+        hybrid, "app=steady", {WORKERS[0]: 2, WORKERS[1]: 2}, "4 steady replicas, 2 on each worker"
+    )
+    record = hybrid.cluster.extras().records.named(WORKERS[0])
+    assert record is not None
+    began = time.monotonic()
+    assert processes.kill([record.process]) == []
+    wait_placement(
+        hybrid,
+        "app=steady",
+        {WORKERS[1]: 2, VIRTUAL: 2},
+        "4 Ready again without the lost worker: 2 on the other one, 2 on the virtual node",
+    )
+    moved = time.monotonic() - began
+    hybrid.cluster.start_nodes([pools.worker(1)])
+    wait_for(
+        "the lost worker's pods gone once it is back",
+        lambda: not [p for p in hybrid.pods("app=steady") if node_of(p) == WORKERS[0]],
+        timeout=120,
+    )
+    assert by_node(live(hybrid.pods("app=steady"))) == {WORKERS[1]: 2, VIRTUAL: 2}
+    print(f"\nspot: worker lost -> 4 Ready with 2 on the virtual node {moved:.1f} s")
+    hybrid.delete_and_wait("deployment/steady", "pdb/steady", selector="app=steady")
+
+
+class ReadyLow:
+    """The fewest Ready, not terminating pods of a selector seen while the block runs
+    (sampled in a thread, as fast as kubectl answers)."""
+
+    def __init__(self, hybrid: Hybrid, selector: str) -> None:
+        self.hybrid, self.selector = hybrid, selector
+        self.lowest, self.samples = 1 << 30, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ready-low", daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            count = len([p for p in live(self.hybrid.pods(self.selector)) if ready(p)])
+            self.lowest, self.samples = min(self.lowest, count), self.samples + 1
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> ReadyLow:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp)
 
 
 def _job_done(hybrid: Hybrid, name: str) -> bool:
@@ -343,6 +554,13 @@ def test_batch_runs_on_the_virtual_pool_with_logs_after_completion(hybrid: Hybri
     job = wait_for("a Job of the CronJob report to complete", cron_job_done, timeout=SLOW)
     pods = [p for p in hybrid.pods("app=report") if p["metadata"]["labels"].get("job-name") == job]
     assert pods and {node_of(p) for p in pods} == {VIRTUAL}
+    # On schedule ("* * * * *"): made for a whole minute after the CronJob was created,
+    # named after that minute, its pod started no earlier.
+    scheduled = _time(hybrid.get("job", job)["metadata"]["annotations"][SCHEDULED])
+    created = _time(hybrid.get("cronjob", "report")["metadata"]["creationTimestamp"])
+    assert scheduled.second == 0 and scheduled > created, (scheduled, created)
+    assert job == f"report-{int(scheduled.timestamp()) // 60}"
+    assert all(_time(p["status"]["startTime"]) >= scheduled for p in pods)
     assert "report at" in hybrid.kubectl("logs", "-n", hybrid.ns, f"job/{job}")
     hybrid.kubectl("delete", "-n", hybrid.ns, "cronjob/report", "job/crunch", "--wait=false")
 

@@ -10,8 +10,9 @@ import pytest
 import yaml
 from azure.mgmt.containerinstance import models as m
 
+from tests.aci_emulator import limits
 from vkpy.providers import owner_tags
-from vkpy.providers.aci import group_spec, naming, status
+from vkpy.providers.aci import AciProvider, group_spec, naming, status
 from vkpy.providers.aci.config import AciConfig
 from vkpy.providers.base import (
     ContainerConfig,
@@ -377,3 +378,99 @@ def test_the_example_config_is_valid() -> None:
     raw = yaml.safe_load((Path(__file__).parents[2] / "examples/aci-provider.yaml").read_text())
     parsed = AciConfig.from_dict(raw)
     assert parsed.resource_group == "vkpy-aci" and parsed.credentials.kind == "default"
+
+
+def test_dns_config_from_the_pod_else_the_nodes() -> None:
+    node_dns = {"dns_servers": ["10.0.0.10"], "dns_search_domains": ["svc.cluster.local"]}
+    assert build(pod(container())).group.dns_config is None
+    nodes = build(pod(container()), network=node_dns).group.dns_config
+    assert (nodes.name_servers, nodes.search_domains) == (["10.0.0.10"], "svc.cluster.local")
+    own = pod(
+        container(),
+        spec={
+            "dnsConfig": {
+                "nameservers": ["1.1.1.1"],
+                "searches": ["a.example", "b.example"],
+                "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}],
+            }
+        },
+    )
+    dns = build(own, network=node_dns).group.dns_config
+    assert (dns.name_servers, dns.search_domains, dns.options) == (
+        ["1.1.1.1"],
+        "a.example b.example",
+        "ndots:2 edns0",
+    )
+
+
+def test_the_node_advertises_gpus_only_when_configured() -> None:
+    plain = AciProvider(config(), "vk-1").node_resources()
+    assert "nvidia.com/gpu" not in plain.capacity and "nvidia.com/gpu" not in plain.allocatable
+    gpus = AciProvider(config(gpu_capacity=8, gpu_sku="V100"), "vk-1").node_resources()
+    assert gpus.capacity["nvidia.com/gpu"] == gpus.allocatable["nvidia.com/gpu"] == "8"
+
+
+def test_an_in_tree_azure_file_volume_is_a_share() -> None:
+    share = VolumeConfig(
+        "data", "azureFile", source={"secretName": "acct", "shareName": "files", "readOnly": True}
+    )
+    mounted = container(volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    (volume,) = build(
+        pod(mounted, volumes=[share]), storage_account_keys={"acct": "a2V5"}
+    ).group.volumes
+    assert (volume.azure_file.storage_account_name, volume.azure_file.share_name) == (
+        "acct",
+        "files",
+    )
+    assert volume.azure_file.read_only is True
+    with pytest.raises(InvalidInputError) as failure:  # no key for the account
+        build(pod(mounted, volumes=[share]))
+    assert failure.value.reason == "UnsupportedVolume"
+
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def example_pod(name: str) -> PodConfig:
+    """An example manifest as the kubelet side hands it to the backend."""
+    manifest = yaml.safe_load((EXAMPLES / name).read_text())
+    meta = {**manifest["metadata"], "namespace": "default"}
+    containers = tuple(
+        ContainerConfig(
+            name=c["name"],
+            image=c["image"],
+            command=tuple(c.get("command") or ()),
+            args=tuple(c.get("args") or ()),
+            spec=c,
+        )
+        for c in manifest["spec"]["containers"]
+    )
+    ref = PodRef("default", meta["name"], "0b5e7c1a-0000-4000-8000-00000000e4a1")
+    return PodConfig(ref, {**manifest, "metadata": meta}, (), containers)
+
+
+@pytest.mark.parametrize(
+    ("example", "node"),
+    [
+        ("aci-hello.yaml", {}),
+        ("aci-gpu.yaml", {"gpu_capacity": 4}),
+        ("aci-windows.yaml", {"os_type": "windows"}),
+    ],
+)
+def test_the_example_pods_make_groups_aci_accepts(example: str, node: dict[str, Any]) -> None:
+    p = example_pod(example)
+    spec = p.pod["spec"]
+    assert spec["nodeSelector"]["type"] == "virtual-kubelet"
+    assert spec["tolerations"][0]["key"] == "virtual-kubelet.io/provider"
+    made = build(p, **node)
+    assert limits.missing_required(made.group) == []
+    limits.check_group(made.group, made.name)  # as the emulator (ACI's rules) checks it
+    if example == "aci-hello.yaml":  # the seed: 0.5 CPU / 1Gi
+        requests = made.group.containers[0].resources.requests
+        assert (requests.cpu, requests.memory_in_gb) == (0.5, 1.1)
+        assert made.group.ip_address.type == "Public"
+    if example == "aci-gpu.yaml":
+        gpu = made.group.containers[0].resources.requests.gpu
+        assert (gpu.count, gpu.sku) == (1, "V100")
+    if example == "aci-windows.yaml":
+        assert made.group.os_type == "Windows"

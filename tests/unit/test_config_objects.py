@@ -23,6 +23,9 @@ class Source:
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.secrets.get(name)
 
+    async def list_services(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
 
 NAMES: dict[Kind, str] = {"ConfigMap": "cfg", "Secret": "sec"}
 

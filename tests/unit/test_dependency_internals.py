@@ -8,6 +8,9 @@ names the internal that changed and the vkpy code that uses it.
   `RequestHandler.set_parser(parser)` (the hook of aiohttp's own WebSocket support),
   whose parser is fed `feed_data(bytes) -> (eof, tail)` and `feed_eof()`, and writes
   through `request.transport` with back-pressure from `request.writer.drain()`.
+- aiohttp: the API client's connector (vkpy/kube/tls_pool.py) opens TCP connections
+  through `TCPConnector._wrap_create_connection(factory, *args, req=..., **kwargs)` and
+  runs TLS over them itself.
 - kubernetes-asyncio (only for kubeconfigs with an `exec` or `auth-provider` credential
   plugin, vkpy/kube/access.py `plugin_access`): KubeClient sends requests through
   `ApiClient.rest_client.pool_manager` (an aiohttp ClientSession sized by
@@ -183,3 +186,17 @@ def test_pyproject_bounds_both_from_above(library: str) -> None:
     pyproject = Path(__file__).parents[2] / "pyproject.toml"
     lines = [line for line in pyproject.read_text().splitlines() if f'"{library}>=' in line]
     assert lines and ",<" in lines[0], f"{library} needs an upper bound in pyproject.toml"
+
+
+WRAP_CREATE = changed(
+    "aiohttp",
+    "TCPConnector._wrap_create_connection(factory, ..., req=...)",
+    "vkpy/kube/tls_pool.py",
+)
+
+
+def test_aiohttp_connector_opens_connections_through_wrap_create_connection() -> None:
+    wrap = getattr(aiohttp.TCPConnector, "_wrap_create_connection", None)
+    assert inspect.iscoroutinefunction(wrap), WRAP_CREATE
+    params = inspect.signature(wrap).parameters
+    assert "req" in params and any(p.kind is p.VAR_POSITIONAL for p in params.values()), WRAP_CREATE

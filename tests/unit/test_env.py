@@ -5,6 +5,7 @@ import base64
 import pytest
 
 from vkpy.node.env import ConfigError, expand, resolve_env
+from vkpy.node.pod_config import service_links
 
 
 class Objects:
@@ -13,12 +14,16 @@ class Objects:
     ):
         self.config_maps = config_maps
         self.secrets = secrets
+        self.services: list[dict[str, object]] = []
 
     async def get_config_map(self, namespace: str, name: str) -> dict[str, object] | None:
         return self.config_maps.get(name)
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, object] | None:
         return self.secrets.get(name)
+
+    async def list_services(self, namespace: str) -> list[dict[str, object]]:
+        return self.services
 
 
 POD = {
@@ -161,3 +166,43 @@ async def test_without_a_container_limit_the_pod_level_limit_then_allocatable() 
     allocatable = {"cpu": "8", "memory": "24683584Ki"}
     env = dict(await resolve_env(pod, container, Objects({}, {}), "192.0.2.1", allocatable))
     assert env == {"CPU": "2", "MEM": str(24683584 * 1024)}
+
+
+async def test_services_of_the_namespace_are_variables_the_containers_own_override() -> None:
+    """The kubelet's service links (issue 18: "Pods should contain environment
+    variables for services" found none)."""
+    objects = Objects({}, {})
+    objects.services = [
+        {
+            "metadata": {"name": "foo-service", "namespace": "shop"},
+            "spec": {
+                "clusterIP": "10.0.0.17",
+                "ports": [{"name": "http", "port": 8765, "protocol": "TCP"}],
+            },
+        },
+        {"metadata": {"name": "headless", "namespace": "shop"}, "spec": {"clusterIP": "None"}},
+    ]
+    links = await service_links(POD, objects)
+    container = {
+        "name": "app",
+        "env": [
+            {
+                "name": "URL",
+                "value": "http://$(FOO_SERVICE_SERVICE_HOST):$(FOO_SERVICE_SERVICE_PORT)",
+            },
+            {"name": "FOO_SERVICE_PORT", "value": "mine"},
+        ],
+    }
+    env = dict(await resolve_env(POD, container, objects, "192.0.2.1", {}, links))
+    assert env["FOO_SERVICE_SERVICE_HOST"] == "10.0.0.17"
+    assert env["FOO_SERVICE_SERVICE_PORT"] == "8765"
+    assert env["FOO_SERVICE_SERVICE_PORT_HTTP"] == "8765"
+    assert env["FOO_SERVICE_PORT_8765_TCP"] == "tcp://10.0.0.17:8765"
+    assert env["FOO_SERVICE_PORT_8765_TCP_PROTO"] == "tcp"
+    assert env["FOO_SERVICE_PORT_8765_TCP_PORT"] == "8765"
+    assert env["FOO_SERVICE_PORT_8765_TCP_ADDR"] == "10.0.0.17"
+    assert env["FOO_SERVICE_PORT"] == "mine"  # the container's own wins
+    assert env["URL"] == "http://10.0.0.17:8765"
+    assert not any(name.startswith("HEADLESS") for name in env)
+    off = {**POD, "spec": {**POD["spec"], "enableServiceLinks": False}}
+    assert await service_links(off, objects) == []

@@ -46,6 +46,9 @@ class NoObjects:
     async def get_secret(self, namespace: str, name: str) -> KubeObject | None:
         return None
 
+    async def list_services(self, namespace: str) -> list[KubeObject]:
+        return []
+
 
 def running(*ephemeral: ContainerState) -> PodState:
     app = ContainerState(name="app", state="running", started_at=NOW, ready=True)

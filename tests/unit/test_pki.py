@@ -29,7 +29,12 @@ from cryptography.x509.verification import (
     VerificationError,
 )
 
-from vkpy.devcluster.cluster_pki import APISERVER_DNS_NAMES, ClusterPKI, write_cluster_pki
+from vkpy.devcluster.cluster_pki import (
+    APISERVER_DNS_NAMES,
+    KUBERNETES_SERVICE_IP,
+    ClusterPKI,
+    write_cluster_pki,
+)
 from vkpy.devcluster.pki import CertificateAuthority, issue_cert
 
 
@@ -144,11 +149,12 @@ def test_leaf_never_outlives_its_ca() -> None:
 def test_apiserver_cert_covers_loopback_and_service_names(pki: ClusterPKI) -> None:
     ca_cert = load_cert(pki.ca.cert)
     cert = load_cert(pki.apiserver.cert)
-    for host in ("127.0.0.1", "::1", *APISERVER_DNS_NAMES):
+    for host in ("127.0.0.1", "::1", KUBERNETES_SERVICE_IP, *APISERVER_DNS_NAMES):
         verify_server(ca_cert, cert, host)
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert set(san.get_values_for_type(x509.DNSName)) == set(APISERVER_DNS_NAMES)
-    assert {str(ip) for ip in san.get_values_for_type(x509.IPAddress)} == {"127.0.0.1", "::1"}
+    ips = {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
+    assert ips == {"127.0.0.1", "::1", KUBERNETES_SERVICE_IP}
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,9 @@ class Source:
     async def get_secret(self, namespace: str, name: str) -> KubeObject | None:
         return self.secrets.get(f"{namespace}/{name}")
 
+    async def list_services(self, namespace: str) -> list[KubeObject]:
+        return []
+
 
 async def test_missing_secrets_are_skipped_like_the_kubelet_does() -> None:
     pod = {

@@ -34,6 +34,9 @@ class Objects:
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.secrets.get(name)
 
+    async def list_services(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
     async def request_token(
         self,
         namespace: str,

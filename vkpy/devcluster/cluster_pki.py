@@ -31,6 +31,10 @@ APISERVER_DNS_NAMES = (
     "kubernetes.default.svc.cluster.local",
 )
 LOOPBACK_IPS = ("127.0.0.1", "::1")
+#: The `kubernetes` Service's ClusterIP: the first address of the default
+#: `service_cluster_ip_range` (components.Settings). The API server's certificate
+#: names it, as kubeadm's does, for clients that reach it there (service_ip.py).
+KUBERNETES_SERVICE_IP = "10.0.0.1"
 #: CN of the aggregation proxy's client certificate (`--requestheader-allowed-names`).
 FRONT_PROXY_CLIENT = "front-proxy-client"
 
@@ -157,8 +161,13 @@ class _LeafSpec:
     server: bool = False
 
 
-def _serving(paths: CertPaths, name: str, dns: tuple[str, ...] = ("localhost",)) -> _LeafSpec:
-    return _LeafSpec(paths, name, dns_names=dns, ip_addresses=LOOPBACK_IPS, server=True)
+def _serving(
+    paths: CertPaths,
+    name: str,
+    dns: tuple[str, ...] = ("localhost",),
+    ips: tuple[str, ...] = LOOPBACK_IPS,
+) -> _LeafSpec:
+    return _LeafSpec(paths, name, dns_names=dns, ip_addresses=ips, server=True)
 
 
 def _client(paths: CertPaths, user: str, groups: tuple[str, ...] = ()) -> _LeafSpec:
@@ -169,7 +178,15 @@ def _leaf_specs(pki: ClusterPKI) -> list[tuple[str, _LeafSpec]]:
     """(issuing authority, spec) for every leaf certificate."""
     masters = ("system:masters",)
     return [
-        ("ca", _serving(pki.apiserver, "kube-apiserver", APISERVER_DNS_NAMES)),
+        (
+            "ca",
+            _serving(
+                pki.apiserver,
+                "kube-apiserver",
+                APISERVER_DNS_NAMES,
+                (*LOOPBACK_IPS, KUBERNETES_SERVICE_IP),
+            ),
+        ),
         ("ca", _client(pki.apiserver_kubelet_client, "kube-apiserver-kubelet-client", masters)),
         ("ca", _client(pki.admin, "kubernetes-admin", masters)),
         ("ca", _client(pki.controller_manager, "system:kube-controller-manager")),

@@ -24,6 +24,7 @@ import aiohttp
 from vkpy import jsoncodec, metrics
 from vkpy.kube import access as kube_access
 from vkpy.kube.access import Access
+from vkpy.kube.tls_pool import SmallBufferConnector
 from vkpy.objects import KubeObject
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ class KubeClient:
         if plugin is not None:  # kubernetes-asyncio's ApiClient owns the session
             session: aiohttp.ClientSession = plugin.rest_client.pool_manager  # type: ignore[attr-defined]
         else:
-            connector = aiohttp.TCPConnector(
+            connector = SmallBufferConnector(
                 limit=options.max_connections,
                 ssl=access.ssl_context if access.ssl_context is not None else False,
             )

@@ -28,6 +28,8 @@ class ObjectSource(Protocol):
 
     async def get_secret(self, namespace: str, name: str) -> KubeObject | None: ...
 
+    async def list_services(self, namespace: str) -> list[KubeObject]: ...
+
 
 def object_data(obj: KubeObject, kind: Kind) -> dict[str, bytes]:
     """A ConfigMap's data and binaryData, or a Secret's decoded data, as bytes."""

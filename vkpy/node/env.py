@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from vkpy.node.config_objects import ConfigError, Kind, ObjectSource, key_value, lookup
@@ -153,10 +153,15 @@ async def resolve_env(
     source: ObjectSource,
     host_ip: str,
     allocatable: Mapping[str, str],
+    links: Sequence[tuple[str, str]] = (),
 ) -> list[tuple[str, str]]:
-    """The container's environment in order, later definitions winning."""
+    """The container's environment in order, later definitions winning; `links`
+    (service_env.py) first, so the container's own variables win over them."""
     namespace = str(meta(pod).get("namespace", ""))
-    values: dict[str, str] = dict(await _env_from(source, namespace, container))
+    values: dict[str, str] = dict(links)
+    for name, found in await _env_from(source, namespace, container):
+        values.pop(name, None)
+        values[name] = found
     for var in container.get("env") or []:
         name = str(var.get("name", ""))
         value_from = var.get("valueFrom")

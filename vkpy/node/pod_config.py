@@ -11,11 +11,16 @@ user is root), as the kubelet refuses it before any start.
 
 from __future__ import annotations
 
+<<<<<<< HEAD
 from collections.abc import Callable, Mapping
+=======
+from collections.abc import Mapping, Sequence
+>>>>>>> main
 
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.env import ConfigError, ObjectSource, expand, resolve_env
 from vkpy.node.pull_secrets import pull_credentials
+from vkpy.node.service_env import service_variables
 from vkpy.node.volumes import TokenGrant, VolumeSource, resolve_volumes, token_grant, token_request
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
@@ -41,6 +46,10 @@ class ApiObjectSource:
 
     async def get_secret(self, namespace: str, name: str) -> KubeObject | None:
         return await self._get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+
+    async def list_services(self, namespace: str) -> list[KubeObject]:
+        listed = await self._get(f"/api/v1/namespaces/{namespace}/services")
+        return list((listed or {}).get("items") or [])
 
     async def request_token(
         self,
@@ -103,10 +112,17 @@ async def _container(
     source: ObjectSource,
     host_ip: str,
     allocatable: Mapping[str, str],
+<<<<<<< HEAD
     image_user: ImageUser | None = None,
 ) -> ContainerConfig:
     check_run_as_non_root(pod, container, image_user)
     env = await resolve_env(pod, container, source, host_ip, allocatable)
+=======
+    links: Sequence[tuple[str, str]],
+) -> ContainerConfig:
+    check_run_as_non_root(pod, container)
+    env = await resolve_env(pod, container, source, host_ip, allocatable, links)
+>>>>>>> main
     variables = dict(env)
     return ContainerConfig(
         name=str(container.get("name", "")),
@@ -119,14 +135,23 @@ async def _container(
     )
 
 
+async def service_links(pod: KubeObject, source: ObjectSource) -> list[tuple[str, str]]:
+    """The variables for the Services of the pod's namespace (service_env.py), unless
+    the pod turned `enableServiceLinks` off."""
+    if spec(pod).get("enableServiceLinks") is False:
+        return []
+    return service_variables(await source.list_services(str(meta(pod).get("namespace", ""))))
+
+
 async def ephemeral_container_configs(
     pod: KubeObject, source: ObjectSource, host_ip: str, allocatable: Mapping[str, str]
 ) -> tuple[ContainerConfig, ...]:
     """The pod's ephemeral containers (`kubectl debug`), resolved like any container;
     raises ConfigError for missing references."""
+    links = await service_links(pod, source)
     return tuple(
         [
-            await _container(pod, c, source, host_ip, allocatable)
+            await _container(pod, c, source, host_ip, allocatable, links)
             for c in spec(pod).get("ephemeralContainers") or []
         ]
     )
@@ -148,12 +173,21 @@ async def build_pod_config(
     `with_pull_secrets` reads the pod's imagePullSecrets (see `ReadsPullSecrets`).
     `image_user`: the backend's knowledge of images' users (see `KnowsImageUsers`)."""
     s = spec(pod)
+    links = await service_links(pod, source)
     inits = [
+<<<<<<< HEAD
         await _container(pod, c, source, host_ip, allocatable, image_user)
         for c in s.get("initContainers") or []
     ]
     containers = [
         await _container(pod, c, source, host_ip, allocatable, image_user)
+=======
+        await _container(pod, c, source, host_ip, allocatable, links)
+        for c in s.get("initContainers") or []
+    ]
+    containers = [
+        await _container(pod, c, source, host_ip, allocatable, links)
+>>>>>>> main
         for c in s.get("containers") or []
     ]
     return PodConfig(

@@ -114,6 +114,9 @@ class TokenTracker:
     async def get_secret(self, namespace: str, name: str) -> KubeObject | None:
         return await self._source.get_secret(namespace, name)
 
+    async def list_services(self, namespace: str) -> list[KubeObject]:
+        return await self._source.list_services(namespace)
+
     async def request_token(
         self,
         namespace: str,

@@ -15,6 +15,7 @@ itself. Logs, exec, attach and stats live in their own modules.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -86,9 +87,11 @@ class AciProvider:
         self._listed_at: float | None = None
         self._list_error: str | None = None
         self._stats = metrics.StatsCache(clock)
-        self._deployments: asyncio.Queue[tuple[GroupRecord, AsyncLROPoller[m.ContainerGroup]]] = (
-            asyncio.Queue()
-        )
+        self._deployments: asyncio.Queue[
+            tuple[GroupRecord, AsyncLROPoller[m.ContainerGroup] | None]
+        ] = asyncio.Queue()
+        """Accepted deployments to follow (with their poller), and refused ones to
+        deploy again (None)."""
 
     # --- wiring -----------------------------------------------------------------------
 
@@ -158,7 +161,34 @@ class AciProvider:
         record = self._records.get(pod.ref.uid)
         if record is not None and record.digest == spec.digest and not record.gone:
             return
-        await self._put(pod.ref, spec)
+        try:
+            await self._put(pod.ref, spec)
+        except RetryableError as error:
+            if not _capacity(error):
+                raise
+            self._refused(pod.ref, spec, error)
+
+    def _refused(self, ref: PodRef, spec: group_spec.GroupSpec, error: RetryableError) -> None:
+        """ARM refused the group's PUT for want of capacity or quota (after the SDK's
+        own retries): the pod stays Pending with the platform's words, and the group
+        is deployed again with back-off, as after a deployment that failed for it."""
+        record = GroupRecord(
+            ref=ref,
+            name=spec.name,
+            digest=spec.digest,
+            notes=spec.notes,
+            group=spec.group,
+            created_at=self._clock(),
+            spec=spec,
+            accepted=False,
+        )
+        old = self._records.get(ref.uid)
+        if old is not None:
+            record.events_seen = old.events_seen
+        self._records[ref.uid] = record
+        self._failed(record, error)
+        self._observe(record)
+        self._deployments.put_nowait((record, None))
 
     async def _put(self, ref: PodRef, spec: group_spec.GroupSpec) -> None:
         rg = self._config.resource_group
@@ -221,7 +251,7 @@ class AciProvider:
         record = self._records.get(ref.uid)
         if record is None or record.gone:
             raise NotFoundError(f"no container group for pod {ref}")
-        if record.fetched_at == 0.0:
+        if record.fetched_at == 0.0 and record.accepted:
             await self._fetch(record)
             if record.gone:
                 raise NotFoundError(f"ACI no longer has the container group of pod {ref}")
@@ -233,6 +263,9 @@ class AciProvider:
         state = status.pod_state(record.group, note)
         failure = record.failure
         deploying = record.follower is not None and not record.follower.done() and failure is None
+        if not record.accepted and _capacity(failure):
+            assert failure is not None
+            return self._with_notes(record, status.retrying(state, failure.reason, _words(failure)))
         if deploying and state.phase == "Failed" and state.reason == "ProviderFailed":
             # the deployment's operation is about to say why: wait for its words
             return status.pod_state(_deploying(record.group), note)
@@ -241,18 +274,12 @@ class AciProvider:
                 state = status.retrying(state, failure.reason, _words(failure))
             else:
                 state = status.failed(state, failure.reason, _words(failure))
-        if record.notes:
-            state = PodState(
-                phase=state.phase,
-                containers=state.containers,
-                init_containers=state.init_containers,
-                reason=state.reason,
-                message=state.message,
-                started_at=state.started_at,
-                pod_ip=state.pod_ip,
-                warnings=record.notes,
-            )
-        return state
+        return self._with_notes(record, state)
+
+    @staticmethod
+    def _with_notes(record: GroupRecord, state: PodState) -> PodState:
+        """`state` with the mapping's notes as warnings (each one Warning Event)."""
+        return dataclasses.replace(state, warnings=record.notes) if record.notes else state
 
     async def list_pods(self) -> Sequence[PodRef]:
         for group in await self._list():
@@ -304,10 +331,14 @@ class AciProvider:
         async with asyncio.TaskGroup() as group:
             while True:
                 record, poller = await self._deployments.get()
-                if not record.deleting:
-                    record.follower = group.create_task(
-                        self._follow(record, poller), name=f"deploy {record.name}"
-                    )
+                if record.deleting:
+                    continue
+                if poller is not None:
+                    work = self._follow(record, poller)
+                else:
+                    assert isinstance(record.failure, RetryableError)
+                    work = self._redeploy(record, record.failure)
+                record.follower = group.create_task(work, name=f"deploy {record.name}")
 
     async def _follow(self, record: GroupRecord, poller: AsyncLROPoller[m.ContainerGroup]) -> None:
         try:
@@ -316,13 +347,7 @@ class AciProvider:
             failure = provider_error(error, "deploying the container group")
             if isinstance(failure, NotFoundError) or record.deleting:
                 return
-            record.failure = failure
-            log.warning(
-                "deployment failed",
-                extra={"pod": str(record.ref), "reason": failure.reason, "error": str(failure)},
-            )
-            if self._on_event is not None:
-                self._on_event(record.ref, PodEvent("Warning", failure.reason, _words(failure)))
+            self._failed(record, failure)
         if self._records.get(record.ref.uid) is not record or record.deleting:
             return
         await self._fetch(record)
@@ -330,6 +355,17 @@ class AciProvider:
         if _capacity(record.failure) and record.spec is not None:
             assert isinstance(record.failure, RetryableError)
             await self._redeploy(record, record.failure)
+
+    def _failed(self, record: GroupRecord, failure: ProviderError) -> None:
+        """A deployment failed (or its PUT was refused): remembered, logged, and one
+        Warning Event with the platform's words."""
+        record.failure = failure
+        log.warning(
+            "deployment failed",
+            extra={"pod": str(record.ref), "reason": failure.reason, "error": str(failure)},
+        )
+        if self._on_event is not None:
+            self._on_event(record.ref, PodEvent("Warning", failure.reason, _words(failure)))
 
     async def _redeploy(self, record: GroupRecord, failure: RetryableError) -> None:
         """Deploy a group again after ACI ran out of capacity or quota for it, backing
@@ -352,6 +388,9 @@ class AciProvider:
                 await self._put(record.ref, record.spec)
                 return
             except RetryableError as error:
+                if _capacity(error):  # refused again: the pod says so
+                    self._failed(record, error)
+                    self._observe(record)
                 delay = error.retry_after or min(delay * 2, REDEPLOY_MAX)
             except ProviderError as error:
                 record.failure = error
@@ -376,8 +415,8 @@ class AciProvider:
         now = self._clock()
         due: list[GroupRecord] = []
         for record in list(self._records.values()):
-            if record.deleting or record.gone:
-                continue
+            if record.deleting or record.gone or not record.accepted:
+                continue  # (a refused group is deployed again by its own task)
             seen = listed.get(record.name)
             last = record.group
             if (
@@ -479,8 +518,9 @@ def _capacity(failure: ProviderError | None) -> bool:
 
 
 def _words(failure: ProviderError) -> str:
-    """The platform's message of a failed deployment."""
-    return str(failure).removeprefix("deploying the container group: ")
+    """The platform's message of a failed deployment: its code and words, without
+    what vkpy was doing ("deploying the container group: ", "creating ...: ")."""
+    return str(failure).split(": ", 1)[-1]
 
 
 def _deploying(group: m.ContainerGroup) -> m.ContainerGroup:

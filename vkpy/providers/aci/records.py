@@ -40,6 +40,9 @@ class GroupRecord:
     """Why the deployment's long-running operation failed (ACI's code and message)."""
     spec: GroupSpec | None = None
     """What the group was created from (to deploy it again after a capacity failure)."""
+    accepted: bool = True
+    """Whether ARM accepted the group's PUT (False: refused for want of capacity or
+    quota, deployed again with back-off; ACI has no group to read meanwhile)."""
     attempts: int = 1
     """Deployments of this spec so far (retries after capacity or quota failures)."""
     events_seen: dict[tuple[str, str, str], int] = field(default_factory=dict)

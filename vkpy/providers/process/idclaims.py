@@ -57,6 +57,11 @@ class HostClaims:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
+    def held_by_other(self, own: int, pod_dir: Path | None) -> bool:
+        """Whether a pod other than the one in `pod_dir` claims `own`."""
+        owner = self._owner(self.directory / str(own))
+        return owner is not None and owner != str(pod_dir)
+
     @staticmethod
     def _owner(path: Path) -> str | None:
         try:

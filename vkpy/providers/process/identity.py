@@ -316,6 +316,11 @@ class IdPool:
         if identity is None or identity.own is None:
             return frozenset()
         others = {i for uid, other in self._held.items() if uid != pod_uid for i in other.ids()}
+        mine = self._dirs.get(pod_uid)
+        claims = self.claims
+        if claims is not None:  # another node's pod owns an id this pod asked for
+            asked = identity.ids() - {identity.own}
+            others.update(i for i in asked if claims.held_by_other(i, mine))
         return frozenset(i for i in identity.ids() if i not in others)
 
 

@@ -77,8 +77,36 @@ def wanted(spec: KubeObject, network: bool = False, filesystem: bool = False) ->
     return tuple(kinds)
 
 
-def hostname(spec: KubeObject, name: str) -> str:
-    return str(spec.get("hostname") or name)[:63]
+CLUSTER_DOMAIN = "cluster.local"
+MAX_HOSTNAME = 63
+
+
+def _truncated(hostname: str) -> str:
+    """At most 63 characters, not ending in `-` or `.` (as the kubelet cuts it)."""
+    if len(hostname) <= MAX_HOSTNAME:
+        return hostname
+    return hostname[:MAX_HOSTNAME].rstrip("-.") or hostname[:MAX_HOSTNAME]
+
+
+def host_and_domain(spec: KubeObject, name: str, namespace: str) -> tuple[str, str]:
+    """The pod's hostname and its domain ("" for none), as the kubelet derives them:
+    `hostnameOverride` is the whole hostname (no domain); otherwise `hostname` or the
+    pod's name, in `<subdomain>.<namespace>.svc.cluster.local` with a `subdomain`."""
+    override = spec.get("hostnameOverride")
+    if override:
+        return _truncated(str(override)), ""
+    host = _truncated(str(spec.get("hostname") or name))
+    subdomain = spec.get("subdomain")
+    domain = f"{subdomain}.{namespace}.svc.{CLUSTER_DOMAIN}" if subdomain else ""
+    return host, domain
+
+
+def hostname(spec: KubeObject, name: str, namespace: str) -> str:
+    """The pod's kernel hostname: its FQDN with `setHostnameAsFQDN` and a domain."""
+    host, domain = host_and_domain(spec, name, namespace)
+    if domain and spec.get("setHostnameAsFQDN"):
+        return f"{host}.{domain}"[:64]
+    return host
 
 
 def load(pod_dir: Path) -> Holder | None:

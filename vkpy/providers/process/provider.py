@@ -49,7 +49,7 @@ from vkpy.providers.errors import (
     RetryableError,
     UnsupportedError,
 )
-from vkpy.providers.process import cgroups, namespaces, podnet, proc, sandbox
+from vkpy.providers.process import cgroups, namespaces, podnet, proc, sandbox, sysctls
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.addresses import (
     AddressPool,
@@ -329,6 +329,7 @@ class ProcessProvider:
             return
         pod = self._images.resolve_pod(pod)
         check_pod(pod, self._config.host_path_prefixes)
+        self._check_sysctls(pod)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
         identity = runtime.pool.allocate(pod, self._config.node_name, pod_dir.path.absolute())
         try:
@@ -346,6 +347,18 @@ class ProcessProvider:
         self._pods[pod.ref.uid] = created
         created.start()
         self._notify(pod.ref)
+
+    def _check_sysctls(self, pod: PodConfig) -> None:
+        """Refuse sysctls the pod could only set in the host's namespaces."""
+        spec = pod.pod.get("spec") or {}
+        kinds: tuple[str, ...] = ()
+        if self._config.namespaces_per_pod:
+            kinds = namespaces.wanted(
+                spec, network=self._config.pod_network, filesystem=self._config.filesystem_per_pod
+            )
+        why = sysctls.refusal(spec, kinds)
+        if why is not None:
+            raise InvalidInputError(why, reason="SysctlForbidden")
 
     def _allocate_address(self, runtime: Runtime, pod: PodConfig, pod_dir: PodDir) -> None:
         """The pod's own address (`network: pod`), recorded before its network is made."""
@@ -379,16 +392,19 @@ class ProcessProvider:
             holder = namespaces.start(
                 path,
                 kinds,
-                namespaces.hostname(spec, pod.ref.name),
+                namespaces.hostname(spec, pod.ref.name, pod.ref.namespace),
                 plan=plan,
                 python=self._config.python,
             )
             fresh = True
-        address = self._runtime_or_fail().addresses.address(pod.ref.uid)
-        if holder is None or "net" not in holder.kinds or address is None:
+        if holder is None:
             return
-        if fresh or not podnet.link_exists(address.link):
+        address = self._runtime_or_fail().addresses.address(pod.ref.uid)
+        wired = "net" in holder.kinds and address is not None
+        if address is not None and wired and (fresh or not podnet.link_exists(address.link)):
             podnet.connect(holder.pid, address, self._config.node_name, pod.ref.uid)
+        if fresh:  # after the network's own settings: the pod's win
+            sysctls.apply(holder.pid, spec)
 
     def _remove(self, uid: str) -> None:
         """Remove what is left of one of this node's pods: every process still running

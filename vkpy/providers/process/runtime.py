@@ -77,7 +77,7 @@ def container_env(
     runtime: Runtime, pod: PodConfig, container: ContainerConfig
 ) -> list[tuple[str, str]]:
     spec = pod.pod.get("spec") or {}
-    hostname = str(spec.get("hostname") or pod.ref.name)
+    hostname = namespaces.hostname(spec, pod.ref.name, pod.ref.namespace)
     values: dict[str, str] = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname}
     if runtime.config.kubernetes_service_host:
         values.update(

@@ -16,6 +16,7 @@ host (as the kubelet does), sized by `sizeLimit`.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import sys
 from collections.abc import Sequence
@@ -34,16 +35,23 @@ STAGING = "sandbox"
 HOSTS = "etc-hosts"
 HOSTNAME = "etc-hostname"
 KUBELET_MADE = frozenset({"configMap", "secret", "downwardAPI", "projected"})
-CLUSTER_DOMAIN = "cluster.local"
 
 MountEntry = tuple[str, str, str, bool]
 """(base, relative, mountPath, readOnly): see the module docstring."""
 
 
-def hosts_file(pod: PodConfig, ip: str) -> str:
-    """The pod's /etc/hosts, as the kubelet writes it."""
+SERVICE_NAMES = tuple(
+    f"kubernetes{suffix}"
+    for suffix in ("", ".default", ".default.svc", f".default.svc.{namespaces.CLUSTER_DOMAIN}")
+)
+
+
+def hosts_file(pod: PodConfig, ip: str, service_host: str | None = None) -> str:
+    """The pod's /etc/hosts, as the kubelet writes it; with `service_host` (an IP
+    address: `kubernetes_service_host`), also the `kubernetes` Service's names, which a
+    cluster's DNS would answer (this node has none)."""
     spec = pod.pod.get("spec") or {}
-    name = namespaces.hostname(spec, pod.ref.name)
+    name, domain = namespaces.host_and_domain(spec, pod.ref.name, pod.ref.namespace)
     lines = [
         "# Kubernetes-managed hosts file.",
         "127.0.0.1\tlocalhost",
@@ -53,12 +61,14 @@ def hosts_file(pod: PodConfig, ip: str) -> str:
         "fe00::1\tip6-allnodes",
         "fe00::2\tip6-allrouters",
     ]
-    subdomain = spec.get("subdomain")
-    if subdomain:
-        fqdn = f"{name}.{subdomain}.{pod.ref.namespace}.svc.{CLUSTER_DOMAIN}"
-        lines.append(f"{ip}\t{fqdn}\t{name}")
+    if domain:
+        lines.append(f"{ip}\t{name}.{domain}\t{name}")
     else:
         lines.append(f"{ip}\t{name}")
+    if service_host and _is_address(service_host):
+        lines.append("")
+        lines.append("# The kubernetes Service (no cluster DNS on this node).")
+        lines.append(f"{service_host}\t" + "\t".join(SERVICE_NAMES))
     aliases = spec.get("hostAliases") or []
     if aliases:
         lines.append("")
@@ -67,6 +77,14 @@ def hosts_file(pod: PodConfig, ip: str) -> str:
             names = "\t".join(str(h) for h in alias.get("hostnames") or [])
             lines.append(f"{alias.get('ip')}\t{names}")
     return "\n".join(lines) + "\n"
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def plan(
@@ -83,10 +101,10 @@ def plan(
     files: list[list[str]] = []
     if not spec.get("hostNetwork"):
         hosts = pod_dir.path / HOSTS
-        hosts.write_text(hosts_file(pod, ip))
+        hosts.write_text(hosts_file(pod, ip, config.kubernetes_service_host))
         os.chmod(hosts, 0o644)
         hostname = pod_dir.path / HOSTNAME
-        hostname.write_text(namespaces.hostname(spec, pod.ref.name) + "\n")
+        hostname.write_text(namespaces.hostname(spec, pod.ref.name, pod.ref.namespace) + "\n")
         os.chmod(hostname, 0o644)
         files = [[str(hosts), "/etc/hosts"], [str(hostname), "/etc/hostname"]]
     for target, source in image_files:
