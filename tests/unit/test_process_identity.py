@@ -184,7 +184,6 @@ def test_a_stale_claim_is_taken_over(tmp_path: Path) -> None:
     assert other.allocate(pod("c"), "n3", tmp_path / "c").own != kept.own
 
 
-<<<<<<< HEAD
 def test_ids_pods_ask_for_stay_free_while_other_pods_run() -> None:
     """Pods usually ask for the low ids of a range (the e2e suite's 1000, 1001): a pod
     that asks for none must not take them as its own, or the next pod asking is refused."""
@@ -195,7 +194,8 @@ def test_ids_pods_ask_for_stay_free_while_other_pods_run() -> None:
     identity = ids.allocate(asking, "n1")
     assert identity.uid == FIRST
     assert identity.own is not None and identity.own > FIRST + 2
-=======
+
+
 def test_removing_a_pod_never_kills_an_id_another_nodes_pod_owns(tmp_path: Path) -> None:
     """A pod may ask for an id (runAsUser) that another node on the host gave a pod as
     its own: removing the asking pod kills its ids' processes, so it must leave that
@@ -210,4 +210,3 @@ def test_removing_a_pod_never_kills_an_id_another_nodes_pod_owns(tmp_path: Path)
     assert asking.own in two.exclusive_ids("b")
     one.release("a")
     assert owner.own in two.exclusive_ids("b")  # nobody else's now
->>>>>>> main

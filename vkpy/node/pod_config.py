@@ -11,11 +11,7 @@ user is root), as the kubelet refuses it before any start.
 
 from __future__ import annotations
 
-<<<<<<< HEAD
-from collections.abc import Callable, Mapping
-=======
-from collections.abc import Mapping, Sequence
->>>>>>> main
+from collections.abc import Callable, Mapping, Sequence
 
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.env import ConfigError, ObjectSource, expand, resolve_env
@@ -112,17 +108,11 @@ async def _container(
     source: ObjectSource,
     host_ip: str,
     allocatable: Mapping[str, str],
-<<<<<<< HEAD
+    links: Sequence[tuple[str, str]],
     image_user: ImageUser | None = None,
 ) -> ContainerConfig:
     check_run_as_non_root(pod, container, image_user)
-    env = await resolve_env(pod, container, source, host_ip, allocatable)
-=======
-    links: Sequence[tuple[str, str]],
-) -> ContainerConfig:
-    check_run_as_non_root(pod, container)
     env = await resolve_env(pod, container, source, host_ip, allocatable, links)
->>>>>>> main
     variables = dict(env)
     return ContainerConfig(
         name=str(container.get("name", "")),
@@ -175,19 +165,11 @@ async def build_pod_config(
     s = spec(pod)
     links = await service_links(pod, source)
     inits = [
-<<<<<<< HEAD
-        await _container(pod, c, source, host_ip, allocatable, image_user)
+        await _container(pod, c, source, host_ip, allocatable, links, image_user)
         for c in s.get("initContainers") or []
     ]
     containers = [
-        await _container(pod, c, source, host_ip, allocatable, image_user)
-=======
-        await _container(pod, c, source, host_ip, allocatable, links)
-        for c in s.get("initContainers") or []
-    ]
-    containers = [
-        await _container(pod, c, source, host_ip, allocatable, links)
->>>>>>> main
+        await _container(pod, c, source, host_ip, allocatable, links, image_user)
         for c in s.get("containers") or []
     ]
     return PodConfig(
