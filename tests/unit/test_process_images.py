@@ -273,3 +273,11 @@ def test_an_images_files_are_absolute_and_listed_per_pod() -> None:
     tool = container("example.com/tool")
     pod = PodConfig(PodRef("ns", "p", "u"), {}, (), (tool, container("busybox")), ())
     assert images.files(pod) == [("/opt/run", "/srv/run")]
+
+
+def test_the_nonewprivs_image_prints_its_effective_uid() -> None:
+    """Kubernetes' nonewprivs test image runs a set-uid root program that prints its
+    effective uid; on this node privileges are never raised (no_new_privs), so the
+    stand-in prints the container's own uid, which is what that program would."""
+    resolved = table().resolve(container("registry.k8s.io/e2e-test-images/nonewprivs:1.3"))
+    assert run(resolved.argv, dict(resolved.env)) == f"Effective uid: {os.geteuid()}\n"
