@@ -114,6 +114,7 @@ class System:
         self.workdir = workdir
         self.args = args
         self.process: asyncio.subprocess.Process | None = None
+        self.last_argv: list[str] = []
 
     async def prepare(self, client: KubeClient, node: str) -> None:
         """Anything the system needs on the API server before it starts."""
@@ -127,8 +128,9 @@ class System:
     async def start(self, client: KubeClient, node: str) -> None:
         await self.prepare(client, node)
         log = (self.workdir / f"{self.name}-{node}.log").open("wb")
+        self.last_argv = self.argv(node)
         self.process = await asyncio.create_subprocess_exec(
-            *self.argv(node), stdout=log, stderr=log, env=self.env()
+            *self.last_argv, stdout=log, stderr=log, env=self.env()
         )
 
     async def stop(self) -> None:
@@ -350,7 +352,7 @@ async def delete_all(client: KubeClient, namespace: str, names: list[str]) -> No
 async def one_run(
     client: KubeClient, system: System, count: int, round_no: int, args: argparse.Namespace
 ) -> Run:
-    node = f"peer-{system.name[:4]}-{os.getpid()}-{round_no}"
+    node = f"peer-{system.name[:4]}-{os.getpid()}-{count}-{round_no}"
     namespace = node
     run = Run(system=system.name, pods=count)
     await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
@@ -554,7 +556,18 @@ def report(
     )
 
 
-async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> str:
+@dataclass
+class Measured:
+    """One peers run: medians per system, every round's runs, versions, load per round."""
+
+    results: dict[str, dict[str, float]]
+    runs: list[Run]
+    versions: dict[str, str]
+    loads: list[str]
+
+
+async def measure(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> Measured:
+    """Every round of every system in `args.systems`, interleaved, and their medians."""
     client = await KubeClient.connect(ClientOptions(kubeconfig=str(kubeconfig)))
     systems = {name: MAKERS[name](kubeconfig, workdir, args) for name in args.systems}
     versions = {name: s.version() for name, s in systems.items()}
@@ -579,6 +592,12 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> st
         for name in args.systems
         if any(r.system == name for r in runs)
     }
+    return Measured(results, runs, versions, loads)
+
+
+async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> str:
+    measured = await measure(args, kubeconfig, workdir)
+    results, runs = measured.results, measured.runs
     if args.svg:
         args.svg.mkdir(parents=True, exist_ok=True)
         last = {r.system: r for r in runs}
@@ -590,7 +609,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> st
         (args.svg / "peers-rss.svg").write_text(
             lines_svg({s: r.rss_series for s, r in last.items()}, "seconds", "RSS (MiB)")
         )
-    return report(results, runs, versions, args, loads)
+    return report(results, runs, measured.versions, args, measured.loads)
 
 
 def main() -> int:

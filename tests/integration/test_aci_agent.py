@@ -88,9 +88,13 @@ def test_seed_pod_runs_shows_the_group_ip_logs_and_is_deleted(
     status = running["status"]["containerStatuses"][0]
     assert status["ready"] is True and "running" in status["state"]
     assert "1.1 GB" in running["status"]["message"]  # 1Gi rounded up to ACI's 0.1 GB steps
+    adjusted = wait_for("its Event", lambda: events(kube, "hello").get("BackendAdjusted"))
+    assert "1.1 GB" in adjusted
     model = group.model
     assert model.tags["vkpy.io/node"] == agent.node_name
     assert model.tags["vkpy.io/pod-uid"] == created["metadata"]["uid"]
+    assert model.tags["vkpy.io/pod-namespace"] == kube.namespace
+    assert model.tags["vkpy.io/pod-name"] == "hello"
     assert model.containers[0].resources.requests.cpu == 0.5
     assert model.ip_address.type == "Public" and model.ip_address.ports[0].port == 80
     assert {v.name for v in model.volumes} == {

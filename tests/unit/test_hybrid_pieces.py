@@ -33,6 +33,7 @@ def test_worker_is_untainted_regular_pool_with_modest_capacity(tmp_path: Path) -
     assert f"--label={nodes.POOL_LABEL}=regular" in argv
     assert "--label=type=regular" in argv  # never selected by type=virtual-kubelet
     assert "--port=12345" in argv
+    assert f"--state-dir={tmp_path / 'state'}" in argv  # the node's own directory
     assert spec.provider_config["capacity"] == {"cpu": "2", "memory": "4Gi", "pods": "10"}
     assert nodes.worker(2, gpus=1).provider_config["capacity"] == {
         "cpu": "2",

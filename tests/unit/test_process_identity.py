@@ -210,3 +210,15 @@ def test_removing_a_pod_never_kills_an_id_another_nodes_pod_owns(tmp_path: Path)
     assert asking.own in two.exclusive_ids("b")
     one.release("a")
     assert owner.own in two.exclusive_ids("b")  # nobody else's now
+
+
+def test_own_ids_leave_the_low_ids_pods_ask_for() -> None:
+    """Pods ask for the low ids of a range (the conformance suite's 1000 and 1001):
+    own ids come from its top, so a pod asking for one is not refused because another
+    pod got it as its own (issue 18: 'pod runAsUser 1000 is the own id of another pod')."""
+    ids = pool()
+    first = ids.allocate(pod("a"), "n1")
+    assert first.own == LAST
+    asking = ids.allocate(pod("b", runAsUser=FIRST, fsGroup=FIRST + 1), "n1")
+    assert asking.uid == FIRST and FIRST + 1 in asking.ids()
+    assert asking.own == LAST - 1

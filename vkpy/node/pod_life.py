@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Mapping
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from vkpy import metrics
 from vkpy.clock import Clock, utcnow
@@ -32,7 +32,7 @@ from vkpy.node.pod_record import Absent, Created, Deleted, Final, PodRecord, Sto
 from vkpy.node.pod_reporting import PodReporter, pod_path
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.node.pod_status import TERMINAL_PHASES
-from vkpy.node.terminating import stop_reporting
+from vkpy.node.terminating import stop_reporting, terminal
 from vkpy.node.volumes import (
     TokenGrant,
     TokenKey,
@@ -63,6 +63,7 @@ from vkpy.providers.errors import (
     UnsupportedError,
 )
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 DEADLINE = "deadline"
@@ -140,12 +141,13 @@ class PodLife:
 
     # --- backend calls ------------------------------------------------------------
 
-    async def _backend(self, operation: str, ref: PodRef, coro: Awaitable[None]) -> None:
+    async def _backend(self, operation: str, ref: PodRef, coro: Awaitable[T]) -> T:
         """Run a backend call with metrics, turning retryable errors into `Retry`."""
         started = self._clock.monotonic()
         try:
-            await coro
+            result = await coro
             metrics.POD_OPERATIONS.labels(operation, "ok").inc()
+            return result
         except RetryableError as error:
             metrics.POD_OPERATIONS.labels(operation, "retry").inc()
             raise Retry(f"{operation} {ref}: {error}") from error
@@ -423,8 +425,10 @@ class PodLife:
                     name = container.get("name")
                     self._report.event(pod, NORMAL, "Killing", f"Stopping container {name}", name)
             r.stage = Stopping()
-            stop = self._stop(r, self._grace_period(pod))
+            ended: list[PodState] = []
+            stop = self._stop(r, self._grace_period(pod), ended)
             await stop_reporting(stop, lambda: self._report_stopping(r), self._clock)
+            await self._report_ended(r, ended)
         try:
             await self._client.delete(
                 pod_path(r.ref), {"gracePeriodSeconds": 0, "preconditions": {"uid": r.ref.uid}}
@@ -442,14 +446,29 @@ class PodLife:
             with contextlib.suppress(NotFoundError):
                 await self._write(r, r.pod, await self._get_status(r.ref), sandbox_ready=True)
 
-    async def _stop(self, r: PodRecord, grace: float) -> None:
+    async def _report_ended(self, r: PodRecord, ended: list[PodState]) -> None:
+        """The status of a deleted pod's stopped containers, as the backend last knew
+        them, before the object goes: a pod kept by a finalizer shows them terminated,
+        in a terminal phase, as the kubelet's does."""
+        if not ended or r.pod is None:
+            return
+        state = terminal(ended[0])
+        try:
+            await self._write(r, r.pod, state, sandbox_ready=False)
+        except (NotFoundError, Retry) as error:
+            log.info("final status not written", extra={"pod": str(r.ref), "error": str(error)})
+
+    async def _stop(self, r: PodRecord, grace: float, ended: list[PodState] | None = None) -> None:
         """Stop the pod in the backend (gone already is fine); then it is final when
-        a final state was decided, else absent."""
+        a final state was decided, else absent. The backend's last state of the pod,
+        when it gives one, is added to `ended`."""
         final = r.stage.final if isinstance(r.stage, Stopping) else None
         if not isinstance(r.stage, Stopping):
             r.stage = Stopping()
         with contextlib.suppress(NotFoundError):
-            await self._backend("delete", r.ref, self._provider.delete_pod(r.ref, grace))
+            last = await self._backend("delete", r.ref, self._provider.delete_pod(r.ref, grace))
+            if last is not None and ended is not None:
+                ended.append(last)
         r.stage = Final(final) if final is not None else Absent()
         self._queue.cancel(r.ref.uid, DEADLINE)
         self._queue.cancel(r.ref.uid, RENEWAL)

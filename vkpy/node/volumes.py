@@ -336,6 +336,19 @@ async def resolve_volume(
         files = _downward_files(pod, body.get("items") or [], mode, host_ip, allocatable, what)
     elif kind == "projected":
         files = await _projected_files(pod, body, source, host_ip, allocatable, what)
+    elif kind == "azureFile":
+        # The in-tree Azure File volume names a Secret with the storage account's name
+        # and key (azurestorageaccountname, azurestorageaccountkey), which the kubelet
+        # reads to mount the share; a backend that mounts shares gets them as files.
+        files = await _object_files(
+            source,
+            str(body.get("secretNamespace") or namespace),
+            "Secret",
+            str(body.get("secretName", "")),
+            {},
+            0o600,
+            what,
+        )
     return VolumeConfig(name=name, kind=kind, source=body, files=tuple(files))
 
 

@@ -10,11 +10,9 @@ the pod's directory is gone and no process of it runs.
 
 `runAsUser`, `runAsGroup`, `fsGroup` and `supplementalGroups` are honoured inside
 the range and refused outside it (a pod cannot ask for root or a host user), as is
-an id that is another pod's own. Own ids are given from the top of the range down,
-so the low ids pods usually ask for (1000, 1001, ...) stay free for them.
-`privileged`, added capabilities and the host's namespaces are refused unless the
-node allows them (privileges.py). When vkpy is not root there is one identity,
-vkpy's: ids other than its own are refused.
+an id that is another pod's own. `privileged`, added capabilities and the host's
+namespaces are refused unless the node allows them (privileges.py). When vkpy is
+not root there is one identity, vkpy's: ids other than its own are refused.
 """
 
 from __future__ import annotations
@@ -286,7 +284,7 @@ class IdPool:
         taken.update(asked)
         security = _security(_pod_spec(pod))
         taken.update(_live_uids())
-        # From the top: pods that ask for ids mostly ask for the low ones (1000, 1001).
+        # From the top: pods that ask for ids mostly ask for a range's low ones (1000).
         for candidate in range(self.last, self.first - 1, -1):
             if candidate in taken:
                 continue
