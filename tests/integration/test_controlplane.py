@@ -396,6 +396,9 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
         assert all(map(pid_alive, pids.values()))
         access = ClusterAccess(kubeconfig=kubeconfig, kubectl=kubectl)
         assert access.run_kubectl("get", "--raw", "/readyz").stdout == "ok"
+        # A pod running on the worker when `down` comes.
+        _run_pod_on(access, "vkpy-worker-1")
+        assert processes_under(cluster_dir / "nodes" / "vkpy-worker-1")
 
         again = devcluster_cli("up", "--dir", str(cluster_dir))
         assert again.returncode == 0, again.stderr
@@ -418,6 +421,29 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
     stopped_env = devcluster_cli("env", "--dir", str(cluster_dir))
     assert stopped_env.returncode == 1
     assert "no cluster is running" in stopped_env.stderr
+
+
+def _run_pod_on(access: ClusterAccess, node: str) -> None:
+    wait_for_default_service_account(access.run_kubectl, "default")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "sleeper", "namespace": "default"},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}],
+        },
+    }
+    access.run_kubectl("apply", "-f", "-", input=json.dumps(pod))
+    deadline = time.monotonic() + 60
+    while (
+        "Running"
+        not in access.run_kubectl(
+            "get", "pod", "sleeper", "-o", "jsonpath={.status.phase}", check=False
+        ).stdout
+    ):
+        assert time.monotonic() < deadline, "the pod on the worker is not Running"
+        time.sleep(0.5)
 
 
 def _run_until_sigterm(cluster_dir: Path, out: Path, access: ClusterAccess) -> None:

@@ -9,6 +9,8 @@ pools and checks that nothing of them is left running. Timings are printed (run 
 `-s` to see them); docs/hybrid-node-pools.md quotes them.
 """
 
+# ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
+
 from __future__ import annotations
 
 import json
@@ -25,10 +27,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: F401
 from tests.integration.agent import wait_for
 from tests.integration.conftest import StartAgent
 from tests.processes import processes_under
-from vkpy.devcluster import DevCluster, processes
+from vkpy.devcluster import DevCluster, hybrid_demo, processes
 from vkpy.devcluster import nodes as pools
 from vkpy.devcluster.load import QueueLoad, new_queue_dir, with_queue
 
@@ -284,6 +287,21 @@ def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> Non
             timeout=SLOW,
         )
         scaled_out = time.monotonic() - began
+        # What `make demo`'s live table shows at the peak: the full pool, the virtual
+        # replicas, the HPA's CPU figure against its 10% target.
+        shown = wait_for(
+            "the demo's table row at the peak",
+            lambda: (
+                (r := hybrid_demo.sample(hybrid.cluster.access(), 0, 0.45, hybrid.ns))
+                and r.regular == 4
+                and r.virtual >= 2
+                and r.desired >= 6
+                and r.cpu_percent >= 0
+                and r.target_percent == 10
+                and r
+            ),
+            timeout=60,
+        )
     finally:
         load.stop()
     counts = by_node(peak)
@@ -312,7 +330,8 @@ def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> Non
     print(
         f"\nburst: load start -> first virtual replica Ready {first_virtual:.1f} s; "
         f"-> {len(peak)} Ready {scaled_out:.1f} s (per node {counts}); "
-        f"load end -> back to 2 on the regular pool {scaled_back:.1f} s"
+        f"load end -> back to 2 on the regular pool {scaled_back:.1f} s\n"
+        f"demo row at the peak:\n{hybrid_demo.HEADER}\n{hybrid_demo.row(shown)}"
     )
     hybrid.delete_and_wait("deployment/burst", "hpa/burst", selector="app=burst")
 
@@ -578,6 +597,36 @@ def test_gpu_pods_land_where_their_resources_say(hybrid: Hybrid) -> None:
     hybrid.delete_and_wait(
         "deployment/inference", "job/training", selector="app in (inference,training)"
     )
+
+
+def test_gpu_inference_lands_on_an_aci_gpu_node(
+    hybrid: Hybrid, start_agent: StartAgent, aci: AciSetup
+) -> None:
+    """The same inference Deployment on an ACI-backed virtual node with GPUs (the ACI
+    backend against the emulator), while the sim GPU node is cordoned: each replica's
+    container group asks ACI for one GPU of the node's SKU."""
+    node = start_agent(
+        provider="aci",
+        config=aci.config(gpu_capacity=4, gpu_sku="V100"),
+        args=["--label=accelerator=nvidia"],
+    )
+    wait_for(f"node {node.node_name} Ready", lambda: ready(_node(hybrid, node.node_name)))
+    docs = [d for d in example("gpu.yaml") if d["kind"] == "Deployment"]
+    # The emulator runs commands as processes: something that keeps running.
+    (model,) = docs[0]["spec"]["template"]["spec"]["containers"]
+    model["command"] = ["sh", "-c", "exec sleep 3600"]
+    hybrid.kubectl("cordon", GPU_NODE)
+    try:
+        hybrid.apply(docs)
+        wait_placement(
+            hybrid, "app=inference", {node.node_name: 2}, "2 inference replicas on the ACI node"
+        )
+    finally:
+        hybrid.kubectl("uncordon", GPU_NODE)
+    groups = [g for (rg, _), g in aci.emulator.store.groups.items() if rg == aci.resource_group]
+    asked = [(g.model.containers[0].resources.requests.gpu) for g in groups]
+    assert [(a.count, a.sku) for a in asked if a is not None] == [(1, "V100")] * 2, asked
+    hybrid.delete_and_wait("deployment/inference", selector="app=inference")
 
 
 def test_stopping_the_pools_leaves_no_process_behind(hybrid: Hybrid) -> None:

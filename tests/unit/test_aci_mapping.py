@@ -410,21 +410,24 @@ def test_the_node_advertises_gpus_only_when_configured() -> None:
     assert gpus.capacity["nvidia.com/gpu"] == gpus.allocatable["nvidia.com/gpu"] == "8"
 
 
-def test_an_in_tree_azure_file_volume_is_a_share() -> None:
-    share = VolumeConfig(
-        "data", "azureFile", source={"secretName": "acct", "shareName": "files", "readOnly": True}
+def test_an_in_tree_azure_file_volume_is_a_share_with_its_secrets_account_and_key() -> None:
+    secret = (
+        VolumeFile("azurestorageaccountname", b"acct"),
+        VolumeFile("azurestorageaccountkey", b"a2V5"),
     )
+    source = {"secretName": "storage", "shareName": "files", "readOnly": True}
+    share = VolumeConfig("data", "azureFile", source=source, files=secret)
     mounted = container(volumeMounts=[{"name": "data", "mountPath": "/data"}])
-    (volume,) = build(
-        pod(mounted, volumes=[share]), storage_account_keys={"acct": "a2V5"}
-    ).group.volumes
-    assert (volume.azure_file.storage_account_name, volume.azure_file.share_name) == (
-        "acct",
-        "files",
-    )
-    assert volume.azure_file.read_only is True
-    with pytest.raises(InvalidInputError) as failure:  # no key for the account
-        build(pod(mounted, volumes=[share]))
+    (volume,) = build(pod(mounted, volumes=[share])).group.volumes
+    share_of = volume.azure_file
+    assert (share_of.storage_account_name, share_of.share_name) == ("acct", "files")
+    assert share_of.read_only is True and share_of.storage_account_key == "a2V5"
+    keyless = VolumeConfig("data", "azureFile", source=source, files=secret[:1])
+    keys = {"acct": "a2V5"}  # a Secret without the key: the node's storage_account_keys
+    (volume,) = build(pod(mounted, volumes=[keyless]), storage_account_keys=keys).group.volumes
+    assert volume.azure_file.storage_account_key == "a2V5"
+    with pytest.raises(InvalidInputError) as failure:  # no key anywhere
+        build(pod(mounted, volumes=[keyless]))
     assert failure.value.reason == "UnsupportedVolume"
 
 
@@ -474,3 +477,51 @@ def test_the_example_pods_make_groups_aci_accepts(example: str, node: dict[str, 
         assert (gpu.count, gpu.sku) == (1, "V100")
     if example == "aci-windows.yaml":
         assert made.group.os_type == "Windows"
+
+
+def test_status_running_since_a_stopped_group_and_a_finished_one() -> None:
+    since = "2026-12-01T10:00:00+00:00"
+    running = status.pod_state(
+        _group(
+            "Running",
+            container_view={
+                "currentState": {"state": "Running", "startTime": since},
+                "previousState": {"state": "Terminated", "exitCode": 1, "detailStatus": "Error"},
+                "restartCount": 1,
+            },
+        )
+    )
+    app = running.containers[0]
+    assert app.started_at is not None and app.started_at.isoformat() == since
+    assert running.started_at == app.started_at
+    assert app.restart_count == 1 and app.last_terminated is not None
+    assert (app.last_terminated.exit_code, app.last_terminated.reason) == (1, "Error")
+    stopped = status.pod_state(
+        _group("Stopped", container_view={"currentState": {"state": "Running"}})
+    )  # `az container stop`, or the platform: reported, never started again
+    assert (stopped.phase, stopped.reason) == ("Failed", "Stopped")
+    assert stopped.containers[0].state == "terminated"
+    done = _group(
+        "Succeeded",
+        container_view={"currentState": {"state": "Terminated", "exitCode": 0}},
+    )
+    done.restart_policy = "Never"
+    finished = status.pod_state(done)
+    assert finished.phase == "Succeeded"
+    assert (finished.containers[0].state, finished.containers[0].reason) == (
+        "terminated",
+        "Completed",
+    )
+
+
+def test_a_group_in_a_subnet_without_ports_is_one_aci_accepts() -> None:
+    subnet = {"subnet_ids": ["/subscriptions/s/x/subnets/aci"]}
+    made = build(
+        pod(container(resources={"requests": {"cpu": "1", "memory": "1G"}})), network=subnet
+    )
+    assert made.group.ip_address.type == "Private"
+    limits.check_group(made.group, made.name)  # ACI wants the IP's ports on a container
+    ported = container(ports=[{"containerPort": 8080}])
+    made = build(pod(ported), network=subnet)
+    assert [p.port for p in made.group.ip_address.ports] == [8080]
+    assert [p.port for p in made.group.containers[0].ports] == [8080]

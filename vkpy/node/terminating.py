@@ -8,6 +8,10 @@ backend to stop a pod no status would be written; `stop_reporting` waits for the
 stop and, every `interval` until it is done, calls `report` (read the backend's
 state, write the status). A failed report is logged and the wait goes on: the stop
 is what matters.
+
+Once stopped, the pod's last state as the backend knew it is written once more
+(`terminal`): a pod that a finalizer keeps shows its containers terminated and a
+terminal phase, as a kubelet's does, rather than running forever.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 from vkpy.clock import Clock
+from vkpy.providers.base import PodState
 
 log = logging.getLogger(__name__)
 
@@ -55,3 +61,15 @@ async def stop_reporting(
             await stopping
         raise
     await stopping
+
+
+def terminal(state: PodState) -> PodState:
+    """A deleted pod's last state as the kubelet reports it: once none of its
+    containers runs, Succeeded when every one exited 0, else Failed."""
+    containers = state.containers
+    if not containers or any(c.state != "terminated" for c in containers):
+        return state
+    if state.phase in ("Succeeded", "Failed"):
+        return state
+    succeeded = all(c.exit_code == 0 for c in containers)
+    return replace(state, phase="Succeeded" if succeeded else "Failed")

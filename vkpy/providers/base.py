@@ -255,10 +255,11 @@ class Provider(Protocol):
     async def update_pod(self, pod: PodConfig) -> None:
         """Apply a changed spec (image change, ...). UnsupportedError if it cannot."""
 
-    async def delete_pod(self, ref: PodRef, grace_period: float) -> None:
+    async def delete_pod(self, ref: PodRef, grace_period: float) -> PodState | None:
         """Stop the pod (SIGTERM-like, then forcefully after `grace_period` s) and forget it.
 
-        Returns once it no longer runs."""
+        Returns once it no longer runs: its last state (its containers terminated)
+        when the backend knew it at the end, else None."""
 
     async def get_pod_status(self, ref: PodRef) -> PodState:
         """The pod's current state; NotFoundError when the backend has no such pod."""
@@ -360,6 +361,16 @@ class ReadsPullSecrets(Protocol):
     a missing Secret is skipped, as the kubelet does, and the pull may then fail."""
 
     reads_pull_secrets: Literal[True]
+
+
+@runtime_checkable
+class KnowsImageUsers(Protocol):
+    """A backend that knows which user an image runs as (its USER), so the kubelet
+    side can refuse `runAsNonRoot` for an image that would run as root, as the
+    kubelet does (CreateContainerConfigError and a `Failed` Event)."""
+
+    def image_user(self, image: str) -> int | None:
+        """The uid `image` runs as when the pod names none; None: not known."""
 
 
 @runtime_checkable

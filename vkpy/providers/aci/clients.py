@@ -94,8 +94,6 @@ class AzureClients:
             self.credential, config.subscription_id, **options
         )
         self.monitor = MonitorManagementClient(self.credential, config.subscription_id, **options)
-        self.calls = 0
-        """ARM calls made (each SDK operation once, retries not counted)."""
 
     async def close(self) -> None:
         await self.aci.close()

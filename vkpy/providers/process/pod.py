@@ -28,6 +28,9 @@ from vkpy.providers.process.persist import pod_from_dict, pod_to_dict
 from vkpy.providers.process.phase import at, pod_phase
 from vkpy.providers.process.runtime import Runtime
 
+MIN_GRACE = 2.0
+"""Seconds each sidecar gets to stop at least (the kubelet's minimum grace period)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -231,10 +234,16 @@ class PodRuntime:
         self._ephemeral_tasks.clear()
 
     async def stop(self, grace: float) -> None:
-        """Stop every container (app containers first, then init and sidecars)."""
+        """Stop every container: app (and ephemeral) containers together, then the
+        init containers and sidecars one at a time in reverse order, as the kubelet
+        does, so a sidecar's preStop hook still reaches the sidecars started before
+        it. They share what is left of the grace period (at least MIN_GRACE each)."""
         await self._cancel()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
         await asyncio.gather(*(c.stop(grace) for c in (*self.ephemerals, *self.apps)))
-        await asyncio.gather(*(c.stop(grace) for c in reversed(self.inits)))
+        for runner in reversed(self.inits):
+            await runner.stop(min(grace, max(deadline - loop.time(), MIN_GRACE)))
 
     async def close(self) -> None:
         """Stop watching; containers keep running for the next vkpy to adopt."""
@@ -245,7 +254,13 @@ class PodRuntime:
     # --- changes ------------------------------------------------------------------------
 
     async def refresh_volumes(self, config: PodConfig) -> None:
-        await asyncio.to_thread(refresh_files, self.dir, config, self.runtime.owner(self.ref))
+        await asyncio.to_thread(
+            refresh_files,
+            self.dir,
+            config,
+            self.runtime.owner(self.ref),
+            self.runtime.config.filesystem_per_pod,
+        )
 
     async def update(self, config: PodConfig) -> None:
         """Take changed images: the containers whose image changed are restarted."""

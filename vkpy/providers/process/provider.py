@@ -313,6 +313,10 @@ class ProcessProvider:
             raise RetryableError("the process backend has not started yet")
         return self._runtime
 
+    def image_user(self, image: str) -> int | None:
+        """The user an image's stand-in runs as (its `user` in the `images` setting)."""
+        return self._images.image_user(image)
+
     def _pod(self, ref: PodRef) -> PodRuntime:
         pod = self._pods.get(ref.uid)
         if pod is None:
@@ -384,7 +388,7 @@ class ProcessProvider:
                 pod_dir = PodDir(path)
                 sandbox.mount_memory_volumes(pod_dir, pod)
                 ip = self._runtime_or_fail().pod_ip(pod.ref)
-                plan = sandbox.plan(self._config, pod_dir, pod, ip)
+                plan = sandbox.plan(self._config, pod_dir, pod, ip, self._images.files(pod))
             holder = namespaces.start(
                 path,
                 kinds,
@@ -419,16 +423,18 @@ class ProcessProvider:
     async def update_pod(self, pod: PodConfig) -> None:
         await self._pod(pod.ref).update(self._images.resolve_pod(pod))
 
-    async def delete_pod(self, ref: PodRef, grace_period: float) -> None:
+    async def delete_pod(self, ref: PodRef, grace_period: float) -> PodState | None:
         pod = self._pods.get(ref.uid)
         if pod is None:
             if self._runtime is not None and self._runtime.pool.identity(ref.uid) is not None:
                 await asyncio.to_thread(self._remove, ref.uid)
             raise NotFoundError(f"the process backend has no pod {ref}")
         await pod.stop(grace_period)
+        last = pod.state()
         self._pods.pop(ref.uid, None)
         await asyncio.to_thread(self._remove, ref.uid)
         log.info("pod stopped and removed", extra={"pod": str(ref), "uid": ref.uid})
+        return last
 
     async def get_pod_status(self, ref: PodRef) -> PodState:
         return self._pod(ref).state()
