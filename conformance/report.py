@@ -51,6 +51,26 @@ CAUSES: tuple[tuple[str, str, str], ...] = (
         "pod refused: its runAsUser/fsGroup is outside the node's pod id range",
     ),
     ("logged", r"asks to be privileged", "pod refused: privileged is never granted"),
+    (
+        "logged",
+        r"is the own id of another pod",
+        "pod refused: its runAsUser/fsGroup is another pod's own id",
+    ),
+    (
+        "logged",
+        r"Unknown device type",
+        "the host's kernel has no `dummy` link type (`ip link add ... type dummy`)",
+    ),
+    (
+        "logged",
+        r"sh: line \d+: \S+: Read-only file system",
+        "the busybox stand-in's sh is bash: its error message is not busybox's",
+    ),
+    (
+        "logged",
+        r"Effective uid: 0",
+        "privileges are never raised here (no_new_privs): a set-uid program keeps the uid",
+    ),
     ("name", r"(?i)grpc", "gRPC probe"),
     ("logged", r"address already in use", "port already in use (pods sharing the host network)"),
     (

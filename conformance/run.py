@@ -61,8 +61,9 @@ SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"
 
 def provider_config(run_dir: Path, agnhost: Path, relay: ServiceRelay) -> Path:
     """The process backend's settings for the run: agnhost from the pinned build (a
-    copy the containers' user can reach), hostPath under /tmp, a network namespace
-    and an address per pod, the API server as the `kubernetes` Service (`relay`)."""
+    copy the containers' user can reach), hostPath under /tmp, privileged pods
+    allowed (as a kubelet allows them by default), a network namespace and an
+    address per pod, the API server as the `kubernetes` Service (`relay`)."""
     # Not under /tmp: a pod with a filesystem of its own has a private /tmp, so a copy
     # there is out of its sight (the run directory is usually under /tmp).
     bin_dir = Path(tempfile.mkdtemp(prefix=f"vkpy-conformance-{NODE_NAME}-", dir="/var/tmp"))
@@ -76,9 +77,17 @@ def provider_config(run_dir: Path, agnhost: Path, relay: ServiceRelay) -> Path:
                 "entrypoint": ["/agnhost"],
                 "cmd": ["pause"],
                 "path": [str(bin_dir), BUSYBOX_BIN],
+                # The image's own files, at their paths in the pods' root.
+                "files": {
+                    "/agnhost": str(bin_dir / "agnhost"),
+                    "/agnhost-2": str(bin_dir / "agnhost"),
+                },
             },
         },
         "host_path_prefixes": ["/tmp"],
+        # A kubelet lets pods be privileged unless told otherwise (--allow-privileged),
+        # and the suite's hostPath and PrivilegedPod specs ask for it.
+        "allow": ["privileged"],
         "network": "pod",
         "pod_cidr": POD_CIDR,
         # The suite's pods ask for runAsUser/fsGroup 1000, 1001 and 10000 (its restricted

@@ -115,6 +115,14 @@ def parser() -> argparse.ArgumentParser:
         "rejected (SysctlForbidden)",
         "",
     )
+    _option(
+        p,
+        "--volume-sync-period",
+        "seconds between resolving a running pod's configMap, secret and projected volumes "
+        "again (changed objects reach its files)",
+        "60",
+        type=float,
+    )
     _option(p, "--node-ip", "address the API server dials (default: this host's towards it)")
     _option(p, "--listen-address", "kubelet API address", "0.0.0.0")
     _option(p, "--port", "kubelet API port (written to the Node)", "10250", type=int)
@@ -480,6 +488,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         deletion_cost=args.pod_deletion_cost,
         operating_system=args.os,
         allowed_unsafe_sysctls=_unsafe_sysctls(args.allowed_unsafe_sysctls),
+        volume_sync_period=max(1.0, args.volume_sync_period),
     )
     provider_config = _read_provider_config(args.provider_config)
     members = _node_set(args, node, pods, provider_config)

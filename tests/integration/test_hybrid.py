@@ -31,7 +31,7 @@ from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: 
 from tests.integration.agent import wait_for
 from tests.integration.conftest import StartAgent
 from tests.processes import processes_under
-from vkpy.devcluster import DevCluster, processes
+from vkpy.devcluster import DevCluster, hybrid_demo, processes
 from vkpy.devcluster import nodes as pools
 from vkpy.devcluster.load import QueueLoad, new_queue_dir, with_queue
 
@@ -287,6 +287,21 @@ def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> Non
             timeout=SLOW,
         )
         scaled_out = time.monotonic() - began
+        # What `make demo`'s live table shows at the peak: the full pool, the virtual
+        # replicas, the HPA's CPU figure against its 10% target.
+        shown = wait_for(
+            "the demo's table row at the peak",
+            lambda: (
+                (r := hybrid_demo.sample(hybrid.cluster.access(), 0, 0.45, hybrid.ns))
+                and r.regular == 4
+                and r.virtual >= 2
+                and r.desired >= 6
+                and r.cpu_percent >= 0
+                and r.target_percent == 10
+                and r
+            ),
+            timeout=60,
+        )
     finally:
         load.stop()
     counts = by_node(peak)
@@ -315,7 +330,8 @@ def test_burst_overflows_to_virtual_and_scales_in_from_it(hybrid: Hybrid) -> Non
     print(
         f"\nburst: load start -> first virtual replica Ready {first_virtual:.1f} s; "
         f"-> {len(peak)} Ready {scaled_out:.1f} s (per node {counts}); "
-        f"load end -> back to 2 on the regular pool {scaled_back:.1f} s"
+        f"load end -> back to 2 on the regular pool {scaled_back:.1f} s\n"
+        f"demo row at the peak:\n{hybrid_demo.HEADER}\n{hybrid_demo.row(shown)}"
     )
     hybrid.delete_and_wait("deployment/burst", "hpa/burst", selector="app=burst")
 

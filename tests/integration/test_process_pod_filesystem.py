@@ -114,6 +114,92 @@ def test_volumes_are_at_their_mount_paths_and_read_only_is_enforced(
     assert out == kube.namespace
 
 
+def test_kubelet_made_files_have_the_mode_asked_for_and_stay_read_only(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """A 0400 secret reads back as 0400 (`-r--------`, what a kubelet's pod sees) and
+    its container can read it; neither the mount path nor the pod's own directory
+    (the relative link layout) lets the pod change, chmod or replace it."""
+    agent = start_process_agent()
+    kube.kubectl(
+        "create", "secret", "generic", "creds", "--from-literal=pw=s3cret", "-n", kube.namespace
+    )
+    kube.kubectl("create", "configmap", "conf", "--from-literal=key=value", "-n", kube.namespace)
+    via_pod_dir = "../../../volumes/creds/..data/pw"
+    script = (
+        "echo MODE=$(stat -L -c %a /secret/pw) ITEM=$(stat -L -c %a /conf/k) "
+        "DEFAULT=$(stat -L -c %a /conf/key); "
+        "echo PW=$(cat /secret/pw) K=$(cat /conf/k); "
+        "chmod 600 /secret/pw 2>/dev/null || echo CHMOD-REFUSED; "
+        f"chmod 600 {via_pod_dir} 2>/dev/null || echo LINK-CHMOD-REFUSED; "
+        f"(echo x > {via_pod_dir}) 2>/dev/null || echo LINK-WRITE-REFUSED; "
+        f"test -e {via_pod_dir} && echo LINK-SEEN; "
+        "echo AFTER=$(cat /secret/pw); echo DONE; sleep 3600"
+    )
+    mounts = [{"name": "creds", "mountPath": "/secret"}, {"name": "conf", "mountPath": "/conf"}]
+    volumes = [
+        {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+        {
+            "name": "conf",
+            "configMap": {
+                "name": "conf",
+                "items": [
+                    {"key": "key", "path": "k", "mode": 0o400},
+                    {"key": "key", "path": "key"},
+                ],
+            },
+        },
+    ]
+    kube.create(
+        process_pod(
+            "modes",
+            agent.node_name,
+            script,
+            container={"volumeMounts": mounts},
+            volumes=volumes,
+        )
+    )
+    lines = _report(agent, kube, "modes").splitlines()
+    assert "MODE=400 ITEM=400 DEFAULT=644" in lines, lines
+    assert "PW=s3cret K=value" in lines, lines
+    for refused in ("CHMOD-REFUSED", "LINK-CHMOD-REFUSED", "LINK-WRITE-REFUSED", "LINK-SEEN"):
+        assert refused in lines, lines
+    assert "AFTER=s3cret" in lines, lines
+
+
+def test_an_images_files_are_at_their_paths_in_the_pods_root(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """`files` of an `images` entry: the image's own programs (agnhost's `/agnhost`)
+    exist at their paths for a shell or `kubectl exec`, read-only, and only in pods
+    of that image."""
+    tool_dir = Path(tempfile.mkdtemp(prefix="vkpy-image-"))
+    try:
+        tool = tool_dir / "tool.sh"
+        tool.write_text("#!/bin/sh\necho TOOL-RAN\n")
+        tool.chmod(0o755)
+        tool_dir.chmod(0o755)
+        images = {"example.com/tool": {"cmd": ["sh"], "files": {"/opt/tool/run": str(tool)}}}
+        agent = start_process_agent(config={"images": images})
+        script = (
+            "/opt/tool/run; (echo x > /opt/tool/run) 2>/dev/null || echo TOOL-READ-ONLY; "
+            "echo DONE; sleep 3600"
+        )
+        kube.create(
+            process_pod("imaged", agent.node_name, script, container={"image": "example.com/tool"})
+        )
+        lines = _report(agent, kube, "imaged").splitlines()
+        assert "TOOL-RAN" in lines and "TOOL-READ-ONLY" in lines, lines
+        out = kube.kubectl("exec", "-n", kube.namespace, "imaged", "--", "/opt/tool/run")
+        assert out.strip() == "TOOL-RAN"
+        kube.create(
+            process_pod("plain", agent.node_name, "test -e /opt/tool/run || echo NONE; echo DONE")
+        )
+        assert "NONE" in _report(agent, kube, "plain").splitlines()
+    finally:
+        shutil.rmtree(tool_dir, ignore_errors=True)
+
+
 def test_the_host_is_read_only_and_tmp_is_the_pods_own(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:

@@ -233,11 +233,11 @@ def test_volumes_and_env_are_what_the_container_sees(
     assert modes == {
         "cfg/color": "640",
         "cfg/renamed": "640",
-        # Owner-only modes gain group read: the files are root's, read through the
-        # pod's own group (as the kubelet does for fsGroup), never writable by the pod.
-        "sec/password": "440",
+        # The modes asked for: the files are the pod's user's, who reads a 0400
+        # secret as a kubelet's pod does (and, through read-only mounts, never writes).
+        "sec/password": "400",
         "down/labels": "644",
-        "down/name": "640",
+        "down/name": "600",
         "proj/color": "444",
         "proj/ns": "444",
         "var/run/secrets/kubernetes.io/serviceaccount/token": "644",

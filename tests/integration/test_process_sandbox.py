@@ -29,6 +29,7 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
 )
 from tests.integration.stream_helpers import Terminal, kubectl_env
 from vkpy.devcluster import ClusterAccess
+from vkpy.providers.process.standins import BUSYBOX_BIN
 
 
 def _log(pods: Path, kube: Kube, name: str) -> str:
@@ -195,6 +196,31 @@ def test_run_as_non_root_with_user_zero_is_refused_with_an_event(
     assert events[0]["type"] == "Warning" and events[0]["reason"] == "Failed"
     waiting = status_of(kube.get("pod", "nonroot"))["state"]["waiting"]
     assert waiting["reason"] == "CreateContainerConfigError"
+
+
+def test_run_as_non_root_follows_the_images_user(
+    kube: Kube, start_process_agent: StartProcessAgent, reachable_pods_dir: Path
+) -> None:
+    """Without a runAsUser, the image's user decides, as with the kubelet: busybox
+    (root) is refused with an Event, an image whose `user` is not root runs as it."""
+    pods = reachable_pods_dir
+    images = {"example.com/nonroot": {"cmd": ["sh"], "path": [BUSYBOX_BIN], "user": 310007}}
+    agent = start_process_agent(
+        config={"pods_dir": str(pods), "pod_uid_range": "310000-310099", "images": images}
+    )
+    non_root = {"securityContext": {"runAsNonRoot": True}}
+    kube.create(process_pod("as-root", agent.node_name, "id -u", container=non_root))
+    user = {**non_root, "image": "example.com/nonroot:1"}
+    kube.create(process_pod("as-image", agent.node_name, "id -u; echo DONE", container=user))
+
+    def refused() -> list[dict[str, Any]]:
+        return [e for e in kube.events("as-root") if "image will run as root" in e["message"]]
+
+    events = wait_for("the non-root Event", refused)
+    assert events[0]["type"] == "Warning" and events[0]["reason"] == "Failed"
+    waiting = status_of(kube.get("pod", "as-root"))["state"]["waiting"]
+    assert waiting["reason"] == "CreateContainerConfigError"
+    assert wait_for("report", lambda: _done(pods, kube, "as-image")).split("\n")[0] == "310007"
 
 
 def test_two_nodes_sharing_a_state_directory_keep_each_others_pods(

@@ -410,21 +410,24 @@ def test_the_node_advertises_gpus_only_when_configured() -> None:
     assert gpus.capacity["nvidia.com/gpu"] == gpus.allocatable["nvidia.com/gpu"] == "8"
 
 
-def test_an_in_tree_azure_file_volume_is_a_share() -> None:
-    share = VolumeConfig(
-        "data", "azureFile", source={"secretName": "acct", "shareName": "files", "readOnly": True}
+def test_an_in_tree_azure_file_volume_is_a_share_with_its_secrets_account_and_key() -> None:
+    secret = (
+        VolumeFile("azurestorageaccountname", b"acct"),
+        VolumeFile("azurestorageaccountkey", b"a2V5"),
     )
+    source = {"secretName": "storage", "shareName": "files", "readOnly": True}
+    share = VolumeConfig("data", "azureFile", source=source, files=secret)
     mounted = container(volumeMounts=[{"name": "data", "mountPath": "/data"}])
-    (volume,) = build(
-        pod(mounted, volumes=[share]), storage_account_keys={"acct": "a2V5"}
-    ).group.volumes
-    assert (volume.azure_file.storage_account_name, volume.azure_file.share_name) == (
-        "acct",
-        "files",
-    )
-    assert volume.azure_file.read_only is True
-    with pytest.raises(InvalidInputError) as failure:  # no key for the account
-        build(pod(mounted, volumes=[share]))
+    (volume,) = build(pod(mounted, volumes=[share])).group.volumes
+    share_of = volume.azure_file
+    assert (share_of.storage_account_name, share_of.share_name) == ("acct", "files")
+    assert share_of.read_only is True and share_of.storage_account_key == "a2V5"
+    keyless = VolumeConfig("data", "azureFile", source=source, files=secret[:1])
+    keys = {"acct": "a2V5"}  # a Secret without the key: the node's storage_account_keys
+    (volume,) = build(pod(mounted, volumes=[keyless]), storage_account_keys=keys).group.volumes
+    assert volume.azure_file.storage_account_key == "a2V5"
+    with pytest.raises(InvalidInputError) as failure:  # no key anywhere
+        build(pod(mounted, volumes=[keyless]))
     assert failure.value.reason == "UnsupportedVolume"
 
 

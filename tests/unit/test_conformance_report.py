@@ -9,6 +9,8 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from conformance import results
 from conformance import run as conformance_run
 from conformance.report import Selection, Spec, cause, known_cause, read_junit
@@ -144,6 +146,36 @@ def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:
     )
     assert "mount path" in str(known_cause(spec))
     assert known_cause(Spec("[sig-node] Pods should do something", "failed", "boom")) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "logged", "words"),
+    [
+        (
+            "[sig-node] PrivilegedPod should enable privileged commands",
+            'cmd [ip link add dummy1 type dummy], stderr "Error: Unknown device type."',
+            "no `dummy` link type",
+        ),
+        (
+            "[sig-node] Kubelet when scheduling a read only busybox container should not write",
+            "Expected <string>: sh: line 1: /file: Read-only file system",
+            "bash",
+        ),
+        (
+            "[sig-node] Security Context when creating containers with AllowPrivilegeEscalation "
+            "should allow privilege escalation when true",
+            'expected "Effective uid: 0" in container output',
+            "never raised",
+        ),
+        (
+            "[sig-storage] EmptyDir volumes should support (non-root,0644,default)",
+            "message: pod runAsUser 1001 is the own id of another pod on this node",
+            "another pod's own id",
+        ),
+    ],
+)
+def test_causes_of_this_nodes_limits_are_named(name: str, logged: str, words: str) -> None:
+    assert words in str(known_cause(Spec(name, "failed", "failed", logged)))
 
 
 def test_a_kept_run_recorded_later_keeps_its_backend_and_kind(tmp_path: Path) -> None:

@@ -33,6 +33,19 @@ def test_volume_files_are_swapped_atomically(tmp_path: Path) -> None:
     assert sorted(os.listdir(volume)) == sorted(["..data", os.readlink(volume / "..data"), "token"])
 
 
+def test_the_same_contents_are_not_written_again(tmp_path: Path) -> None:
+    """Volumes are resolved again every sync period: unchanged ones keep their files."""
+    volume = tmp_path / "v"
+    files = [VolumeFile("key", b"one", 0o644), VolumeFile("dir/deep", b"x", 0o644)]
+    write_volume_files(volume, files, ME)
+    first = os.readlink(volume / "..data")
+    write_volume_files(volume, list(files), ME)
+    assert os.readlink(volume / "..data") == first
+    write_volume_files(volume, [*files, VolumeFile("more", b"", 0o644)], ME)
+    assert os.readlink(volume / "..data") != first
+    assert (volume / "more").read_bytes() == b""
+
+
 def pod(container: ContainerConfig, *volumes: VolumeConfig) -> PodConfig:
     return PodConfig(PodRef("ns", "p", "uid"), {}, (), (container,), volumes)
 

@@ -118,6 +118,19 @@ def test_run_as_non_root_with_user_zero_is_a_config_error() -> None:
     check_run_as_non_root(raw, {"name": "app"})  # runAsUser 0 without runAsNonRoot: not here
 
 
+def test_run_as_non_root_refuses_an_image_that_runs_as_root() -> None:
+    """As the kubelet: without a runAsUser, the image's user decides."""
+    raw = pod("a", {"runAsNonRoot": True}).pod
+    container = {"name": "app", "image": "busybox", "securityContext": {"runAsNonRoot": True}}
+    users = {"busybox": 0, "nonroot": 1234}
+    with pytest.raises(ConfigError, match="image will run as root"):
+        check_run_as_non_root(raw, container, users.get)
+    check_run_as_non_root(raw, {**container, "image": "nonroot"}, users.get)
+    check_run_as_non_root(raw, {**container, "image": "unknown"}, users.get)  # not known
+    with_user = {**container, "securityContext": {"runAsNonRoot": True, "runAsUser": 7}}
+    check_run_as_non_root(raw, with_user, users.get)
+
+
 def test_kubectl_debugs_sys_ptrace_is_tolerated_with_a_warning_other_capabilities_are_not() -> None:
     ids = pool()
     running = pod("a")
@@ -169,6 +182,18 @@ def test_a_stale_claim_is_taken_over(tmp_path: Path) -> None:
     kept.save(kept_dir)
     other = IdPool(FIRST, LAST, True, RunAs(None, None), claims)
     assert other.allocate(pod("c"), "n3", tmp_path / "c").own != kept.own
+
+
+def test_ids_pods_ask_for_stay_free_while_other_pods_run() -> None:
+    """Pods usually ask for the low ids of a range (the e2e suite's 1000, 1001): a pod
+    that asks for none must not take them as its own, or the next pod asking is refused."""
+    ids = pool()
+    for name in ("a", "b", "c"):
+        ids.allocate(pod(name), "n1")
+    asking = pod("d", {"runAsGroup": FIRST + 1}, runAsUser=FIRST, fsGroup=FIRST + 2)
+    identity = ids.allocate(asking, "n1")
+    assert identity.uid == FIRST
+    assert identity.own is not None and identity.own > FIRST + 2
 
 
 def test_removing_a_pod_never_kills_an_id_another_nodes_pod_owns(tmp_path: Path) -> None:

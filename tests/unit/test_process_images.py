@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vkpy.providers.base import ContainerConfig
+from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 from vkpy.providers.errors import InvalidInputError
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.images import ImageRule, ImageSpec, ImageTable, split_reference
@@ -246,3 +246,38 @@ def test_exec_probes_hooks_and_exec_sessions_find_programs_as_in_the_image() -> 
     assert probe["exec"]["command"][0] == "/bin/sh"  # the pod's own spec is not changed
     assert images.command(resolved, ["/bin/sh", "-c", "id"]) == [sh, "-c", "id"]
     assert images.command(resolved, ["ls"]) == ["ls"]
+
+
+def test_an_images_user_runs_containers_that_name_none_and_decides_run_as_non_root() -> None:
+    """The image's USER (`user`): a container without a runAsUser of its own or its
+    pod's runs as it, and the non-root check knows a root image (kubelet parity)."""
+    images = table({"example.com/app": {"entrypoint": ["app"], "user": 4321}})
+    assert images.image_user("example.com/app:1") == 4321
+    assert images.image_user("busybox:1.36") == 0  # a stand-in of a root image
+    assert images.image_user("example.com/unknown") is None
+    assert images.image_user("registry.k8s.io/e2e-test-images/nonroot:1.5") == 1234
+    plain = images.resolve(container("example.com/app:1"))
+    assert plain.spec["securityContext"]["runAsUser"] == 4321
+    own = container("example.com/app:1", spec={"securityContext": {"runAsUser": 5}})
+    assert images.resolve(own).spec["securityContext"]["runAsUser"] == 5
+    by_pod = images.resolve(container("example.com/app:1"), pod_user=True)
+    assert "runAsUser" not in (by_pod.spec.get("securityContext") or {})
+    with pytest.raises(ValueError, match="user must be a uid"):
+        table({"example.com/app": {"entrypoint": ["app"], "user": "root"}})
+
+
+def test_an_images_files_are_absolute_and_listed_per_pod() -> None:
+    images = table({"example.com/tool": {"cmd": ["sh"], "files": {"/opt/run": "/srv/run"}}})
+    with pytest.raises(ValueError, match="files must map absolute paths"):
+        table({"example.com/tool": {"files": {"opt/run": "/srv/run"}}})
+    tool = container("example.com/tool")
+    pod = PodConfig(PodRef("ns", "p", "u"), {}, (), (tool, container("busybox")), ())
+    assert images.files(pod) == [("/opt/run", "/srv/run")]
+
+
+def test_the_nonewprivs_image_prints_its_effective_uid() -> None:
+    """Kubernetes' nonewprivs test image runs a set-uid root program that prints its
+    effective uid; on this node privileges are never raised (no_new_privs), so the
+    stand-in prints the container's own uid, which is what that program would."""
+    resolved = table().resolve(container("registry.k8s.io/e2e-test-images/nonewprivs:1.3"))
+    assert run(resolved.argv, dict(resolved.env)) == f"Effective uid: {os.geteuid()}\n"

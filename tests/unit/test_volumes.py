@@ -124,6 +124,28 @@ async def test_secret_is_decoded_with_its_default_mode() -> None:
     assert got["s"] == {"password": (b"s3cret", "0o400")}
 
 
+async def test_an_azure_file_volume_carries_the_secret_it_names() -> None:
+    objects = Objects(
+        {},
+        {
+            "storage": {
+                "data": {
+                    "azurestorageaccountname": base64.b64encode(b"acct").decode(),
+                    "azurestorageaccountkey": base64.b64encode(b"a2V5").decode(),
+                }
+            }
+        },
+    )
+    share = {"name": "data", "azureFile": {"secretName": "storage", "shareName": "files"}}
+    got = await files(share, objects=objects)
+    assert {path: data for path, (data, _) in got["data"].items()} == {
+        "azurestorageaccountname": b"acct",
+        "azurestorageaccountkey": b"a2V5",
+    }
+    with pytest.raises(ConfigError, match='secret "storage" not found'):
+        await files(share)
+
+
 async def test_missing_objects_and_keys() -> None:
     with pytest.raises(ConfigError, match='configmap "nope" not found'):
         await files({"name": "c", "configMap": {"name": "nope"}})

@@ -52,8 +52,11 @@ def _json(access: ClusterAccess, *args: str) -> dict[str, Any]:
     return loaded
 
 
-def sample(access: ClusterAccess, seconds: float, load: float) -> Sample:
-    pods = _json(access, "get", "pods", "-n", NAMESPACE, "-l", "app=burst").get("items", [])
+def sample(
+    access: ClusterAccess, seconds: float, load: float, namespace: str = NAMESPACE
+) -> Sample:
+    """One row: the burst Deployment's replicas per pool and its HPA, as read now."""
+    pods = _json(access, "get", "pods", "-n", namespace, "-l", "app=burst").get("items", [])
     regular = virtual = pending = 0
     for pod in pods:
         if pod["metadata"].get("deletionTimestamp"):
@@ -67,7 +70,7 @@ def sample(access: ClusterAccess, seconds: float, load: float) -> Sample:
             virtual += 1
         else:
             regular += 1
-    hpa = _json(access, "get", "hpa", "burst", "-n", NAMESPACE)
+    hpa = _json(access, "get", "hpa", "burst", "-n", namespace)
     status, spec = hpa.get("status", {}), hpa.get("spec", {})
     cpu = -1
     for metric in status.get("currentMetrics") or []:

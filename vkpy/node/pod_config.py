@@ -5,12 +5,13 @@ each container's environment is resolved (ConfigMaps and Secrets read from the A
 server), `$(VAR)` references in command and args are expanded, and volumes are
 resolved into files (vkpy.node.volumes: configMap, secret, downwardAPI, projected with
 service account tokens). A missing required reference raises `ConfigError`, and so
-does `runAsNonRoot` with `runAsUser: 0`, as the kubelet refuses it before any start.
+does `runAsNonRoot` with `runAsUser: 0` (or with no `runAsUser` on an image whose
+user is root), as the kubelet refuses it before any start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.env import ConfigError, ObjectSource, expand, resolve_env
@@ -75,20 +76,30 @@ def pod_ref(pod: KubeObject) -> PodRef:
     return PodRef(str(m.get("namespace", "")), str(m.get("name", "")), str(m.get("uid", "")))
 
 
-def check_run_as_non_root(pod: KubeObject, container: KubeObject) -> None:
+ImageUser = Callable[[str], int | None]
+"""The uid an image runs as when the pod names none (None: not known)."""
+
+
+def check_run_as_non_root(
+    pod: KubeObject, container: KubeObject, image_user: ImageUser | None = None
+) -> None:
     """The kubelet's non-root check: `runAsNonRoot` with `runAsUser: 0` (the
-    container's settings over the pod's) is a CreateContainerConfigError, never run."""
+    container's settings over the pod's), or without a `runAsUser` on an image whose
+    user is root (when the backend knows it: `image_user`), is a
+    CreateContainerConfigError, never run."""
     pod_security = spec(pod).get("securityContext") or {}
     mine = container.get("securityContext") or {}
     non_root = mine.get("runAsNonRoot", pod_security.get("runAsNonRoot"))
     user = mine.get("runAsUser", pod_security.get("runAsUser"))
-    if non_root and user is not None and int(user) == 0:
-        m = meta(pod)
-        raise ConfigError(
-            "container's runAsUser breaks non-root policy "
-            f'(pod: "{m.get("name")}_{m.get("namespace")}({m.get("uid")})", '
-            f"container: {container.get('name')})"
-        )
+    if not non_root:
+        return
+    m = meta(pod)
+    where = f'(pod: "{m.get("name")}_{m.get("namespace")}({m.get("uid")})", '
+    where += f"container: {container.get('name')})"
+    if user is not None and int(user) == 0:
+        raise ConfigError(f"container's runAsUser breaks non-root policy {where}")
+    if user is None and image_user is not None and image_user(str(container.get("image"))) == 0:
+        raise ConfigError(f"container has runAsNonRoot and image will run as root {where}")
 
 
 async def _container(
@@ -98,8 +109,9 @@ async def _container(
     host_ip: str,
     allocatable: Mapping[str, str],
     links: Sequence[tuple[str, str]],
+    image_user: ImageUser | None = None,
 ) -> ContainerConfig:
-    check_run_as_non_root(pod, container)
+    check_run_as_non_root(pod, container, image_user)
     env = await resolve_env(pod, container, source, host_ip, allocatable, links)
     variables = dict(env)
     return ContainerConfig(
@@ -142,20 +154,22 @@ async def build_pod_config(
     allocatable: Mapping[str, str],
     with_volume_files: bool = True,
     with_pull_secrets: bool = False,
+    image_user: ImageUser | None = None,
 ) -> PodConfig:
     """The backend's view of `pod`; raises ConfigError for missing references.
 
     `with_volume_files` is False for backends that do not read volume files
     (see `ReadsVolumeFiles`): their volumes are described, not fetched.
-    `with_pull_secrets` reads the pod's imagePullSecrets (see `ReadsPullSecrets`)."""
+    `with_pull_secrets` reads the pod's imagePullSecrets (see `ReadsPullSecrets`).
+    `image_user`: the backend's knowledge of images' users (see `KnowsImageUsers`)."""
     s = spec(pod)
     links = await service_links(pod, source)
     inits = [
-        await _container(pod, c, source, host_ip, allocatable, links)
+        await _container(pod, c, source, host_ip, allocatable, links, image_user)
         for c in s.get("initContainers") or []
     ]
     containers = [
-        await _container(pod, c, source, host_ip, allocatable, links)
+        await _container(pod, c, source, host_ip, allocatable, links, image_user)
         for c in s.get("containers") or []
     ]
     return PodConfig(

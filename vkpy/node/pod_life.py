@@ -12,6 +12,7 @@ done again and never skipped. Timers go to the queue by reason.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Mapping
 from typing import NoReturn, TypeVar
@@ -32,10 +33,20 @@ from vkpy.node.pod_reporting import PodReporter, pod_path
 from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.node.pod_status import TERMINAL_PHASES
 from vkpy.node.terminating import stop_reporting, terminal
-from vkpy.node.volumes import TokenTracker, VolumeSource, has_token_volumes
+from vkpy.node.volumes import (
+    TokenGrant,
+    TokenKey,
+    TokenTracker,
+    VolumeSource,
+    files_digest,
+    follows_sources,
+    has_token_volumes,
+    metadata_key,
+)
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import (
     ContainerState,
+    KnowsImageUsers,
     PodConfig,
     PodRef,
     PodState,
@@ -57,6 +68,7 @@ log = logging.getLogger(__name__)
 
 DEADLINE = "deadline"
 RENEWAL = "token-renewal"
+VOLUME_SYNC = "volume-sync"
 TOKEN_RETRY = 10.0
 """Seconds before a failed token renewal is tried again."""
 
@@ -93,6 +105,7 @@ class PodLife:
         self._reads_volume_files = isinstance(provider, ReadsVolumeFiles)
         self._reads_pull_secrets = isinstance(provider, ReadsPullSecrets)
         self._refresher = provider if isinstance(provider, RefreshesVolumes) else None
+        self._image_user = provider.image_user if isinstance(provider, KnowsImageUsers) else None
 
     async def sync(self, r: PodRecord) -> None:
         pod = r.pod
@@ -146,10 +159,13 @@ class PodLife:
                 self._clock.monotonic() - started
             )
 
-    async def _config(self, pod: KubeObject) -> tuple[PodConfig, float | None]:
-        """The backend's view of the pod, and when its tokens are due for renewal."""
+    async def _config(
+        self, pod: KubeObject, kept: Mapping[TokenKey, TokenGrant] | None = None
+    ) -> tuple[PodConfig, float | None, dict[TokenKey, TokenGrant]]:
+        """The backend's view of the pod, when its tokens are due for renewal, and the
+        tokens it holds (`kept`: tokens handed out again while not due)."""
         allocatable: Mapping[str, str] = self._provider.node_resources().allocatable
-        tokens = TokenTracker(self._objects)
+        tokens = TokenTracker(self._objects, kept, utcnow(self._clock))
         config = await build_pod_config(
             pod,
             tokens,
@@ -157,11 +173,12 @@ class PodLife:
             allocatable,
             with_volume_files=self._reads_volume_files,
             with_pull_secrets=self._reads_pull_secrets,
+            image_user=self._image_user,
         )
         due = None
         if tokens.refresh_at is not None and self._refresher is not None:
             due = tokens.refresh_at.timestamp()
-        return config, due
+        return config, due, tokens.grants
 
     # --- creating -----------------------------------------------------------------
 
@@ -173,7 +190,7 @@ class PodLife:
             await self._reject(r, pod, rejection)
             return False
         try:
-            config, token_due = await self._config(pod)
+            config, token_due, grants = await self._config(pod)
         except ConfigError as error:
             await self._config_error(r, pod, str(error))
         try:
@@ -181,8 +198,16 @@ class PodLife:
         except (InvalidInputError, UnsupportedError) as error:
             await self._fail_permanently(r, pod, error)
             return False
-        r.stage = Created(images=images(pod), token_due=token_due)
+        r.stage = Created(
+            images=images(pod),
+            token_due=token_due,
+            volumes_due=self._next_volume_sync(pod),
+            metadata_key=metadata_key(pod),
+            tokens=grants,
+            files_digest=files_digest(config.volumes),
+        )
         self._schedule_token(r)
+        self._schedule_volume_sync(r)
         log.info("pod created in backend", extra={"pod": str(r.ref), "uid": r.ref.uid})
         return True
 
@@ -250,43 +275,74 @@ class PodLife:
         applied = r.stage.images
         if applied is not None and applied != wanted:
             try:
-                config, _ = await self._config(pod)
+                config, _, _ = await self._config(pod, r.stage.tokens)
                 await self._backend("update", r.ref, self._provider.update_pod(config))
                 self._report.event(pod, NORMAL, "Updated", "Applied the changed container images")
             except (UnsupportedError, InvalidInputError, ConfigError) as error:
                 self._report.event(pod, WARNING, "FailedUpdate", str(error))
-        r.stage = Created(images=wanted, token_due=r.stage.token_due)
+        r.stage = dataclasses.replace(r.stage, images=wanted)
 
     async def _refresh_volumes(self, r: PodRecord, pod: KubeObject) -> None:
-        """Renew projected service account tokens (and so the volumes) before they expire.
+        """Write the pod's volumes again when their sources may have changed: projected
+        service account tokens before they expire, configMaps and secrets every
+        `volume_sync_period` (the kubelet's sync), downward API volumes when the pod's
+        labels or annotations changed. Tokens not due are kept (TokenTracker).
 
         Pods adopted after a restart have no known renewal time: they are renewed once
         at their first sync, which also learns the next time."""
-        assert isinstance(r.stage, Created)
+        stage = r.stage
+        assert isinstance(stage, Created)
         refresher = self._refresher
         if refresher is None:
             return
-        due = r.stage.token_due
-        if due is None:
-            if not has_token_volumes(pod):
-                return
-            due = 0.0
-        if self._clock.time() < due:
+        now = self._clock.time()
+        token_due = stage.token_due
+        if token_due is None and has_token_volumes(pod):
+            token_due = 0.0
+        tokens_due = token_due is not None and now >= token_due
+        resync_due = stage.volumes_due is not None and now >= stage.volumes_due
+        labels = metadata_key(pod)
+        if not (tokens_due or resync_due or labels != stage.metadata_key):
             return
+        kept = None if tokens_due else stage.tokens
+        grants = stage.tokens
+        digest = stage.files_digest
         try:
-            config, next_due = await self._config(pod)
-            await self._backend("refresh", r.ref, refresher.refresh_volumes(config))
+            config, next_due, grants = await self._config(pod, kept)
+            if tokens_due or files_digest(config.volumes) != digest:
+                await self._backend("refresh", r.ref, refresher.refresh_volumes(config))
+                digest = files_digest(config.volumes)
         except (ConfigError, ApiError, ProviderError, Retry) as error:
             log.warning(
                 "volume refresh failed, will retry",
                 extra={"pod": str(r.ref), "uid": r.ref.uid, "error": str(error)},
             )
-            next_due = self._clock.time() + TOKEN_RETRY
+            next_due = now + TOKEN_RETRY if tokens_due else stage.token_due
+            labels = stage.metadata_key
         else:
-            log.info("pod volumes refreshed", extra={"pod": str(r.ref), "uid": r.ref.uid})
+            if tokens_due:
+                log.info("pod volumes refreshed", extra={"pod": str(r.ref), "uid": r.ref.uid})
         if isinstance(r.stage, Created):
-            r.stage = Created(images=r.stage.images, token_due=next_due)
+            r.stage = dataclasses.replace(
+                r.stage,
+                token_due=next_due,
+                volumes_due=self._next_volume_sync(pod),
+                metadata_key=labels,
+                tokens=grants,
+                files_digest=digest,
+            )
             self._schedule_token(r)
+            self._schedule_volume_sync(r)
+
+    def _next_volume_sync(self, pod: KubeObject) -> float | None:
+        if self._refresher is None or not follows_sources(pod):
+            return None
+        return self._clock.time() + self._settings.volume_sync_period
+
+    def _schedule_volume_sync(self, r: PodRecord) -> None:
+        if isinstance(r.stage, Created) and r.stage.volumes_due is not None:
+            delay = r.stage.volumes_due - self._clock.time()
+            self._queue.add_after(r.ref.uid, delay + 0.05, VOLUME_SYNC)
 
     def _schedule_token(self, r: PodRecord) -> None:
         if isinstance(r.stage, Created) and r.stage.token_due is not None:
@@ -416,3 +472,4 @@ class PodLife:
         r.stage = Final(final) if final is not None else Absent()
         self._queue.cancel(r.ref.uid, DEADLINE)
         self._queue.cancel(r.ref.uid, RENEWAL)
+        self._queue.cancel(r.ref.uid, VOLUME_SYNC)

@@ -11,9 +11,11 @@ Kubelet's `knownPod` is the model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from vkpy.node.pod_status import KUBELET_CONDITIONS, status_patch
+from vkpy.node.volumes import TokenGrant, TokenKey
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import PodRef, PodState
 
@@ -31,6 +33,14 @@ class Created:
     """The container images the backend runs (None: adopted, not known)."""
     token_due: float | None = None
     """When (epoch s) the pod's projected tokens are due for renewal (None: unknown)."""
+    volumes_due: float | None = None
+    """When (epoch s) the pod's volumes are resolved again (None: not followed)."""
+    metadata_key: str = ""
+    """The labels and annotations its downward API volumes last showed (volumes.py)."""
+    tokens: Mapping[TokenKey, TokenGrant] = field(default_factory=dict)
+    """The tokens its volumes hold, handed out again until due."""
+    files_digest: str = ""
+    """What its file volumes held when last handed to the backend (volumes.py)."""
 
 
 @dataclass(frozen=True, slots=True)

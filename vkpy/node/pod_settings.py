@@ -27,3 +27,6 @@ class PodControllerSettings:
     """The node's OS, when it overrides the backend's: pods for another are rejected."""
     allowed_unsafe_sysctls: tuple[str, ...] = ()
     """Sysctl names or patterns (ending in `*`) pods may set beyond the safe ones."""
+    volume_sync_period: float = 60.0
+    """How often a running pod's configMap, secret and projected volumes are resolved
+    again (the kubelet's sync period), for backends that can rewrite them."""

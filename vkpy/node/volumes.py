@@ -11,12 +11,16 @@ reports as CreateContainerConfigError and retries, exactly like env references.
 
 Tokens expire: `TokenTracker` wraps the object source and remembers when the tokens
 it handed out should be renewed (the kubelet's rule: at 80% of their lifetime, or
-after 24 h), so the pod controller knows when to resolve the volumes again. Contents
+after 24 h), so the pod controller knows when to resolve the volumes again. It also
+resolves them again every `--volume-sync-period` (a changed or new ConfigMap or
+Secret) and when the pod's labels or annotations change (downward API), keeping
+tokens that are not due (`follows_sources`, `metadata_key`). Contents
 are never logged and never put into an error message.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,12 +85,28 @@ class VolumeSource(ObjectSource, Protocol):
         """A token bound to the pod; raises ConfigError when it cannot be had."""
 
 
-class TokenTracker:
-    """A VolumeSource that remembers the earliest renewal time of the tokens it fetched."""
+TokenKey = tuple[str, str, str, int]
+"""(namespace, service account, audience, expirationSeconds) of a projected token."""
 
-    def __init__(self, source: VolumeSource) -> None:
+
+class TokenTracker:
+    """A VolumeSource that remembers the earliest renewal time of the tokens it handed
+    out, and every grant (`grants`). Given the grants of the pod's last resolution
+    (`kept`) and the time (`now`), it hands a kept token out again while it is not due
+    for renewal, as the kubelet's token manager does: resolving a pod's volumes again
+    for a changed ConfigMap does not mint a new token."""
+
+    def __init__(
+        self,
+        source: VolumeSource,
+        kept: Mapping[TokenKey, TokenGrant] | None = None,
+        now: datetime | None = None,
+    ) -> None:
         self._source = source
+        self._kept = dict(kept or {})
+        self._now = now
         self.refresh_at: datetime | None = None
+        self.grants: dict[TokenKey, TokenGrant] = {}
 
     async def get_config_map(self, namespace: str, name: str) -> KubeObject | None:
         return await self._source.get_config_map(namespace, name)
@@ -107,14 +127,18 @@ class TokenTracker:
         pod_name: str,
         pod_uid: str,
     ) -> TokenGrant:
-        grant = await self._source.request_token(
-            namespace,
-            service_account,
-            audience=audience,
-            expiration_seconds=expiration_seconds,
-            pod_name=pod_name,
-            pod_uid=pod_uid,
-        )
+        key = (namespace, service_account, audience or "", expiration_seconds)
+        grant = self._kept.get(key)
+        if grant is None or self._now is None or grant.refresh_at() <= self._now:
+            grant = await self._source.request_token(
+                namespace,
+                service_account,
+                audience=audience,
+                expiration_seconds=expiration_seconds,
+                pod_name=pod_name,
+                pod_uid=pod_uid,
+            )
+        self.grants[key] = grant
         due = grant.refresh_at()
         if self.refresh_at is None or due < self.refresh_at:
             self.refresh_at = due
@@ -312,6 +336,19 @@ async def resolve_volume(
         files = _downward_files(pod, body.get("items") or [], mode, host_ip, allocatable, what)
     elif kind == "projected":
         files = await _projected_files(pod, body, source, host_ip, allocatable, what)
+    elif kind == "azureFile":
+        # The in-tree Azure File volume names a Secret with the storage account's name
+        # and key (azurestorageaccountname, azurestorageaccountkey), which the kubelet
+        # reads to mount the share; a backend that mounts shares gets them as files.
+        files = await _object_files(
+            source,
+            str(body.get("secretNamespace") or namespace),
+            "Secret",
+            str(body.get("secretName", "")),
+            {},
+            0o600,
+            what,
+        )
     return VolumeConfig(name=name, kind=kind, source=body, files=tuple(files))
 
 
@@ -339,6 +376,35 @@ async def resolve_volumes(
             for volume in spec(pod).get("volumes") or []
         ]
     )
+
+
+def files_digest(volumes: Sequence[VolumeConfig]) -> str:
+    """One hash of what the pod's file volumes hold (names, paths, modes, bytes): a
+    volume resolved again is handed to the backend only when it changed."""
+    digest = hashlib.sha256()
+    for volume in volumes:
+        for item in volume.files:
+            head = f"{volume.name}\0{item.path}\0{item.mode}\0{len(item.data)}\0"
+            digest.update(head.encode())
+            digest.update(item.data)
+    return digest.hexdigest()
+
+
+def follows_sources(pod: KubeObject) -> bool:
+    """Whether the pod has volumes whose contents come from API objects or its own
+    metadata (configMap, secret, downwardAPI, projected): resolved again while it runs."""
+    return any(FILE_KINDS & set(volume) for volume in spec(pod).get("volumes") or [])
+
+
+def metadata_key(pod: KubeObject) -> str:
+    """What of the pod's metadata a downward API volume may show (labels, annotations),
+    as one comparable string; "" when the pod has no downward API volume."""
+    for volume in spec(pod).get("volumes") or []:
+        sources = (volume.get("projected") or {}).get("sources") or []
+        if "downwardAPI" in volume or any("downwardAPI" in entry for entry in sources):
+            m = meta(pod)
+            return json.dumps([m.get("labels") or {}, m.get("annotations") or {}], sort_keys=True)
+    return ""
 
 
 def has_token_volumes(pod: KubeObject) -> bool:

@@ -364,6 +364,16 @@ class ReadsPullSecrets(Protocol):
 
 
 @runtime_checkable
+class KnowsImageUsers(Protocol):
+    """A backend that knows which user an image runs as (its USER), so the kubelet
+    side can refuse `runAsNonRoot` for an image that would run as root, as the
+    kubelet does (CreateContainerConfigError and a `Failed` Event)."""
+
+    def image_user(self, image: str) -> int | None:
+        """The uid `image` runs as when the pod names none; None: not known."""
+
+
+@runtime_checkable
 class RefreshesVolumes(Protocol):
     """A backend that takes new contents for a running pod's volumes.
 

@@ -6,10 +6,10 @@ configMap, secret, downwardAPI and projected volumes (service account tokens
 included) into files, which become ACI secret volumes (ACI keeps no directories in
 them: a file below a directory is refused). An Azure File share is asked for by the
 annotation `vkpy.io/aci-azure-file.<volume>: <account>/<share>[:ro]` on a volume
-declared as emptyDir, or by the in-tree `azureFile` volume shape (its
-`secretName` read as the storage account's name); the account's key comes from the
-node's `storage_account_keys`. Any other kind (hostPath, PVCs, NFS, ...)
-fails the pod with reason UnsupportedVolume.
+declared as emptyDir, or by the in-tree `azureFile` volume shape (the account's name
+and key from the Secret it names, which the kubelet side reads, as Kubernetes does);
+a key the Secret lacks comes from the node's `storage_account_keys`. Any other kind
+(hostPath, PVCs, NFS, ...) fails the pod with reason UnsupportedVolume.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from vkpy.providers.errors import InvalidInputError
 
 AZURE_FILE = "vkpy.io/aci-azure-file."
 FILE_KINDS = ("configMap", "secret", "downwardAPI", "projected")
+ACCOUNT_NAME = "azurestorageaccountname"
+ACCOUNT_KEY = "azurestorageaccountkey"
+"""The keys of the Secret an in-tree azureFile volume names, as Kubernetes reads it."""
 
 
 def _unsupported(volume: VolumeConfig, why: str) -> InvalidInputError:
@@ -41,15 +44,19 @@ def _secret_volume(volume: VolumeConfig) -> m.Volume:
     return m.Volume(name=volume.name, secret=files)
 
 
-def _azure_file(volume: VolumeConfig, spec: str, config: AciConfig) -> m.Volume:
+def _azure_file(
+    volume: VolumeConfig, spec: str, config: AciConfig, key: str | None = None
+) -> m.Volume:
     read_only = spec.endswith(":ro")
     account, _, share = spec.removesuffix(":ro").partition("/")
     if not account or not share:
         raise _unsupported(volume, f"{AZURE_FILE}{volume.name} must be <account>/<share>[:ro]")
-    key = config.storage_account_keys.get(account)
+    key = key or config.storage_account_keys.get(account)
     if key is None:
         raise _unsupported(
-            volume, f"no key for storage account {account!r} in the node's storage_account_keys"
+            volume,
+            f"no key for storage account {account!r} (neither in the volume's Secret nor "
+            "in the node's storage_account_keys)",
         )
     return m.Volume(
         name=volume.name,
@@ -73,11 +80,12 @@ def build(pod: PodConfig, config: AciConfig) -> tuple[list[m.Volume], list[str]]
             out.append(_azure_file(volume, share, config))
         elif volume.kind == "azureFile":
             source = volume.source
-            account = str(source.get("storageAccountName") or source.get("secretName") or "")
+            secret = {f.path: f.data.decode(errors="replace").strip() for f in volume.files}
+            account = secret.get(ACCOUNT_NAME) or str(source.get("secretName") or "")
             spec = f"{account}/{source.get('shareName')}" + (
                 ":ro" if source.get("readOnly") else ""
             )
-            out.append(_azure_file(volume, spec, config))
+            out.append(_azure_file(volume, spec, config, secret.get(ACCOUNT_KEY)))
         elif volume.kind == "emptyDir":
             if (volume.source or {}).get("medium") == "Memory":
                 notes.append(f"volume {volume.name}: ACI has no memory-backed emptyDir")

@@ -77,14 +77,22 @@ def prepare_pod_dir(pod_dir: PodDir, run_as: RunAs | None = None) -> None:
         os.chown(pod_dir.path, 0, group, follow_symlinks=False)
 
 
-def _file_owner(path: Path, mode: int, run_as: RunAs) -> None:
-    """A file vkpy wrote for the pod (secret, configMap, token ...): with a private
-    group it belongs to root and that group, readable to the pod and never writable
-    (read-only for real: the pod cannot write, add, remove or rename); otherwise the
-    shared containers' user owns it with the mode asked for."""
+def _file_owner(path: Path, mode: int, run_as: RunAs, pod_view: bool = False) -> None:
+    """A file vkpy wrote for the pod (secret, configMap, token ...). With a private
+    group and the pod's own filesystem, the pod's user and that group own it with the
+    mode asked for (a 0400 secret reads as `-r--------`, as a kubelet's pod running as
+    root sees it): the kernel keeps it unwritable, since the pod sees its directory
+    only through read-only mounts (podroot.py). With a private group and no such
+    view, it belongs to root and that group, readable to the pod (group read added)
+    and never writable (the pod cannot write, chmod, add, remove or rename);
+    otherwise the shared containers' user owns it with the mode asked for."""
     if run_as.private_group is None:
         os.chmod(path, mode)
         _chown(path, run_as)
+        return
+    if pod_view and run_as.uid is not None:
+        os.chown(path, run_as.uid, run_as.private_group, follow_symlinks=False)
+        os.chmod(path, mode & 0o777)
         return
     readable = 0o040 if mode & 0o444 else 0
     executable = 0o010 if mode & 0o111 else 0
@@ -92,9 +100,16 @@ def _file_owner(path: Path, mode: int, run_as: RunAs) -> None:
     os.chmod(path, (mode & 0o755 & ~0o070) | readable | executable)
 
 
-def write_volume_files(directory: Path, files: Iterable[VolumeFile], run_as: RunAs) -> None:
-    """Replace the volume's contents atomically (the kubelet's AtomicWriter scheme)."""
+def write_volume_files(
+    directory: Path, files: Iterable[VolumeFile], run_as: RunAs, pod_view: bool = False
+) -> None:
+    """Replace the volume's contents atomically (the kubelet's AtomicWriter scheme);
+    `pod_view`: the pod has a filesystem of its own (see _file_owner). Contents equal
+    to what the volume holds are not written again (volumes are resolved again every
+    sync period)."""
     _makedirs(directory, 0o755)
+    if _holds(directory, files):
+        return
     stamp = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()) + str(time.time_ns() % 10**9)
     fresh = directory / stamp
     fresh.mkdir(mode=0o755)
@@ -106,7 +121,7 @@ def write_volume_files(directory: Path, files: Iterable[VolumeFile], run_as: Run
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(item.data)
-        _file_owner(target, item.mode, run_as)
+        _file_owner(target, item.mode, run_as, pod_view)
         tops.add(item.path.split("/", 1)[0])
     old = os.readlink(directory / DATA_LINK) if (directory / DATA_LINK).is_symlink() else None
     swap = directory / f"{DATA_LINK}_tmp"
@@ -127,8 +142,34 @@ def write_volume_files(directory: Path, files: Iterable[VolumeFile], run_as: Run
         remove_tree(directory / old)
 
 
+def _holds(directory: Path, files: Iterable[VolumeFile]) -> bool:
+    """Whether the volume's current `..data` has exactly `files` (paths and bytes)."""
+    data = directory / DATA_LINK
+    if not data.is_symlink():
+        return False
+    wanted = {item.path: item.data for item in files}
+    found = 0
+    for base, _, names in os.walk(data, followlinks=False):
+        found += len(names)
+        if found > len(wanted):
+            return False
+        for name in names:
+            path = os.path.join(base, name)
+            relative = os.path.relpath(path, data)
+            if relative not in wanted or os.path.islink(path):
+                return False
+            with open(path, "rb") as handle:
+                if handle.read() != wanted[relative]:
+                    return False
+    return found == len(wanted)
+
+
 def materialize_volume(
-    pod_dir: PodDir, volume: VolumeConfig, run_as: RunAs, prefixes: tuple[str, ...] = ()
+    pod_dir: PodDir,
+    volume: VolumeConfig,
+    run_as: RunAs,
+    prefixes: tuple[str, ...] = (),
+    pod_view: bool = False,
 ) -> None:
     """Make the volume's directory (and contents) under the pod directory."""
     path = pod_dir.volume(volume.name)
@@ -149,7 +190,7 @@ def materialize_volume(
             os.close(fd)
         _check_host_type(host, kind, volume.name)
     else:
-        write_volume_files(path, volume.files, run_as)
+        write_volume_files(path, volume.files, run_as, pod_view)
 
 
 def _create_beneath_prefix(path: Path, prefixes: tuple[str, ...], what: str) -> Path:
@@ -289,14 +330,14 @@ def prepare_pod(
     """Everything on disk a new pod needs before its first container starts."""
     prepare_pod_dir(pod_dir, run_as)
     for volume in pod.volumes:
-        materialize_volume(pod_dir, volume, run_as, prefixes)
+        materialize_volume(pod_dir, volume, run_as, prefixes, pod_view)
     by_name = {v.name: v for v in pod.volumes}
     for container in (*pod.init_containers, *pod.containers):
         prepare_root(pod_dir, container, by_name, run_as, pod_view)
 
 
-def refresh_files(pod_dir: PodDir, pod: PodConfig, run_as: RunAs) -> None:
+def refresh_files(pod_dir: PodDir, pod: PodConfig, run_as: RunAs, pod_view: bool = False) -> None:
     """Write new contents of the file volumes (token renewal, updated objects)."""
     for volume in pod.volumes:
         if volume.kind in ("configMap", "secret", "downwardAPI", "projected"):
-            write_volume_files(pod_dir.volume(volume.name), volume.files, run_as)
+            write_volume_files(pod_dir.volume(volume.name), volume.files, run_as, pod_view)

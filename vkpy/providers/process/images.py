@@ -50,6 +50,14 @@ class ImageSpec:
     """The image's WORKDIR (inside the container's root) when the container sets none."""
     env: tuple[tuple[str, str], ...] = ()
     """The image's ENV: the pod's `env` wins."""
+    files: tuple[tuple[str, str], ...] = ()
+    """(path in the image, host file): the image's own files, bound read-only at their
+    paths in the pod's root (with the pod's own filesystem), so `/agnhost` exists
+    there for a shell or `kubectl exec` that names it, as in the image."""
+    user: int = 0
+    """The image's USER as a uid (0, root, like most images): a container without a
+    `runAsUser` (its own or the pod's) runs as it when it is not 0, and
+    `runAsNonRoot` refuses an image whose user is 0, as the kubelet does."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ def _strings(value: object, what: str) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
-SPEC_KEYS = frozenset({"entrypoint", "cmd", "path", "working_dir", "env"})
+SPEC_KEYS = frozenset({"entrypoint", "cmd", "path", "working_dir", "env", "user", "files"})
 
 
 def parse_spec(pattern: str, raw: object) -> ImageSpec:
@@ -117,12 +125,22 @@ def parse_spec(pattern: str, raw: object) -> ImageSpec:
     working_dir = raw.get("working_dir")
     if working_dir is not None and not str(working_dir).startswith("/"):
         raise ValueError(f"{what}.working_dir must be an absolute path")
+    files = raw.get("files") or {}
+    if not isinstance(files, Mapping) or not all(
+        str(k).startswith("/") and str(v).startswith("/") for k, v in files.items()
+    ):
+        raise ValueError(f"{what}.files must map absolute paths in the image to host files")
+    user = raw.get("user", 0)
+    if not isinstance(user, int) or isinstance(user, bool) or user < 0:
+        raise ValueError(f"{what}.user must be a uid (a number, 0 for root)")
     return ImageSpec(
         entrypoint=_strings(raw.get("entrypoint"), f"{what}.entrypoint"),
         cmd=_strings(raw.get("cmd"), f"{what}.cmd"),
         path=tuple(os.path.abspath(p) for p in _strings(raw.get("path"), f"{what}.path")),
         working_dir=str(working_dir) if working_dir is not None else None,
         env=tuple((str(k), str(v)) for k, v in env.items()),
+        files=tuple((os.path.normpath(str(k)), str(v)) for k, v in files.items()),
+        user=user,
     )
 
 
@@ -161,9 +179,25 @@ class ImageTable:
                 return rule.spec
         return None
 
-    def resolve(self, container: ContainerConfig) -> ContainerConfig:
+    def files(self, pod: PodConfig) -> list[tuple[str, str]]:
+        """The image files of the pod's containers, (path in the pod's root, host
+        file); the first image to name a path wins."""
+        found: dict[str, str] = {}
+        for container in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers):
+            spec = self.lookup(container.image)
+            for target, source in spec.files if spec is not None else ():
+                found.setdefault(target, source)
+        return sorted(found.items())
+
+    def image_user(self, image: str) -> int | None:
+        """The uid `image` runs as when nothing says otherwise (None: not known)."""
+        spec = self.lookup(image)
+        return spec.user if spec is not None else None
+
+    def resolve(self, container: ContainerConfig, pod_user: bool = False) -> ContainerConfig:
         """`container` with what runs for its image filled in; InvalidInputError
-        (NoCommand) when it has no command and its image is not known."""
+        (NoCommand) when it has no command and its image is not known. `pod_user`:
+        the pod sets a `runAsUser` (which the image's user does not override)."""
         spec = self.lookup(container.image)
         if spec is None:
             if not container.command:
@@ -204,7 +238,9 @@ class ImageTable:
             args=tuple(argv[1:]),
             env=tuple(env.items()),
             working_dir=container.working_dir or spec.working_dir,
-            spec=_with_exec_programs(container.spec, spec.path, search),
+            spec=_with_image_user(
+                _with_exec_programs(container.spec, spec.path, search), spec.user, pod_user
+            ),
         )
 
     def command(self, container: ContainerConfig, argv: Sequence[str]) -> list[str]:
@@ -217,12 +253,24 @@ class ImageTable:
         return [_program(argv[0], spec.path, search), *argv[1:]]
 
     def resolve_pod(self, pod: PodConfig) -> PodConfig:
+        security = (pod.pod.get("spec") or {}).get("securityContext") or {}
+        user = security.get("runAsUser") is not None
         return dataclasses.replace(
             pod,
-            init_containers=tuple(self.resolve(c) for c in pod.init_containers),
-            containers=tuple(self.resolve(c) for c in pod.containers),
-            ephemeral_containers=tuple(self.resolve(c) for c in pod.ephemeral_containers),
+            init_containers=tuple(self.resolve(c, user) for c in pod.init_containers),
+            containers=tuple(self.resolve(c, user) for c in pod.containers),
+            ephemeral_containers=tuple(self.resolve(c, user) for c in pod.ephemeral_containers),
         )
+
+
+def _with_image_user(spec: KubeObject, user: int, pod_user: bool) -> KubeObject:
+    """The container's spec running as the image's user when neither it nor its pod
+    names a `runAsUser` and that user is not root (the spec is a copy already)."""
+    security = spec.get("securityContext") or {}
+    if user == 0 or pod_user or security.get("runAsUser") is not None:
+        return spec
+    spec["securityContext"] = {**security, "runAsUser": user}
+    return spec
 
 
 def _with_exec_programs(

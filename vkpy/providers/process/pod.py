@@ -254,7 +254,13 @@ class PodRuntime:
     # --- changes ------------------------------------------------------------------------
 
     async def refresh_volumes(self, config: PodConfig) -> None:
-        await asyncio.to_thread(refresh_files, self.dir, config, self.runtime.owner(self.ref))
+        await asyncio.to_thread(
+            refresh_files,
+            self.dir,
+            config,
+            self.runtime.owner(self.ref),
+            self.runtime.config.filesystem_per_pod,
+        )
 
     async def update(self, config: PodConfig) -> None:
         """Take changed images: the containers whose image changed are restarted."""

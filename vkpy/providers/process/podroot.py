@@ -16,6 +16,10 @@ PID namespace when it has one, reaping orphans) until vkpy kills it. The view:
   containers and by nothing else;
 - per-pod files bound read-only over host files: /etc/hosts (the pod's IP and
   hostname, as the kubelet writes it) and /etc/hostname;
+- the directories of the volumes vkpy writes (configMap, secret, downwardAPI,
+  projected: `readonly`) read-only in the pod's directory too, as they are at their
+  mount paths: their files belong to the pod's user (with the modes asked for), who
+  can therefore neither write nor chmod them;
 - with a PID namespace shared by the pod (`shareProcessNamespace`), a /proc of
   its own.
 
@@ -27,7 +31,7 @@ directories. Each container's volumes are attached per process (podmounts.py).
 
 The mount points of the containers' volumes are made here too, once for the pod
 (`mountpoints`), so that its processes find them. The plan (JSON): root, pod_dir,
-staging, hide[], files[[source, target]], tmpfs[], expose[] (host directories under
+staging, hide[], files[[source, target]], readonly[], tmpfs[], expose[] (host directories under
 /tmp bound back read-only: where the pod's programs come from), mountpoints[[path, is a dir]],
 proc, hostname, pid_file and error_file (names in pod_dir). Standard library only.
 """
@@ -98,6 +102,11 @@ def build(plan: dict[str, Any]) -> None:
             calls.mount("tmpfs", scratch, "tmpfs", TMPFS_FLAGS, "mode=1777")
             points.made.add(scratch)  # the pod's own: mount points may be made in it
     calls.move_mount(own, points.get(pod_dir, True))
+    for path in plan.get("readonly") or []:  # the kubelet-made volumes, seen from there
+        if os.path.isdir(path):
+            tree = calls.open_tree(str(path), recursive=False)
+            calls.set_attributes(tree, ALWAYS | calls.MOUNT_ATTR_RDONLY)
+            calls.move_mount(tree, str(path))
     for tree, path in shown:  # programs under /tmp on the host (a checkout there)
         with contextlib.suppress(OSError):
             calls.move_mount(tree, points.get(path, True))

@@ -313,6 +313,10 @@ class ProcessProvider:
             raise RetryableError("the process backend has not started yet")
         return self._runtime
 
+    def image_user(self, image: str) -> int | None:
+        """The user an image's stand-in runs as (its `user` in the `images` setting)."""
+        return self._images.image_user(image)
+
     def _pod(self, ref: PodRef) -> PodRuntime:
         pod = self._pods.get(ref.uid)
         if pod is None:
@@ -384,7 +388,7 @@ class ProcessProvider:
                 pod_dir = PodDir(path)
                 sandbox.mount_memory_volumes(pod_dir, pod)
                 ip = self._runtime_or_fail().pod_ip(pod.ref)
-                plan = sandbox.plan(self._config, pod_dir, pod, ip)
+                plan = sandbox.plan(self._config, pod_dir, pod, ip, self._images.files(pod))
             holder = namespaces.start(
                 path,
                 kinds,

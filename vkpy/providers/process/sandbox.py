@@ -19,6 +19,7 @@ import contextlib
 import ipaddress
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +87,16 @@ def _is_address(host: str) -> bool:
     return True
 
 
-def plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> dict[str, Any]:
+def plan(
+    config: ProcessConfig,
+    pod_dir: PodDir,
+    pod: PodConfig,
+    ip: str,
+    image_files: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
     """The holder's plan (podroot.py; namespaces.start adds its own fields and writes
-    it); the files it binds are written here."""
+    it); the files it binds are written here. `image_files`: (path, host file) of the
+    containers' images (images.py), bound read-only at their paths."""
     spec: KubeObject = pod.pod.get("spec") or {}
     files: list[list[str]] = []
     if not spec.get("hostNetwork"):
@@ -99,6 +107,9 @@ def plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> dic
         hostname.write_text(namespaces.hostname(spec, pod.ref.name, pod.ref.namespace) + "\n")
         os.chmod(hostname, 0o644)
         files = [[str(hosts), "/etc/hosts"], [str(hostname), "/etc/hostname"]]
+    for target, source in image_files:
+        if os.path.isfile(source):
+            files.append([os.path.realpath(source), target])
     staging = pod_dir.path / STAGING
     staging.mkdir(mode=0o700, exist_ok=True)
     hide = [str(config.pods_path.absolute())]
@@ -110,10 +121,24 @@ def plan(config: ProcessConfig, pod_dir: PodDir, pod: PodConfig, ip: str) -> dic
         "staging": str(staging.absolute()),
         "hide": hide,
         "files": files,
+        "readonly": written_volumes(pod_dir, pod),
         "tmpfs": ["/tmp", "/dev/shm"],  # noqa: S108 (the pod's own tmpfs)
         "mountpoints": mountpoints(pod_dir, pod),
         "expose": exposed(config),
     }
+
+
+def written_volumes(pod_dir: PodDir, pod: PodConfig) -> list[str]:
+    """The directories of the volumes vkpy writes (made now, before their files, so
+    the holder can bind them read-only in the pod's directory)."""
+    found = []
+    for volume in pod.volumes:
+        if volume.kind in KUBELET_MADE:
+            path = pod_dir.volume(volume.name)
+            pod_dir.volumes.mkdir(mode=0o711, exist_ok=True)
+            path.mkdir(mode=0o755, exist_ok=True)
+            found.append(str(path.absolute()))
+    return found
 
 
 def exposed(config: ProcessConfig) -> list[str]:

@@ -7,12 +7,15 @@ behave like the image for what such pods use: `pause.py` sleeps until stopped,
 `web.py` serves the image's document root over HTTP on port 80, `busybox/` puts
 bash first on PATH as `sh` (the host's dash drops environment names with `-` and has
 no `[[`) with a `busybox` applet dispatcher, and agnhost is the real program, found
-on PATH (build it with `controlplane/build.sh agnhost`). The `images` setting comes
-first and can replace or drop any of these.
+on PATH (build it with `controlplane/build.sh agnhost`); Kubernetes' `nonroot` test
+image is the busybox stand-in run as its USER, 1234, and its `nonewprivs` image
+prints the effective uid its set-uid program would have here (never raised). The
+`images` setting comes first and can replace or drop any of these.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from vkpy.providers.process.images import ImageRule, ImageSpec
@@ -41,6 +44,13 @@ def default_rules(python: str) -> tuple[ImageRule, ...]:
     agnhost = ImageSpec(
         entrypoint=("/agnhost",), cmd=("pause",), path=(BUSYBOX_BIN,), working_dir="/"
     )
+    # Kubernetes' test image of a non-root user: a busybox whose USER is 1234.
+    nonroot = dataclasses.replace(shell, user=1234)
+    # Kubernetes' nonewprivs test image: a set-uid root program printing its effective
+    # uid. Privileges are never raised here (no_new_privs), so it is the container's.
+    nonewprivs = ImageSpec(
+        cmd=("sh", "-c", 'echo "Effective uid: $(id -u)"'), path=(BUSYBOX_BIN,), working_dir="/"
+    )
     nginx = _web(python, "/usr/share/nginx/html", "nginx")
     httpd = _web(python, "/usr/local/apache2/htdocs", "httpd")
     return (
@@ -48,6 +58,8 @@ def default_rules(python: str) -> tuple[ImageRule, ...]:
         ImageRule("*/agnhost", agnhost),
         ImageRule("registry.k8s.io/pause", pause),
         ImageRule("*/pause", pause),
+        ImageRule("registry.k8s.io/e2e-test-images/nonroot", nonroot),
+        ImageRule("registry.k8s.io/e2e-test-images/nonewprivs", nonewprivs),
         ImageRule("busybox", shell),
         ImageRule("*/busybox", shell),
         ImageRule("nginx", nginx),
