@@ -330,17 +330,24 @@ def test_spot_eviction_and_a_group_deleted_behind_vkpys_back(
     kube: Kube, start_agent: StartAgent, aci: AciSetup
 ) -> None:
     agent = start_aci(start_agent, aci)
-    template = aci_pod("spot", agent.node_name, annotations={"vkpy.io/aci-priority": "Spot"})
+    template = aci_pod(
+        "spot", agent.node_name, annotations={"vkpy.io/aci-priority": "Spot"}, restartPolicy="Never"
+    )
     template["metadata"] = {**template["metadata"], "labels": {"app": "spot"}}
     del template["metadata"]["name"]
     kube.create(
         {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
+            "apiVersion": "batch/v1",
+            "kind": "Job",
             "metadata": {"name": "spot"},
             "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "spot"}},
+                # one failure fails the Job, unless it was a disruption (an eviction)
+                "backoffLimit": 0,
+                "podFailurePolicy": {
+                    "rules": [
+                        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+                    ]
+                },
                 "template": {"metadata": template["metadata"], "spec": template["spec"]},
             },
         }
@@ -353,7 +360,7 @@ def test_spot_eviction_and_a_group_deleted_behind_vkpys_back(
         found = [p for p in found if p["metadata"]["uid"] != but]
         return found and found[0]
 
-    spot = wait_for("the ReplicaSet's spot pod Running", lambda: spot_pods("Running"), 90)
+    spot = wait_for("the Job's spot pod Running", lambda: spot_pods("Running"), 90)
     wait_for("lost Running", phase_is(kube, "lost", "Running"), timeout=90)
     group = aci.emulator.group(group_name(ref_of(spot)), aci.resource_group)
     assert group is not None and group.model.priority == "Spot"
@@ -361,7 +368,9 @@ def test_spot_eviction_and_a_group_deleted_behind_vkpys_back(
     evicted = wait_for("spot Failed", phase_is(kube, spot["metadata"]["name"], "Failed"), 60)
     assert evicted["status"]["reason"] == "Evicted"
     assert "evicted" in evicted["status"]["message"]
-    # the owning controller reacts: the ReplicaSet runs a new pod in a new Spot group
+    target = {c["type"]: c for c in evicted["status"]["conditions"]}["DisruptionTarget"]
+    assert (target["status"], target["reason"]) == ("True", "TerminationByKubelet")
+    # the owning controller reacts: the Job ignores the disruption and runs a new pod
     uid = spot["metadata"]["uid"]
     replacement = wait_for("a replacement Running", lambda: spot_pods("Running", uid), 90)
     again = aci.emulator.group(group_name(ref_of(replacement)), aci.resource_group)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from vkpy.devcluster import __main__ as devcluster_cli
 from vkpy.devcluster import metrics_server, nodes, vkpy_image
 from vkpy.devcluster.cluster_pki import ClusterPKI, write_cluster_pki
 from vkpy.node.deletion_cost import ANNOTATION, wants_cost
@@ -94,3 +95,14 @@ def test_process_workers_can_host_the_chart(tmp_path: Path) -> None:
         "entrypoint": ["mine"]
     }
     assert "images" not in nodes.provider_config(nodes.gpu_virtual(), "https://x:1")
+
+
+def test_run_keeps_its_one_virtual_node_unless_asked_for_workers() -> None:
+    """`make run` passes `--workers ${WORKERS:-0}`: no regular pool unless asked."""
+    parse = devcluster_cli._parser().parse_args
+    plain = parse(["run"])
+    assert devcluster_cli.pool_specs(plain.workers, plain.gpu_workers) == []
+    asked = parse(["run", "--workers", "2", "--gpu-workers", "1"])
+    pool = devcluster_cli.pool_specs(asked.workers, asked.gpu_workers)
+    assert [s.name for s in pool] == ["vkpy-worker-1", "vkpy-worker-2"]
+    assert [nodes.GPU in s.provider_config["capacity"] for s in pool] == [False, True]
