@@ -312,8 +312,10 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
     # the one emptyDir, really shared: what the writer wrote, the reader reads
     wait_for(
         "the reader's logs show the writer's file",
-        lambda: kube.kubectl("logs", "-n", kube.namespace, "duo", "-c", "reader")
-        == "written by writer\nread-only\n",
+        lambda: (
+            kube.kubectl("logs", "-n", kube.namespace, "duo", "-c", "reader")
+            == "written by writer\nread-only\n"
+        ),
         timeout=30,
     )
     assert sorted(p.name for p in Path("/srv").iterdir()) == host_srv  # host untouched
