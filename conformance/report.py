@@ -52,6 +52,12 @@ CAUSES: tuple[tuple[str, str, str], ...] = (
     ),
     ("logged", r"asks to be privileged", "pod refused: privileged is never granted"),
     (
+        "name",
+        r"termination message (from file when|if TerminationMessagePath is set as non-root)",
+        "the termination message file is not at its path in the pod's own root (/dev is the "
+        "host's, read-only): the write fails",
+    ),
+    (
         "logged",
         r"is the own id of another pod",
         "pod refused: its runAsUser/fsGroup is another pod's own id",

@@ -22,7 +22,7 @@ from typing import Any
 from azure.mgmt.containerinstance import models
 
 from tests.aci_emulator.limits import ArmError
-from tests.aci_emulator.runtime import IDLE, Container, EventLog, now
+from tests.aci_emulator.runtime import IDLE, Container, EventLog, Mount, now
 
 
 @dataclass
@@ -108,6 +108,16 @@ _VIEWS: dict[str, Any] = {
 """The SDK's models of instance views: every view sent is built with them."""
 
 
+def _mounts(group: Group, container: Any) -> list[Mount]:
+    """The container's mounts of the group's emptyDir volumes (see `runtime.Mount`)."""
+    empty = {v.name for v in group.model.volumes or [] if v.empty_dir is not None}
+    return [
+        Mount(group.workdir / "volumes" / m.name, m.mount_path, bool(m.read_only))
+        for m in container.volume_mounts or []
+        if m.name in empty
+    ]
+
+
 def _env(variables: list[models.EnvironmentVariable] | None) -> dict[str, str]:
     return {v.name: v.secure_value or v.value or "" for v in variables or []}
 
@@ -142,6 +152,7 @@ class Lifecycle:
                 _env(c.environment_variables),
                 group.workdir,
                 "Never",
+                mounts=_mounts(group, c),
             )
             for c in model.init_containers or []
         ]
@@ -155,6 +166,7 @@ class Lifecycle:
                 policy,
                 liveness=c.liveness_probe,
                 readiness=c.readiness_probe,
+                mounts=_mounts(group, c),
             )
             for c in model.containers
         ]

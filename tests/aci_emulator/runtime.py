@@ -6,6 +6,14 @@ environment, so logs, exec, attach and metrics have real output and real numbers
 A container goes Waiting -> Running -> Terminated with its exit code, and is run
 again per the group's restart policy after a short back-off, counting restarts and
 keeping the previous state, as ACI's instance view shows them.
+
+A container that mounts the group's emptyDir volumes runs in a private mount
+namespace of its own (`unshare --mount`), with each volume's directory (kept in the
+group's directory, removed with the group) bind-mounted at its `mountPath`, read-only
+when asked: so a file one container writes there, another reads. The emulator never
+writes the host: a `mountPath` must be a directory that already exists on this
+machine (/srv, /mnt, ...); a container mounting elsewhere is not started (Terminated,
+"failed to start"). Containers without such mounts run as plain processes.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +60,27 @@ class State:
         if self.exit_code is not None:
             out["exitCode"] = self.exit_code
         return out
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A group volume's directory, bind-mounted at `target` in the container."""
+
+    source: Path
+    target: str
+    read_only: bool = False
+
+
+def mounted(argv: list[str], mounts: list[Mount]) -> list[str]:
+    """`argv` run in a private mount namespace with `mounts` bound in it."""
+    steps = []
+    for m in mounts:
+        source, target = shlex.quote(str(m.source)), shlex.quote(m.target)
+        steps.append(f"mount --bind {source} {target}")
+        if m.read_only:
+            steps.append(f"mount -o remount,ro,bind {target}")
+    script = " && ".join([*steps, 'exec "$@"'])
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv]
 
 
 @dataclass
@@ -99,6 +129,7 @@ class Container:
     liveness: models.ContainerProbe | None = None
     readiness: models.ContainerProbe | None = None
     killed_unhealthy: bool = False
+    mounts: list[Mount] = field(default_factory=list)
 
     def instance_view(self) -> dict[str, Any]:
         return {
@@ -118,9 +149,18 @@ class Container:
     async def run_once(self) -> int:
         """Start the process, collect its output until it exits; its exit code."""
         self.events.add("Started", f"Started container {self.name}")
+        missing = [m.target for m in self.mounts if not os.path.isdir(m.target)]
+        if missing:  # never create directories on the host: refuse, as a failed start
+            self.current = State("Terminated", now(), now(), 128, "Error")
+            self._output(
+                f"failed to start: mount path {missing[0]} does not exist on this host "
+                "(the emulator mounts volumes only onto existing directories)\n".encode()
+            )
+            return 128
+        argv = mounted(self.argv, self.mounts) if self.mounts else self.argv
         try:
             self.process = await asyncio.create_subprocess_exec(
-                *self.argv,
+                *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,

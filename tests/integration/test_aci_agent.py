@@ -12,6 +12,7 @@ import http.client
 import json
 import ssl
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: F401
@@ -227,7 +228,13 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
     }
     gpu_pod = kube.create(aci_pod("gpu", agent.node_name, [gpu]))
     kube.create(aci_pod("fine", agent.node_name))
-    shared = {"name": "shared", "mountPath": "/shared"}
+    # the emulator mounts volumes only onto directories this host has: /srv is one
+    shared = {"name": "shared", "mountPath": "/srv"}
+    host_srv = sorted(p.name for p in Path("/srv").iterdir())
+    reader = (
+        "until [ -f /srv/note ]; do sleep 0.1; done; cat /srv/note; "
+        "touch /srv/mine 2>/dev/null || echo read-only; exec sleep 600"
+    )
     duo = kube.create(
         aci_pod(
             "duo",
@@ -237,15 +244,15 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
                     "name": "writer",
                     "image": "busybox",
                     "volumeMounts": [shared],
-                    "command": ["sh", "-c", "exec sleep 600"],
+                    "command": ["sh", "-c", "echo written by writer > /srv/note; exec sleep 600"],
                     "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 3},
                     "resources": {"requests": {"cpu": "100m", "memory": "100M"}},
                 },
                 {
                     "name": "reader",
                     "image": "busybox",
-                    "volumeMounts": [shared],
-                    "command": ["sh", "-c", "exec sleep 600"],
+                    "volumeMounts": [{**shared, "readOnly": True}],
+                    "command": ["sh", "-c", reader],
                     "resources": {"requests": {"cpu": "100m", "memory": "100M"}},
                 },
             ],
@@ -301,7 +308,17 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
     mounts = {
         c.name: {m.mount_path: m.name for m in c.volume_mounts} for c in group.model.containers
     }
-    assert mounts["writer"]["/shared"] == mounts["reader"]["/shared"] == "shared"
+    assert mounts["writer"]["/srv"] == mounts["reader"]["/srv"] == "shared"
+    # the one emptyDir, really shared: what the writer wrote, the reader reads
+    wait_for(
+        "the reader's logs show the writer's file",
+        lambda: (
+            kube.kubectl("logs", "-n", kube.namespace, "duo", "-c", "reader")
+            == "written by writer\nread-only\n"
+        ),
+        timeout=30,
+    )
+    assert sorted(p.name for p in Path("/srv").iterdir()) == host_srv  # host untouched
     assert group.model.containers[0].readiness_probe.exec_property.command == ["true"]
     wait_for("private Running (imagePullSecrets)", phase_is(kube, "private", "Running"), 60)
     refused = wait_for("nocreds Failed", phase_is(kube, "nocreds", "Failed"), timeout=60)
@@ -330,17 +347,24 @@ def test_spot_eviction_and_a_group_deleted_behind_vkpys_back(
     kube: Kube, start_agent: StartAgent, aci: AciSetup
 ) -> None:
     agent = start_aci(start_agent, aci)
-    template = aci_pod("spot", agent.node_name, annotations={"vkpy.io/aci-priority": "Spot"})
+    template = aci_pod(
+        "spot", agent.node_name, annotations={"vkpy.io/aci-priority": "Spot"}, restartPolicy="Never"
+    )
     template["metadata"] = {**template["metadata"], "labels": {"app": "spot"}}
     del template["metadata"]["name"]
     kube.create(
         {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
+            "apiVersion": "batch/v1",
+            "kind": "Job",
             "metadata": {"name": "spot"},
             "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "spot"}},
+                # one failure fails the Job, unless it was a disruption (an eviction)
+                "backoffLimit": 0,
+                "podFailurePolicy": {
+                    "rules": [
+                        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+                    ]
+                },
                 "template": {"metadata": template["metadata"], "spec": template["spec"]},
             },
         }
@@ -353,7 +377,7 @@ def test_spot_eviction_and_a_group_deleted_behind_vkpys_back(
         found = [p for p in found if p["metadata"]["uid"] != but]
         return found and found[0]
 
-    spot = wait_for("the ReplicaSet's spot pod Running", lambda: spot_pods("Running"), 90)
+    spot = wait_for("the Job's spot pod Running", lambda: spot_pods("Running"), 90)
     wait_for("lost Running", phase_is(kube, "lost", "Running"), timeout=90)
     group = aci.emulator.group(group_name(ref_of(spot)), aci.resource_group)
     assert group is not None and group.model.priority == "Spot"
@@ -361,7 +385,9 @@ def test_spot_eviction_and_a_group_deleted_behind_vkpys_back(
     evicted = wait_for("spot Failed", phase_is(kube, spot["metadata"]["name"], "Failed"), 60)
     assert evicted["status"]["reason"] == "Evicted"
     assert "evicted" in evicted["status"]["message"]
-    # the owning controller reacts: the ReplicaSet runs a new pod in a new Spot group
+    target = {c["type"]: c for c in evicted["status"]["conditions"]}["DisruptionTarget"]
+    assert (target["status"], target["reason"]) == ("True", "TerminationByKubelet")
+    # the owning controller reacts: the Job ignores the disruption and runs a new pod
     uid = spot["metadata"]["uid"]
     replacement = wait_for("a replacement Running", lambda: spot_pods("Running", uid), 90)
     again = aci.emulator.group(group_name(ref_of(replacement)), aci.resource_group)

@@ -328,3 +328,23 @@ async def test_the_default_chain_signs_in_from_the_environment(
     finally:
         await p.close()
     assert directory.issued == issued + 1
+
+
+async def test_a_pod_on_a_vnet_node_runs_with_the_groups_private_ip(aci: AciSetup) -> None:
+    subnet = (
+        "/subscriptions/s/resourceGroups/net/providers/Microsoft.Network"
+        "/virtualNetworks/v/subnets/aci"
+    )
+    config = AciConfig.from_dict(aci.config(network={"subnet_ids": [subnet]}))
+    p = AciProvider(config, "node-v")
+    await p.start()
+    try:
+        pod = pod_config("private", ["sh", "-c", "exec sleep 600"])  # no ports
+        await p.create_pod(pod)
+        state = await until_running(p, pod.ref)
+        group = aci.emulator.group(group_name(pod.ref), aci.resource_group)
+        assert group is not None and group.model.ip_address.type == "Private"
+        assert [s.id for s in group.model.subnet_ids] == [subnet]
+        assert state.pod_ip == group.ip and state.pod_ip
+    finally:
+        await p.close()

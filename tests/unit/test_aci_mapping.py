@@ -512,3 +512,16 @@ def test_status_running_since_a_stopped_group_and_a_finished_one() -> None:
         "terminated",
         "Completed",
     )
+
+
+def test_a_group_in_a_subnet_without_ports_is_one_aci_accepts() -> None:
+    subnet = {"subnet_ids": ["/subscriptions/s/x/subnets/aci"]}
+    made = build(
+        pod(container(resources={"requests": {"cpu": "1", "memory": "1G"}})), network=subnet
+    )
+    assert made.group.ip_address.type == "Private"
+    limits.check_group(made.group, made.name)  # ACI wants the IP's ports on a container
+    ported = container(ports=[{"containerPort": 8080}])
+    made = build(pod(ported), network=subnet)
+    assert [p.port for p in made.group.ip_address.ports] == [8080]
+    assert [p.port for p in made.group.containers[0].ports] == [8080]

@@ -168,6 +168,13 @@ def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:
             "never raised",
         ),
         (
+            "[sig-node] Container Runtime blackbox test on terminated container should report "
+            "termination message if TerminationMessagePath is set as non-root user and at a "
+            "non-default path",
+            "Timed out",
+            "termination message file",
+        ),
+        (
             "[sig-storage] EmptyDir volumes should support (non-root,0644,default)",
             "message: pod runAsUser 1001 is the own id of another pod on this node",
             "another pod's own id",

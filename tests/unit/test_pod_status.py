@@ -124,3 +124,23 @@ def test_a_new_pod_ip_replaces_the_old_one() -> None:
     assert patch["status"]["podIP"] == "10.9.9.9"
     assert patch["status"]["podIPs"] == [{"ip": "10.9.9.9"}, {"$patch": "replace"}]
     assert "hostIPs" not in patch["status"]
+
+
+def test_an_evicted_pod_is_a_disruption_target_as_the_kubelets_evictions_are() -> None:
+    evicted = PodState(
+        phase="Failed",
+        reason="Evicted",
+        message="The Spot container group was evicted",
+        containers=(
+            ContainerState(name="app", state="terminated", exit_code=137, reason="Evicted"),
+        ),
+    )
+    status = desired_status(pod(), evicted, CTX)
+    target = next(c for c in status["conditions"] if c["type"] == "DisruptionTarget")
+    assert (target["status"], target["reason"]) == ("True", "TerminationByKubelet")
+    assert target["message"] == "The Spot container group was evicted"
+    patch = status_patch(pod(phase="Running"), status)
+    assert patch is not None
+    assert "DisruptionTarget" in {c["type"] for c in patch["status"]["conditions"]}
+    failed = desired_status(pod(), PodState(phase="Failed", reason="Error"), CTX)
+    assert "DisruptionTarget" not in {c["type"] for c in failed["conditions"]}

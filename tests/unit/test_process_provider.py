@@ -91,11 +91,12 @@ async def test_hooks_run_around_the_container(provider: ProcessProvider, tmp_pat
     await provider.create_pod(pod(app, volumes=(OUT,)))
     await until(provider, lambda s: s.phase == "Running")
     directory = out(tmp_path)
-    for _ in range(100):
-        if (directory / "post").exists():
+    post = directory / "post"
+    for _ in range(400):  # the hook's shell makes the file before it writes it
+        if post.exists() and post.read_text():
             break
         await asyncio.sleep(0.05)
-    assert (directory / "post").read_text() == "started\n"
+    assert post.read_text() == "started\n"
     runtime = provider._pods[REF.uid]
     began = time.monotonic()
     await runtime.stop(5)

@@ -26,6 +26,8 @@ KUBELET_CONDITIONS = (
     "PodScheduled",
 )
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+EVICTED = "Evicted"
+DISRUPTION_TARGET = "DisruptionTarget"
 _REPLACED_LISTS = ("podIPs", "hostIPs")
 _OWNED_FIELDS = (
     "phase",
@@ -197,7 +199,8 @@ def _conditions(
     init_statuses: list[KubeObject],
     container_statuses: list[KubeObject],
 ) -> list[KubeObject]:
-    """The five conditions the kubelet owns, as the kubelet words them (pod_conditions.py)."""
+    """The five conditions the kubelet owns, as the kubelet words them (pod_conditions.py),
+    and DisruptionTarget on a pod its platform evicted."""
     current = status(pod).get("conditions") or []
     sandbox = ctx.sandbox_ready and state.phase not in TERMINAL_PHASES
     values = [
@@ -205,6 +208,11 @@ def _conditions(
         *pod_conditions(pod, state.phase, init_statuses, container_statuses, current),
         Condition("PodScheduled", True),
     ]
+    if state.phase == "Failed" and state.reason == EVICTED:
+        # The backend's platform took the pod's capacity back (a Spot eviction): the
+        # kubelet marks its own evictions so, and a Job's podFailurePolicy can tell a
+        # disruption from a failure by it.
+        values.append(Condition(DISRUPTION_TARGET, True, "TerminationByKubelet", state.message))
     have = {c.get("type"): c for c in current}
     out = []
     for item in values:

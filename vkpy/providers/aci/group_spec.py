@@ -34,6 +34,8 @@ GPU_SKU = ANNOTATION + "gpu-sku"
 DNS_LABEL = ANNOTATION + "dns-label"
 IP = ANNOTATION + "ip"
 SPEC_TAG = "vkpy.io/spec"
+PRIVATE_PORT = 80
+"""The port a private group of a pod without ports exposes (ACI needs one)."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,12 @@ def _network(
                 "a private IP needs network.subnet_ids in the node's config", reason="InvalidSpec"
             )
         subnets = [m.ContainerGroupSubnetId(id=s) for s in config.network.subnet_ids]
-        return m.IpAddress(ports=ports or [m.Port(port=80)], type="Private"), subnets
+        if not ports:
+            # ACI's private IP needs a port, exposed by a container: the first container
+            # gets PRIVATE_PORT (as `az container create --vnet` does without --ports)
+            containers[0].ports = [m.ContainerPort(port=PRIVATE_PORT)]
+            ports = [m.Port(port=PRIVATE_PORT)]
+        return m.IpAddress(ports=ports, type="Private"), subnets
     if wanted == "none" or not ports or spot:
         return None, None
     label = annotations.get(DNS_LABEL)

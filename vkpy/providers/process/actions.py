@@ -7,7 +7,9 @@ timeout kills everything it started. httpGet, tcpSocket and grpc go to the pod's
 (`host`: its own with `network: pod`, else the node's) unless the handler names a host; named
 ports are looked up in the container's ports. HTTP probes follow the kubelet:
 no keep-alive, `User-Agent: kube-probe/<version>`, success for 200-399, no TLS
-verification for HTTPS, redirects not followed (a redirect counts as success).
+verification for HTTPS; a redirect to the same host is followed (at most 10), one to
+another host is not: the probe then succeeds with a warning holding the response's
+body (the kubelet's `ProbeWarning` Event).
 gRPC probes call the standard health service (grpc_probe.py).
 """
 
@@ -18,6 +20,7 @@ import contextlib
 import os
 import signal
 from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
@@ -26,6 +29,8 @@ from vkpy.providers.process import grpc_probe
 from vkpy.providers.process.layout import InstanceDir
 from vkpy.providers.process.supervision import helper_argv, helper_env
 
+MAX_REDIRECTS = 10
+"""Redirects to the same host an HTTP probe follows (Go's http.Client default)."""
 OUTPUT_LIMIT = 10 * 1024
 """Bytes of an exec handler's output kept for the message (the kubelet keeps 10 KiB);
 the rest is read and dropped as it arrives (see `read_capped`)."""
@@ -37,6 +42,8 @@ USER_AGENT = "kube-probe/1.36"
 class Outcome:
     ok: bool
     message: str = ""
+    warning: str = ""
+    """A success the kubelet warns about (an HTTP redirect to another host)."""
 
 
 def resolve_port(value: object, container: KubeObject) -> int | None:
@@ -179,17 +186,28 @@ class Actions:
         for header in get.get("httpHeaders") or []:
             headers[str(header.get("name"))] = str(header.get("value", ""))
         url = f"{scheme}://{_url_host(host)}:{port}{path}"
-        async with self._session_for().get(
-            url,
-            headers=headers,
-            allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=timeout),
-        ) as response:
-            body = await response.content.read(OUTPUT_LIMIT)
-            if 200 <= response.status < 400:
-                return Outcome(True)
-            text = body.decode(errors="replace")
-            return Outcome(False, f"HTTP probe failed with statuscode: {response.status} {text}")
+        deadline = asyncio.get_running_loop().time() + timeout
+        for _ in range(MAX_REDIRECTS + 1):
+            left = max(deadline - asyncio.get_running_loop().time(), 0.001)
+            async with self._session_for().get(
+                url,
+                headers=headers,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=left),
+            ) as response:
+                body = (await response.content.read(OUTPUT_LIMIT)).decode(errors="replace")
+                location = response.headers.get("Location")
+                if not (300 <= response.status < 400 and location):
+                    if 200 <= response.status < 400:
+                        return Outcome(True)
+                    return Outcome(
+                        False, f"HTTP probe failed with statuscode: {response.status} {body}"
+                    )
+            target = urljoin(url, location)
+            if urlsplit(target).hostname != urlsplit(url).hostname:
+                return Outcome(True, warning=f"Probe terminated redirects, Response body: {body}")
+            url = target
+        return Outcome(False, f"Get {url!r}: stopped after {MAX_REDIRECTS} redirects")
 
     async def tcp_socket(
         self, tcp: KubeObject, container: KubeObject, timeout: float, pod_host: str

@@ -396,6 +396,9 @@ class ContainerRunner:
         if not outcome.ok:
             message = f"{spec.kind.capitalize()} probe failed: {outcome.message}"
             self._event("Warning", "Unhealthy", message)
+        elif outcome.warning:
+            message = f"{spec.kind.capitalize()} probe warning: {outcome.warning}"
+            self._event("Warning", "ProbeWarning", message)
         return outcome
 
     def _ended(self, record: ExitRecord, number: int, compute: bool = True) -> ExitRecord:
