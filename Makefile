@@ -34,6 +34,7 @@ controlplane:
 test-tools: controlplane
 	@controlplane/build.sh helm >/dev/null
 	@controlplane/build.sh agnhost >/dev/null
+	@controlplane/build.sh descheduler >/dev/null
 
 cluster: venv controlplane
 	$(PY) -m vkpy.devcluster up --dir $(CLUSTER_DIR)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from tests.integration.conftest import StartAgent
 from tests.processes import processes_under
 from vkpy.devcluster import DevCluster, hybrid_demo, processes
 from vkpy.devcluster import nodes as pools
+from vkpy.devcluster.binaries import tool_dir
 from vkpy.devcluster.load import QueueLoad, new_queue_dir, with_queue
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "hybrid"
@@ -460,24 +462,43 @@ def test_spot_drain_moves_replicas_to_virtual_and_back(hybrid: Hybrid) -> None:
     pdb = hybrid.get("pdb", "steady")
     assert pdb["status"]["currentHealthy"] == 4
 
+    # The descheduler with examples/hybrid/descheduler-policy.yaml while the drained
+    # worker is still cordoned: the virtual replicas fit on no other node, so it evicts
+    # nothing (no churn between a full pool and the virtual node).
+    before = {p["metadata"]["name"]: node_of(p) for p in live(hybrid.pods("app=steady"))}
+    deschedule(hybrid)
+    after = {p["metadata"]["name"]: node_of(p) for p in live(hybrid.pods("app=steady"))}
+    assert after == before
+
     hybrid.kubectl("uncordon", WORKERS[0])
     back = time.monotonic()
-    # What the descheduler's RemovePodsViolatingNodeAffinity (preferred) would evict.
-    hybrid.kubectl(
-        "delete", "pods", "-n", hybrid.ns, "-l", "app=steady",
-        f"--field-selector=spec.nodeName={VIRTUAL}", "--wait=false",
-    )  # fmt: skip
-    wait_placement(
-        hybrid,
-        "app=steady",
-        {WORKERS[0]: 2, WORKERS[1]: 2},
-        "the replicas back on the regular pool",
+    wait_for(
+        f"{WORKERS[0]} schedulable again (no unschedulable taint)",
+        lambda: not hybrid.get("node", WORKERS[0])["spec"].get("taints"),
+        timeout=SLOW,
     )
-    moved_back = time.monotonic() - back
+    # The pool has recovered: passes of the descheduler (what it does on each interval
+    # when deployed) until the replicas are back; the budget lets one move per pass.
+    passes = 0
+    with ReadyLow(hybrid, "app=steady") as returning:
+        while by_node(live(hybrid.pods("app=steady"))) != {WORKERS[0]: 2, WORKERS[1]: 2}:
+            assert passes < 6, f"{passes} descheduler passes: {hybrid.pods('app=steady')}"
+            deschedule(hybrid)
+            passes += 1
+            wait_for(
+                "4 Ready replicas and none terminating after a descheduler pass",
+                lambda: all_ready(hybrid.pods("app=steady"), 4),
+                timeout=SLOW,
+            )
+        moved_back = time.monotonic() - back
+    assert all_ready(hybrid.pods("app=steady"), 4)
+    assert by_node(hybrid.pods("app=steady")) == {WORKERS[0]: 2, WORKERS[1]: 2}
+    assert returning.lowest >= 3, returning.lowest
     print(
         f"\nspot: drain -> 4 Ready with 2 on the virtual node {moved:.1f} s "
         f"(fewest Ready meanwhile {serving.lowest}, {serving.samples} samples); "
-        f"uncordon -> back on the regular pool {moved_back:.1f} s"
+        f"uncordon -> back on the regular pool {moved_back:.1f} s with {passes} "
+        f"descheduler passes (fewest Ready meanwhile {returning.lowest})"
     )
     hybrid.delete_and_wait("deployment/steady", "pdb/steady", selector="app=steady")
 
@@ -512,6 +533,32 @@ def test_spot_loss_of_a_worker_moves_its_replicas_to_virtual(hybrid: Hybrid) -> 
     assert by_node(live(hybrid.pods("app=steady"))) == {WORKERS[1]: 2, VIRTUAL: 2}
     print(f"\nspot: worker lost -> 4 Ready with 2 on the virtual node {moved:.1f} s")
     hybrid.delete_and_wait("deployment/steady", "pdb/steady", selector="app=steady")
+
+
+def all_ready(pods: list[dict[str, Any]], count: int) -> bool:
+    """Exactly `count` pods, all Ready, none terminating."""
+    return len(pods) == count and len(live(pods)) == count and all(ready(p) for p in pods)
+
+
+def deschedule(hybrid: Hybrid) -> None:
+    """One pass of the real descheduler (interval 0: run once and exit) with the
+    example policy, as the cluster's admin, no metrics or health port of its own."""
+    run = subprocess.run(
+        [
+            str(tool_dir("descheduler") / "descheduler"),
+            f"--kubeconfig={hybrid.cluster.kubeconfig}",
+            f"--policy-config-file={EXAMPLES / 'descheduler-policy.yaml'}",
+            "--descheduling-interval=0",
+            "--secure-port=0",
+            "--v=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    print("".join(line for line in run.stderr.splitlines(True) if "vict" in line))
 
 
 class ReadyLow:
