@@ -17,6 +17,7 @@ from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.env import ConfigError, ObjectSource, expand, resolve_env
 from vkpy.node.pull_secrets import pull_credentials
 from vkpy.node.service_env import service_variables
+from vkpy.node.shared_lists import SharedLists
 from vkpy.node.volumes import TokenGrant, VolumeSource, resolve_volumes, token_grant, token_request
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
@@ -24,10 +25,12 @@ from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 
 class ApiObjectSource:
     """Reads ConfigMaps and Secrets straight from the API server, and asks it for
-    service account tokens bound to pods (TokenRequest)."""
+    service account tokens bound to pods (TokenRequest). A namespace's Services are
+    listed once for the pods configured at the same time (SharedLists)."""
 
     def __init__(self, client: KubeClient) -> None:
         self._client = client
+        self._services = SharedLists(self._list_services)
 
     async def _get(self, path: str) -> KubeObject | None:
         try:
@@ -44,6 +47,9 @@ class ApiObjectSource:
         return await self._get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
 
     async def list_services(self, namespace: str) -> list[KubeObject]:
+        return await self._services.get(namespace)
+
+    async def _list_services(self, namespace: str) -> list[KubeObject]:
         listed = await self._get(f"/api/v1/namespaces/{namespace}/services")
         return list((listed or {}).get("items") or [])
 
