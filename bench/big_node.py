@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
+import published
 from kubelet_api import admin_context
 from peers import PodWatch, Vkpy, create_all, rss_mib
 from pods import cpu_seconds, peak_rss_mib, until
@@ -242,8 +243,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--timeout", type=float, default=1800, help="to all Running (s)")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
-    parser.add_argument("--write", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="only print the figures")
+    published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-big-") as tmp:
         workdir = Path(tmp)
@@ -251,9 +251,7 @@ def main() -> int:
             out = asyncio.run(bench(args, access, workdir))
     text = report(out, args)
     print(text)
-    if not args.no_write:
-        existing = args.write.read_text() if args.write.exists() else "# Benchmarks\n\n"
-        args.write.write_text(existing.rstrip() + "\n\n" + text)
+    published.append(text, args)
     return 0
 
 

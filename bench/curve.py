@@ -22,6 +22,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import published
 from peers import Measured, fmt, measure
 from svgplot import lines_svg
 
@@ -99,8 +100,7 @@ def main() -> int:
     parser.add_argument("--vkpy-arg", action="append", default=[], help="extra vkpy flag")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
     parser.add_argument("--svg", type=Path, help="write the SVG plots into this folder")
-    parser.add_argument("--write", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="only print the figures")
+    published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-curve-") as tmp:
         workdir = Path(tmp)
@@ -121,9 +121,7 @@ def main() -> int:
         + "\n"
     )
     print(text)
-    if not args.no_write:
-        existing = args.write.read_text() if args.write.exists() else "# Benchmarks\n\n"
-        args.write.write_text(existing.rstrip() + "\n\n" + text)
+    published.append(text, args)
     return 0
 
 

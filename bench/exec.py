@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
+import published
 import yaml
 
 from vkpy.devcluster import ClusterAccess, DevCluster, find_bin_dir
@@ -271,8 +272,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="throughput runs (median)")
     parser.add_argument("--providers", default="sim,process")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
-    parser.add_argument("--write", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="only print the figures")
+    published.add_options(parser)
     args = parser.parse_args()
     providers = [p for p in args.providers.split(",") if p]
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-") as tmp:
@@ -290,9 +290,7 @@ def main() -> int:
                 dev.down()
     text = report(rows, args.runs, args.mb, args.repeat)
     print(text)
-    if not args.no_write:
-        existing = args.write.read_text() if args.write.exists() else "# Benchmarks\n"
-        args.write.write_text(existing.rstrip() + "\n\n" + text)
+    published.append(text, args)
     return 0
 
 

@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
+import published
 import yaml
 
 from vkpy.devcluster import ClusterAccess, given_or_started
@@ -294,8 +295,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="log transfers of each kind")
     parser.add_argument("--note", default="", help="a sentence added to the report")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
-    parser.add_argument("--write", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="only print the figures")
+    published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-") as tmp:
         workdir = Path(tmp)
@@ -314,9 +314,7 @@ def main() -> int:
     text = report(result, args)
     print(text)
     print(json.dumps(result))
-    if not args.no_write:
-        existing = args.write.read_text() if args.write.exists() else "# Benchmarks\n\n"
-        args.write.write_text(existing.rstrip() + "\n\n" + text)
+    published.append(text, args)
     return 0
 
 

@@ -26,6 +26,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
+import published
 from pods import (
     apiserver_requests_by_code,
     cpu_seconds,
@@ -206,8 +207,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--event-loop", default="asyncio", choices=["asyncio", "uvloop"])
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
-    parser.add_argument("--write", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="only print the figures")
+    published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-") as tmp:
         workdir = Path(tmp)
@@ -216,9 +216,7 @@ def main() -> int:
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     text = report(result, load)
     print(text)
-    if not args.no_write:
-        existing = args.write.read_text() if args.write.exists() else "# Benchmarks\n\n"
-        args.write.write_text(existing.rstrip() + "\n\n" + text)
+    published.append(text, args)
     return 0
 
 

@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import published
 from pods import apiserver_requests_by_code, cpu_seconds, free_port, peak_rss_mib, until
 from svgplot import cdf_svg, lines_svg
 
@@ -624,17 +625,14 @@ def main() -> int:
     parser.add_argument("--vkpy-arg", action="append", default=[], help="extra vkpy flag")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
     parser.add_argument("--svg", type=Path, help="write SVG plots into this folder")
-    parser.add_argument("--write", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="only print the figures")
+    published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-peers-") as tmp:
         workdir = Path(tmp)
         with given_or_started(args.kubeconfig, workdir) as access:
             text = asyncio.run(bench(args, access.kubeconfig, workdir))
     print(text)
-    if not args.no_write:
-        existing = args.write.read_text() if args.write.exists() else "# Benchmarks\n\n"
-        args.write.write_text(existing.rstrip() + "\n\n" + text)
+    published.append(text, args)
     return 0
 
 

@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import published
+
 from vkpy.devcluster import given_or_started
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 
@@ -279,8 +281,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
-    parser.add_argument("--write", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="only print the figures")
+    published.add_options(parser)
     parser.add_argument(
         "--profile", type=Path, help="run the agent under cProfile, stats to this file"
     )
@@ -297,9 +298,7 @@ def main() -> int:
         stats = pstats.Stats(str(args.profile))
         stats.sort_stats("tottime").print_stats(30)
         stats.sort_stats("cumulative").print_stats(40)
-    if not args.no_write:
-        existing = args.write.read_text() if args.write.exists() else "# Benchmarks\n\n"
-        args.write.write_text(existing.rstrip() + "\n\n" + text)
+    published.append(text, args)
     return 0
 
 

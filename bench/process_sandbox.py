@@ -28,6 +28,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import published
 import yaml
 
 from vkpy.devcluster import ClusterAccess, given_or_started
@@ -170,8 +171,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=10, help="pods created per mode")
     parser.add_argument("--runs", type=int, default=30, help="exec round trips per mode")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
-    parser.add_argument("--write", type=Path, default=ROOT / "docs" / "benchmarks.md")
-    parser.add_argument("--no-write", action="store_true", help="only print the figures")
+    published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-") as tmp:
         kubeconfig = args.kubeconfig.absolute() if args.kubeconfig else None
@@ -179,9 +179,7 @@ def main() -> int:
             rows = measure(cluster, args.pods, args.runs)
     text = report(rows, args.pods, args.runs)
     print(text)
-    if not args.no_write:
-        existing = args.write.read_text() if args.write.exists() else "# Benchmarks\n"
-        args.write.write_text(existing.rstrip() + "\n\n" + text)
+    published.append(text, args)
     return 0
 
 
