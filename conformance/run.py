@@ -59,7 +59,21 @@ SUITE_KUBECONFIG = "suite.kubeconfig"
 SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"
 
 
-def provider_config(run_dir: Path, agnhost: Path, relay: ServiceRelay) -> Path:
+def agnhost_image_files() -> Path:
+    """Where the agnhost image's own TLS pair comes from: the image adds
+    `test/images/agnhost/porter/localhost.{crt,key}` of the pinned Kubernetes module at
+    its root, and the suite's HTTPS hooks serve with `/localhost.crt`."""
+    module = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"],
+        cwd=ROOT / "controlplane" / "tools" / "agnhost",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return Path(module) / "test" / "images" / "agnhost" / "porter"
+
+
+def provider_config(run_dir: Path, agnhost: Path, image_files: Path, relay: ServiceRelay) -> Path:
     """The process backend's settings for the run: agnhost from the pinned build (a
     copy the containers' user can reach), hostPath under /tmp, privileged pods
     allowed (as a kubelet allows them by default), a network namespace and an
@@ -71,6 +85,9 @@ def provider_config(run_dir: Path, agnhost: Path, relay: ServiceRelay) -> Path:
     (run_dir / "bin-dir").write_text(str(bin_dir))
     shutil.copy2(agnhost, bin_dir / "agnhost")
     (bin_dir / "agnhost-2").symlink_to("agnhost")  # the image has a second name for it
+    for name in ("localhost.crt", "localhost.key"):
+        shutil.copyfile(image_files / name, bin_dir / name)
+        (bin_dir / name).chmod(0o644)  # a test pair of the suite's, read by any pod user
     settings = {
         "images": {
             "*/agnhost": {
@@ -81,6 +98,8 @@ def provider_config(run_dir: Path, agnhost: Path, relay: ServiceRelay) -> Path:
                 "files": {
                     "/agnhost": str(bin_dir / "agnhost"),
                     "/agnhost-2": str(bin_dir / "agnhost"),
+                    "/localhost.crt": str(bin_dir / "localhost.crt"),
+                    "/localhost.key": str(bin_dir / "localhost.key"),
                 },
             },
         },
@@ -259,7 +278,7 @@ def inside(options: argparse.Namespace) -> int:
         cluster.up()
         relay = stack.enter_context(ServiceRelay(int(cluster.server.rsplit(":", 1)[1]), port=HTTPS))
         suite_kubeconfig(run_dir, cluster, relay)
-        config = provider_config(run_dir, Path(options.agnhost), relay)
+        config = provider_config(run_dir, Path(options.agnhost), Path(options.agnhost_files), relay)
         node = start_node(run_dir, cluster, config, options.provider)
         for argv in suite_runs(options, run_dir, cluster):
             print("running:", shlex.join(argv)[:2000], flush=True)
@@ -318,6 +337,7 @@ def main() -> int:
     parser.add_argument("--run-dir", help=argparse.SUPPRESS)
     parser.add_argument("--tools", help=argparse.SUPPRESS)
     parser.add_argument("--agnhost", help=argparse.SUPPRESS)
+    parser.add_argument("--agnhost-files", help=argparse.SUPPRESS)
     parser.add_argument("--bin-dir", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.inside:
@@ -346,6 +366,7 @@ def main() -> int:
     child = [
         "unshare", "--net", "--", sys.executable, str(Path(__file__).resolve()), "--inside",
         f"--run-dir={run_dir}", f"--tools={tools}", f"--agnhost={agnhost}", f"--bin-dir={bin_dir}",
+        f"--agnhost-files={agnhost_image_files()}",
         f"--procs={options.procs}", f"--cli-procs={options.cli_procs}",
         f"--provider={options.provider}", f"--focus={options.focus}",
         f"--timeout={options.timeout}",
