@@ -10,6 +10,7 @@ write the path relative to their working directory (their root).
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tests.integration.agent import Kube, wait_for
@@ -83,3 +84,31 @@ def test_the_message_of_the_previous_run_stays_in_last_state(
     state = wait_for("the second run", restarted, timeout=60)
     assert state["restartCount"] == 1
     assert state["lastState"]["terminated"]["message"] == "run 1"
+
+
+def test_a_message_written_at_its_absolute_path_in_the_pods_own_root(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """In the pod's own filesystem (vkpy as root), the message file is at
+    terminationMessagePath itself, as in a container: `/dev/termination-log` (in the
+    host's read-only /dev) and a custom path, written by the containers' user."""
+    agent = start_process_agent()
+    node = agent.node_name
+    cases = {
+        "abs-default": ("printf 'DONE as %s' $(id -u) > /dev/termination-log; exit 1", {}),
+        "abs-custom": (
+            "printf CUSTOM > /var/lib/message/here",
+            {"terminationMessagePath": "/var/lib/message/here"},
+        ),
+    }
+    for name, (script, container) in cases.items():
+        kube.create(process_pod(name, node, script, container=container))
+    ended = {
+        name: wait_for(f"{name} terminated", lambda n=name: _terminated(kube, n)) for name in cases
+    }
+    assert ended["abs-default"]["exitCode"] == 1
+    assert ended["abs-default"]["message"].removeprefix("DONE as ").isdigit()
+    assert ended["abs-custom"]["exitCode"] == 0
+    assert ended["abs-custom"]["message"] == "CUSTOM"
+    assert not Path("/dev/termination-log").exists()  # the host's /dev untouched
+    assert not Path("/var/lib/message").exists()

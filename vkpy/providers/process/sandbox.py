@@ -9,8 +9,9 @@ mountPath, readOnly]` kept in the container's process context, where `base` is a
 path vkpy made or the admin allowed (followed) and `relative` is the part a pod
 may control (walked without following links). Volumes the kubelet makes
 (configMap, secret, downwardAPI, projected) are always read-only, as with the
-kubelet. A `medium: Memory` emptyDir is a tmpfs mounted on its directory on the
-host (as the kubelet does), sized by `sizeLimit`.
+kubelet. The termination message file is mounted at `terminationMessagePath`. A
+`medium: Memory` emptyDir is a tmpfs mounted on its directory on the host (as the
+kubelet does), sized by `sizeLimit`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig
 from vkpy.providers.process import mountcalls, namespaces
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.layout import PodDir
+from vkpy.providers.process.termination import MESSAGE_FILE, message_path
 from vkpy.providers.process.validation import clean_absolute, clean_relative
 from vkpy.quantity import QuantityError, parse_quantity
 
@@ -199,6 +201,12 @@ def container_mounts(
         entry = _entry(pod_dir, volume, sub_path, target, readonly)
         if entry is not None:
             entries.append(entry)
+    message = message_path(container.spec)
+    if message:
+        # The container's termination message file (termination.py makes it before
+        # each run), at terminationMessagePath itself, writable on a read-only root.
+        cdir = pod_dir.container(container.name).path.absolute()
+        entries.append((str(cdir), MESSAGE_FILE, "/" + message, False))
     return tuple(entries)
 
 
