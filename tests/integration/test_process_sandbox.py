@@ -202,9 +202,13 @@ def test_run_as_non_root_follows_the_images_user(
     kube: Kube, start_process_agent: StartProcessAgent, reachable_pods_dir: Path
 ) -> None:
     """Without a runAsUser, the image's user decides, as with the kubelet: busybox
-    (root) is refused with an Event, an image whose `user` is not root runs as it."""
+    (root) is refused with an Event, an image whose `user` is not root runs as it,
+    and an entry that says no user (a chart's own image) runs as the pod's own id."""
     pods = reachable_pods_dir
-    images = {"example.com/nonroot": {"cmd": ["sh"], "path": [BUSYBOX_BIN], "user": 310007}}
+    images = {
+        "example.com/nonroot": {"cmd": ["sh"], "path": [BUSYBOX_BIN], "user": 310007},
+        "example.com/unsaid": {"cmd": ["sh"], "path": [BUSYBOX_BIN]},
+    }
     agent = start_process_agent(
         config={"pods_dir": str(pods), "pod_uid_range": "310000-310099", "images": images}
     )
@@ -212,6 +216,8 @@ def test_run_as_non_root_follows_the_images_user(
     kube.create(process_pod("as-root", agent.node_name, "id -u", container=non_root))
     user = {**non_root, "image": "example.com/nonroot:1"}
     kube.create(process_pod("as-image", agent.node_name, "id -u; echo DONE", container=user))
+    unsaid = {**non_root, "image": "example.com/unsaid:1"}
+    kube.create(process_pod("as-own", agent.node_name, "id -u; echo DONE", container=unsaid))
 
     def refused() -> list[dict[str, Any]]:
         return [e for e in kube.events("as-root") if "image will run as root" in e["message"]]
@@ -221,6 +227,8 @@ def test_run_as_non_root_follows_the_images_user(
     waiting = status_of(kube.get("pod", "as-root"))["state"]["waiting"]
     assert waiting["reason"] == "CreateContainerConfigError"
     assert wait_for("report", lambda: _done(pods, kube, "as-image")).split("\n")[0] == "310007"
+    own = int(wait_for("report", lambda: _done(pods, kube, "as-own")).split("\n")[0])
+    assert 310000 <= own <= 310099 and own != 310007
 
 
 def test_two_nodes_sharing_a_state_directory_keep_each_others_pods(

@@ -54,10 +54,11 @@ class ImageSpec:
     """(path in the image, host file): the image's own files, bound read-only at their
     paths in the pod's root (with the pod's own filesystem), so `/agnhost` exists
     there for a shell or `kubectl exec` that names it, as in the image."""
-    user: int = 0
-    """The image's USER as a uid (0, root, like most images): a container without a
-    `runAsUser` (its own or the pod's) runs as it when it is not 0, and
-    `runAsNonRoot` refuses an image whose user is 0, as the kubelet does."""
+    user: int | None = None
+    """The image's USER as a uid, when the entry says it (None: not said, the
+    container runs as the pod's own id): a container without a `runAsUser` (its own
+    or the pod's) runs as it when it is not 0, and `runAsNonRoot` refuses an image
+    whose user is said to be 0, as the kubelet does."""
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,8 @@ def parse_spec(pattern: str, raw: object) -> ImageSpec:
         str(k).startswith("/") and str(v).startswith("/") for k, v in files.items()
     ):
         raise ValueError(f"{what}.files must map absolute paths in the image to host files")
-    user = raw.get("user", 0)
-    if not isinstance(user, int) or isinstance(user, bool) or user < 0:
+    user = raw.get("user")
+    if user is not None and (not isinstance(user, int) or isinstance(user, bool) or user < 0):
         raise ValueError(f"{what}.user must be a uid (a number, 0 for root)")
     return ImageSpec(
         entrypoint=_strings(raw.get("entrypoint"), f"{what}.entrypoint"),
@@ -263,11 +264,11 @@ class ImageTable:
         )
 
 
-def _with_image_user(spec: KubeObject, user: int, pod_user: bool) -> KubeObject:
+def _with_image_user(spec: KubeObject, user: int | None, pod_user: bool) -> KubeObject:
     """The container's spec running as the image's user when neither it nor its pod
     names a `runAsUser` and that user is not root (the spec is a copy already)."""
     security = spec.get("securityContext") or {}
-    if user == 0 or pod_user or security.get("runAsUser") is not None:
+    if not user or pod_user or security.get("runAsUser") is not None:
         return spec
     spec["securityContext"] = {**security, "runAsUser": user}
     return spec

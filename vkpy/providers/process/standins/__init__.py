@@ -33,23 +33,28 @@ def _web(python: str, root: str, page: str) -> ImageSpec:
         entrypoint=_script(python, "web.py"),
         cmd=("--port", "80", "--root", root, "--page", page),
         working_dir="/",
+        user=0,
     )
 
 
 def default_rules(python: str) -> tuple[ImageRule, ...]:
     """The shipped rules; `python` runs the Python stand-ins (standard library only,
     `-I -S`): the host's `python3` when containers run as another user than vkpy."""
-    shell = ImageSpec(cmd=("sh",), path=(BUSYBOX_BIN,), working_dir="/")
-    pause = ImageSpec(entrypoint=_script(python, "pause.py"), working_dir="/")
+    # The images' USER as these stand-ins say it: root (nonroot's is 1234).
+    shell = ImageSpec(cmd=("sh",), path=(BUSYBOX_BIN,), working_dir="/", user=0)
+    pause = ImageSpec(entrypoint=_script(python, "pause.py"), working_dir="/", user=0)
     agnhost = ImageSpec(
-        entrypoint=("/agnhost",), cmd=("pause",), path=(BUSYBOX_BIN,), working_dir="/"
+        entrypoint=("/agnhost",), cmd=("pause",), path=(BUSYBOX_BIN,), working_dir="/", user=0
     )
     # Kubernetes' test image of a non-root user: a busybox whose USER is 1234.
     nonroot = dataclasses.replace(shell, user=1234)
     # Kubernetes' nonewprivs test image: a set-uid root program printing its effective
     # uid. Privileges are never raised here (no_new_privs), so it is the container's.
     nonewprivs = ImageSpec(
-        cmd=("sh", "-c", 'echo "Effective uid: $(id -u)"'), path=(BUSYBOX_BIN,), working_dir="/"
+        cmd=("sh", "-c", 'echo "Effective uid: $(id -u)"'),
+        path=(BUSYBOX_BIN,),
+        working_dir="/",
+        user=0,
     )
     nginx = _web(python, "/usr/share/nginx/html", "nginx")
     httpd = _web(python, "/usr/local/apache2/htdocs", "httpd")
