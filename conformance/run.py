@@ -93,6 +93,7 @@ def provider_config(run_dir: Path, agnhost: Path, image_files: Path, relay: Serv
             "*/agnhost": {
                 "entrypoint": ["/agnhost"],
                 "cmd": ["pause"],
+                "user": 0,  # the image's USER: root
                 "path": [str(bin_dir), BUSYBOX_BIN],
                 # The image's own files, at their paths in the pods' root.
                 "files": {
@@ -103,10 +104,11 @@ def provider_config(run_dir: Path, agnhost: Path, image_files: Path, relay: Serv
                 },
             },
         },
-        "host_path_prefixes": ["/tmp"],
-        # A kubelet lets pods be privileged unless told otherwise (--allow-privileged),
-        # and the suite's hostPath and PrivilegedPod specs ask for it.
-        "allow": ["privileged"],
+        # /etc/hosts: the managed-hosts spec mounts the node's file to compare with.
+        "host_path_prefixes": ["/tmp", "/etc/hosts"],
+        # A kubelet lets pods be privileged (unless --allow-privileged=false) and use the
+        # host's network; the suite's hostPath, PrivilegedPod and /etc/hosts specs ask.
+        "allow": ["privileged", "hostNetwork"],
         "network": "pod",
         "pod_cidr": POD_CIDR,
         # The suite's pods ask for runAsUser/fsGroup 1000, 1001 and 10000 (its restricted

@@ -90,3 +90,17 @@ def test_the_kubernetes_service_is_named_in_the_hosts_file_when_it_has_an_addres
     ]
     named = sandbox.hosts_file(_pod(), "10.244.0.7", "api.example.com")
     assert "kubernetes.default" not in named
+
+
+def test_a_host_network_pod_gets_the_nodes_hosts_file_with_its_aliases() -> None:
+    """As the kubelet does for hostNetwork pods: the node's /etc/hosts under a header
+    of its own (not the pod-network one, which tools read as 'built from the pod IP'),
+    then the pod's hostAliases."""
+    node_hosts = "127.0.0.1\tlocalhost\n10.1.2.3\tbuild-host\n"
+    pod = _pod(hostNetwork=True, hostAliases=[{"ip": "123.45.67.89", "hostnames": ["foo", "bar"]}])
+    lines = sandbox.host_network_hosts_file(pod, node_hosts).splitlines()
+    assert lines[0] == "# Kubernetes-managed hosts file (host network)."
+    assert lines[1:3] == ["127.0.0.1\tlocalhost", "10.1.2.3\tbuild-host"]
+    assert lines[-2:] == ["# Entries added by HostAliases.", "123.45.67.89\tfoo\tbar"]
+    plain = sandbox.host_network_hosts_file(_pod(hostNetwork=True), "10.1.2.3\tbuild-host")
+    assert plain.splitlines()[1:] == ["10.1.2.3\tbuild-host"]

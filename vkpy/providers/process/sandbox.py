@@ -71,14 +71,25 @@ def hosts_file(pod: PodConfig, ip: str, service_host: str | None = None) -> str:
         lines.append("")
         lines.append("# The kubernetes Service (no cluster DNS on this node).")
         lines.append(f"{service_host}\t" + "\t".join(SERVICE_NAMES))
+    return "\n".join(lines + _alias_lines(spec)) + "\n"
+
+
+def host_network_hosts_file(pod: PodConfig, node_hosts: str) -> str:
+    """A hostNetwork pod's /etc/hosts, as the kubelet writes it: the node's own
+    (`node_hosts`) under a header of its own, then the pod's hostAliases."""
+    lines = ["# Kubernetes-managed hosts file (host network).", *node_hosts.splitlines()]
+    return "\n".join(lines + _alias_lines(pod.pod.get("spec") or {})) + "\n"
+
+
+def _alias_lines(spec: KubeObject) -> list[str]:
     aliases = spec.get("hostAliases") or []
-    if aliases:
-        lines.append("")
-        lines.append("# Entries added by HostAliases.")
-        for alias in aliases:
-            names = "\t".join(str(h) for h in alias.get("hostnames") or [])
-            lines.append(f"{alias.get('ip')}\t{names}")
-    return "\n".join(lines) + "\n"
+    if not aliases:
+        return []
+    lines = ["", "# Entries added by HostAliases."]
+    for alias in aliases:
+        names = "\t".join(str(h) for h in alias.get("hostnames") or [])
+        lines.append(f"{alias.get('ip')}\t{names}")
+    return lines
 
 
 def _is_address(host: str) -> bool:
@@ -109,6 +120,16 @@ def plan(
         hostname.write_text(namespaces.hostname(spec, pod.ref.name, pod.ref.namespace) + "\n")
         os.chmod(hostname, 0o644)
         files = [[str(hosts), "/etc/hosts"], [str(hostname), "/etc/hostname"]]
+    else:
+        hosts = pod_dir.path / HOSTS
+        root = config.pod_root or "/"
+        try:
+            node_hosts = Path(root, "etc", "hosts").read_text()
+        except OSError:
+            node_hosts = ""
+        hosts.write_text(host_network_hosts_file(pod, node_hosts))
+        os.chmod(hosts, 0o644)
+        files = [[str(hosts), "/etc/hosts"]]
     for target, source in image_files:
         if os.path.isfile(source):
             files.append([os.path.realpath(source), target])
