@@ -39,7 +39,7 @@ from pathlib import Path
 import aiohttp
 import published
 from kubelet_api import admin_context
-from peers import PodWatch, Vkpy, create_all, rss_mib
+from peers import PodWatch, Vkpy, create_all, node_ready, rss_mib
 from pods import cpu_seconds, peak_rss_mib, until
 
 from vkpy.devcluster import ClusterAccess, given_or_started
@@ -120,7 +120,7 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         assert system.process is not None
         pid = system.process.pid
         port = next(a.split("=", 1)[1] for a in system.last_argv if a.startswith("--port="))
-        await until("node Ready", lambda: _ready(client, node), 120)
+        await until("node Ready", lambda: node_ready(client, node), 120)
         await watch.ready.wait()
         names = [f"b{n:06d}" for n in range(args.pods)]
         cpu0, started = cpu_seconds(pid), time.monotonic()
@@ -210,17 +210,6 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
                 await client.request("DELETE", path, query={"gracePeriodSeconds": 0})
         await client.close()
     return out
-
-
-async def _ready(client: KubeClient, node: str) -> bool:
-    try:
-        obj = await client.get(f"/api/v1/nodes/{node}")
-    except ApiError:
-        return False
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in obj.get("status", {}).get("conditions", [])
-    )
 
 
 def report(out: dict[str, str], args: argparse.Namespace) -> str:
