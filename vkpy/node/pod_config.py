@@ -186,3 +186,18 @@ async def build_pod_config(
         volumes=await resolve_volumes(pod, source, host_ip, allocatable, with_volume_files),
         registry_credentials=await pull_credentials(pod, source) if with_pull_secrets else (),
     )
+
+
+async def pod_volumes_config(
+    pod: KubeObject, source: VolumeSource, host_ip: str, allocatable: Mapping[str, str]
+) -> PodConfig:
+    """The pod with only its volumes resolved again, for `RefreshesVolumes`: a refresh
+    every `--volume-sync-period` reads the volumes' sources, not the containers'
+    environment (its ConfigMaps, Secrets and the namespace's Services) as well."""
+    return PodConfig(
+        ref=pod_ref(pod),
+        pod=pod,
+        init_containers=(),
+        containers=(),
+        volumes=await resolve_volumes(pod, source, host_ip, allocatable, True),
+    )

@@ -27,7 +27,7 @@ from vkpy.node.env import ConfigError
 from vkpy.node.ephemeral import EphemeralContainers
 from vkpy.node.keyed_queue import KeyedQueue, Retry
 from vkpy.node.lost import lost_state
-from vkpy.node.pod_config import build_pod_config
+from vkpy.node.pod_config import build_pod_config, pod_volumes_config
 from vkpy.node.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping, newer
 from vkpy.node.pod_reporting import PodReporter, pod_path
 from vkpy.node.pod_settings import PodControllerSettings
@@ -160,21 +160,28 @@ class PodLife:
             )
 
     async def _config(
-        self, pod: KubeObject, kept: Mapping[TokenKey, TokenGrant] | None = None
+        self,
+        pod: KubeObject,
+        kept: Mapping[TokenKey, TokenGrant] | None = None,
+        volumes_only: bool = False,
     ) -> tuple[PodConfig, float | None, dict[TokenKey, TokenGrant]]:
         """The backend's view of the pod, when its tokens are due for renewal, and the
-        tokens it holds (`kept`: tokens handed out again while not due)."""
+        tokens it holds (`kept`: tokens handed out again while not due). With
+        `volumes_only` (a volume refresh) the containers' environment is not read again."""
         allocatable: Mapping[str, str] = self._provider.node_resources().allocatable
         tokens = TokenTracker(self._objects, kept, utcnow(self._clock))
-        config = await build_pod_config(
-            pod,
-            tokens,
-            self._settings.host_ip,
-            allocatable,
-            with_volume_files=self._reads_volume_files,
-            with_pull_secrets=self._reads_pull_secrets,
-            image_user=self._image_user,
-        )
+        if volumes_only:
+            config = await pod_volumes_config(pod, tokens, self._settings.host_ip, allocatable)
+        else:
+            config = await build_pod_config(
+                pod,
+                tokens,
+                self._settings.host_ip,
+                allocatable,
+                with_volume_files=self._reads_volume_files,
+                with_pull_secrets=self._reads_pull_secrets,
+                image_user=self._image_user,
+            )
         due = None
         if tokens.refresh_at is not None and self._refresher is not None:
             due = tokens.refresh_at.timestamp()
@@ -308,7 +315,7 @@ class PodLife:
         grants = stage.tokens
         digest = stage.files_digest
         try:
-            config, next_due, grants = await self._config(pod, kept)
+            config, next_due, grants = await self._config(pod, kept, volumes_only=True)
             if tokens_due or files_digest(config.volumes) != digest:
                 await self._backend("refresh", r.ref, refresher.refresh_volumes(config))
                 digest = files_digest(config.volumes)

@@ -379,12 +379,13 @@ class RefreshesVolumes(Protocol):
 
     Projected service account tokens expire. The kubelet side resolves a pod's volumes
     again when one of its tokens nears expiry (80% of its lifetime, or after 24 h, as
-    the kubelet does) and hands the whole resolved pod over; the backend replaces the
-    files it materialized (atomically per volume, so a reader never sees half a
-    volume) without restarting containers. Backends that cannot are not asked."""
+    the kubelet does) and hands the pod over with its volumes resolved again; the
+    backend replaces the files it materialized (atomically per volume, so a reader
+    never sees half a volume) without restarting containers. Backends that cannot are not asked."""
 
     async def refresh_volumes(self, pod: PodConfig) -> None:
-        """Replace the contents of the pod's file volumes with `pod.volumes`."""
+        """Replace the contents of the pod's file volumes with `pod.volumes` (only
+        the volumes are resolved again: `pod`'s container lists are empty)."""
 
 
 @dataclass(frozen=True)
