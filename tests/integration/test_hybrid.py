@@ -31,6 +31,7 @@ import yaml
 from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: F401
 from tests.integration.agent import wait_for
 from tests.integration.conftest import StartAgent
+from tests.namespaces import create_namespace
 from tests.processes import processes_under
 from vkpy.devcluster import DevCluster, hybrid_demo, processes
 from vkpy.devcluster import nodes as pools
@@ -127,11 +128,7 @@ def hybrid(local_cluster: DevCluster) -> Iterator[Hybrid]:
     setup = Hybrid(cluster, ns, queue)
     try:
         cluster.start_nodes(specs)
-        setup.kubectl("create", "namespace", ns)
-        wait_for(
-            "the default ServiceAccount",
-            lambda: setup.kubectl("get", "sa", "default", "-n", ns, check=False),
-        )
+        create_namespace(cluster.access().run_kubectl, ns)
         setup.kubectl("apply", "-f", str(EXAMPLES / "priority-classes.yaml"))
         # Created first, so its minute comes while the other scenarios run.
         setup.apply([d for d in example("batch.yaml") if d["kind"] == "CronJob"])

@@ -25,6 +25,7 @@ from tests.integration.test_process_pod_network import (  # noqa: F401 - fixture
     netns_cluster,
     node_network,
 )
+from tests.namespaces import wait_for_default_service_account
 from vkpy.devcluster import ClusterAccess
 from vkpy.devcluster.netns import NODE_IP, PrivateNetwork
 from vkpy.devcluster.service_ip import ServiceRelay
@@ -51,10 +52,7 @@ def test_a_pod_reaches_the_api_server_with_in_cluster_config(
 ) -> None:
     access = netns_cluster
     kube = Kube(access, "default")
-    wait_for(
-        "the default ServiceAccount",
-        lambda: access.run_kubectl("get", "sa", "default", check=False).returncode == 0,
-    )
+    wait_for_default_service_account(access.run_kubectl, "default")
     access.run_kubectl(
         "create", "rolebinding", "sa-view", "--clusterrole=view",
         "--serviceaccount=default:default",

@@ -31,6 +31,7 @@ import pytest
 
 from tests.integration.agent import Agent, Kube, free_port, wait_for
 from tests.integration.process_fixtures import FAST, kill_containers, phase_is, process_pod
+from tests.namespaces import wait_for_default_service_account
 from vkpy.devcluster import ClusterAccess, DevCluster
 from vkpy.devcluster.netns import NODE_IP, PrivateNetwork
 from vkpy.providers.process.podnet import link_name
@@ -183,10 +184,7 @@ def test_pods_have_their_own_network(
 ) -> None:
     access = netns_cluster
     kube = Kube(access, "default")
-    wait_for(
-        "the default ServiceAccount",
-        lambda: access.run_kubectl("get", "sa", "default", check=False).returncode == 0,
-    )
+    wait_for_default_service_account(access.run_kubectl, "default")
     secret = socketserver.TCPServer(("127.0.0.1", 0), _Secret)
     threading.Thread(target=secret.serve_forever, daemon=True).start()
     secret_port = secret.server_address[1]
