@@ -2,7 +2,8 @@
 
 The sim backend lets every kubelet behaviour be exercised against the real control
 plane without a real workload: pods start after a configurable latency, run for a
-set time (or forever), exit with a set code, restart per restartPolicy, and a share of
+set time (or forever; `finite_run_seconds` ends only the pods that do not restart
+Always, as programs that finish), exit with a set code, restart per restartPolicy, and a share of
 calls can fail with retryable errors. Each pod's record is a small JSON file under the
 state directory, so the simulated platform outlives vkpy itself (kill vkpy, start it
 again, and the pods are still "running"). A pod's state is a pure function of its
@@ -76,6 +77,11 @@ class SimConfig:
     """Time from create until containers run."""
     run_seconds: float | None = None
     """How long each container runs before exiting; None: until deleted."""
+    finite_run_seconds: float | None = None
+    """How long each container of a pod whose restartPolicy is Never or OnFailure runs
+    before it exits with `exit_code`, as a program that finishes would (a job's pod
+    completes; kwok's "complete" stage); None: `run_seconds` applies to them too.
+    Pods that restart Always keep `run_seconds`. A pod's annotation wins over both."""
     exit_code: int = 0
     """Exit code of containers that end."""
     restart_delay: float = 1.0
@@ -191,6 +197,13 @@ class SimProvider:
     async def ping(self) -> None:
         return None
 
+    def _run_seconds(self, restart_policy: str) -> float | None:
+        """The run time of a pod's containers without an annotation (SimConfig)."""
+        finite = self._config.finite_run_seconds
+        if finite is not None and restart_policy in ("Never", "OnFailure"):
+            return finite
+        return self._config.run_seconds
+
     def _maybe_fail(self, operation: str) -> None:
         if self._config.failure_rate and self._random.random() < self._config.failure_rate:
             raise RetryableError(f"simulated transient failure in {operation}")
@@ -203,7 +216,7 @@ class SimProvider:
             return
         annotations = (pod.pod.get("metadata") or {}).get("annotations") or {}
         start = _number(annotations, "start-seconds", self._config.start_seconds) or 0.0
-        run = _number(annotations, "run-seconds", self._config.run_seconds)
+        run = _number(annotations, "run-seconds", self._run_seconds(pod.restart_policy))
         exit_code = _number(annotations, "exit-code", self._config.exit_code)
         log_rate = _number(annotations, "log-lines-per-second", 1.0) or 1.0
         if log_rate <= 0:
