@@ -132,6 +132,9 @@ SIM_SETTINGS = {
     # succeed (and one that reads what the program wrote sees the sim's own log lines
     # and fails at once) instead of waiting out its framework timeout.
     "finite_run_seconds": 3,
+    # Ready after the readiness/startup probe's initial delay, as a kubelet whose first
+    # probe succeeds (the readiness-delay specs check that it is not ready before).
+    "probe_delays": True,
 }
 
 

@@ -190,3 +190,47 @@ async def test_a_finite_run_setting_ends_only_pods_that_do_not_restart_forever()
 def test_finite_run_seconds_is_a_setting() -> None:
     assert SimConfig.from_dict({"finite_run_seconds": 2}, state_dir=None).finite_run_seconds == 2
     assert SimConfig().finite_run_seconds is None
+
+
+def probed(uid: str, **probes: object) -> PodConfig:
+    pod = config(uid=uid, restart="Always")
+    spec = {"name": "app", "image": "img", **probes}
+    app = ContainerConfig(name="app", image="img", command=(), args=(), spec=spec)
+    return PodConfig(ref=pod.ref, pod=pod.pod, init_containers=(), containers=(app,))
+
+
+async def test_probe_delays_hold_a_container_not_ready_until_its_first_probe() -> None:
+    """`probe_delays`: a running container is ready once its readiness (or startup)
+    probe's initialDelaySeconds have passed, as when the kubelet's first probe
+    succeeds; the node hears of the change without being asked."""
+    clock = FakeClock()
+    sim = SimProvider(SimConfig(probe_delays=True), clock)
+    changes: list[float] = []
+    start = clock.time()
+    sim.on_status_change(lambda ref: changes.append(round(clock.time() - start)))
+    await sim.start()
+    await sim.create_pod(probed("ready", readinessProbe={"initialDelaySeconds": 20}))
+    await sim.create_pod(probed("started", startupProbe={"initialDelaySeconds": 5}))
+    await sim.create_pod(probed("plain"))
+    ready = PodRef("ns", "p", "ready")
+    state = await sim.get_pod_status(ready)
+    assert state.containers[0].state == "running"
+    assert state.containers[0].ready is False
+    assert (await sim.get_pod_status(PodRef("ns", "p", "plain"))).containers[0].ready is True
+    await clock.advance(6)
+    assert (await sim.get_pod_status(PodRef("ns", "p", "started"))).containers[0].ready is True
+    assert (await sim.get_pod_status(ready)).containers[0].ready is False
+    await clock.advance(15)
+    state = await sim.get_pod_status(ready)
+    assert state.containers[0].ready is True
+    assert state.containers[0].restart_count == 0
+    assert 20 in changes
+    await sim.close()
+
+
+async def test_without_probe_delays_a_running_container_is_ready_at_once() -> None:
+    sim = SimProvider(SimConfig(), FakeClock())
+    await sim.start()
+    await sim.create_pod(probed("ready", readinessProbe={"initialDelaySeconds": 20}))
+    assert (await sim.get_pod_status(PodRef("ns", "p", "ready"))).containers[0].ready is True
+    await sim.close()
