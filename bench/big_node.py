@@ -96,6 +96,7 @@ async def churn(
 
 
 DURATION = "vkpy_kubelet_api_request_duration_seconds_bucket"
+GC_PAUSE = "vkpy_gc_pause_seconds_bucket"
 SERVER_ROUTES = ("/pods", "/containerLogs/{namespace}/{pod}/{container}")
 
 
@@ -113,6 +114,11 @@ async def handler_buckets(
         labels, _, value = line[len(DURATION) + 1 :].rpartition("} ")
         fields = dict(part.split("=", 1) for part in labels.split(","))
         out[(fields["route"].strip('"'), fields["le"].strip('"'))] = float(value)
+    for line in text.splitlines():  # the collector's full pauses, as route "gc"
+        if line.startswith(GC_PAUSE + "{") and 'generation="2"' in line:
+            labels, _, value = line[len(GC_PAUSE) + 1 :].rpartition("} ")
+            bound = labels.split('le="', 1)[1].split('"', 1)[0]
+            out[("gc", bound)] = float(value)
     return out
 
 
@@ -247,6 +253,9 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
             out[f"vkpy's handler time for {route} (its own histogram)"] = handler_share(
                 buckets0, buckets1, route
             )
+        out["vkpy's full garbage collections (generation 2) during the churn"] = handler_share(
+            buckets0, buckets1, "gc"
+        ).replace("requests", "collections")
         out["the bench's own event loop late by, p50 / p99"] = quantiles(lags).replace(
             "requests", "samples"
         )
