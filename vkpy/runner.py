@@ -104,6 +104,7 @@ class Node:
             lambda: self.node.uid,
             duration=settings.node.lease_duration,
             renew_interval=settings.node.lease_renew_interval,
+            may_exist=lambda: self.node.adopted,
         )
         self.pods = PodController(
             client, provider, self.events, ApiObjectSource(client), settings.pods
