@@ -8,13 +8,22 @@ resource (from the API server's own counters, so a shared cluster adds its noise
 and how late the Leases were (the kubelet's renew interval is 10 s: a Lease older
 than 11 s at any look is late).
 
-    python bench/nodes.py --nodes 1000 --window 60
+With `--systems vkpy kwok` (the default) kwok drives the same number of nodes with the
+same pods per node on the same control plane, one system after the other, and the
+figures are set side by side with vkpy / kwok ratios for CPU and RSS per node. vkpy's
+nodes serve a certificate from the cluster's kubelet signing CA, as a kubelet's
+would: with a self-signed one, metrics-server's scrapes (every node every 10 s)
+fail verification and never keep a connection, so 1000 nodes cost the agent 100 TLS
+handshakes a second (a third of its time in the first profile) that no real node pays.
+
+    python bench/nodes.py --nodes 1000 --pods-per-node 10 --window 60
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import re
@@ -23,10 +32,13 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import published
+from peers import Kwok, kwok_node, rss_mib
 from pods import (
     apiserver_requests_by_code,
     cpu_seconds,
@@ -39,17 +51,21 @@ from pods import (
 )
 
 from vkpy.devcluster import given_or_started
+from vkpy.devcluster.cluster import DevCluster
+from vkpy.devcluster.nodes import issue_serving_cert
 from vkpy.devcluster.state import free_port_range
-from vkpy.kube.client import ClientOptions, KubeClient
+from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+async def running_count(client: KubeClient, namespace: str) -> int:
+    """How many pods in `namespace` are Running."""
+    pods = await client.get(
+        f"/api/v1/namespaces/{namespace}/pods", {"fieldSelector": "status.phase=Running"}
+    )
+    return len(pods.get("items", []))
 
 
 async def late_leases(client: KubeClient, prefix: str, limit: float) -> tuple[int, float]:
@@ -75,13 +91,18 @@ def agent_requests(port: int) -> Counter[str]:
     return counts
 
 
-async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> dict[str, object]:
-    client = await KubeClient.connect(ClientOptions(kubeconfig=str(kubeconfig)))
-    prefix = f"bn{os.getpid()}"
-    selector = f"vkpy.io/bench={prefix}"
-    log = (workdir / "agent.log").open("wb")
-    metrics_port = free_port()
-    agent = await asyncio.create_subprocess_exec(
+async def start_vkpy(
+    args: argparse.Namespace, kubeconfig: Path, workdir: Path, prefix: str, metrics_port: int
+) -> asyncio.subprocess.Process:
+    """`python -m vkpy --nodes N` with a serving certificate from the cluster's kubelet
+    CA when the cluster's PKI is at hand (a dev cluster's kubeconfig sits in its dir)."""
+    tls: list[str] = []
+    cluster = DevCluster(kubeconfig.parent)
+    if cluster.pki.kubelet_ca.key.exists():
+        cert = issue_serving_cert(prefix, workdir / "serving", cluster.pki)
+        tls = [f"--tls-cert-file={cert.cert}", f"--tls-private-key-file={cert.key}"]
+    log = (workdir / f"vkpy-{prefix}.log").open("wb")
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "vkpy",
@@ -97,55 +118,109 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         f"--event-loop={args.event_loop}",
         "--log-level=warning",
         f"--metrics-port={metrics_port}",
+        *tls,
         stdout=log,
         stderr=log,
     )
+
+
+async def start_kwok(
+    args: argparse.Namespace, client: KubeClient, kubeconfig: Path, workdir: Path, prefix: str
+) -> asyncio.subprocess.Process:
+    """kwok driving N Node objects the bench makes (as `kwokctl scale node` does),
+    picked by the bench's label, with bench/peers.py's stages and settings."""
+    kwok = Kwok(kubeconfig, workdir, args)
+    gate = asyncio.Semaphore(32)
+
+    async def one(n: int) -> None:
+        async with gate:
+            await client.create(
+                "/api/v1/nodes", kwok_node(f"{prefix}-{n}", {"vkpy.io/bench": prefix})
+            )
+
+    await asyncio.gather(*(one(n) for n in range(args.nodes)))
+    log = (workdir / f"kwok-{prefix}.log").open("wb")
+    argv = kwok.argv_managing(f"--manage-nodes-with-label-selector=vkpy.io/bench={prefix}")
+    return await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log)
+
+
+async def settled(call: Callable[[], Awaitable[T]], tries: int = 5) -> T:
+    """`call()`, again after a pause when the API server does not answer in time (the
+    bench's own reads must not end a run on a loaded machine)."""
+    for attempt in range(tries):
+        try:
+            return await call()
+        except ApiError as error:
+            if not error.retryable or attempt == tries - 1:
+                raise
+            await asyncio.sleep(5)
+    raise AssertionError("unreachable")
+
+
+async def bench(
+    args: argparse.Namespace, kubeconfig: Path, workdir: Path, system: str
+) -> dict[str, object]:
+    client = await KubeClient.connect(ClientOptions(kubeconfig=str(kubeconfig)))
+    prefix = f"bn{os.getpid()}{system[0]}"
+    selector = f"vkpy.io/bench={prefix}"
+    metrics_port = free_port()
+    if system == "kwok":
+        agent = await start_kwok(args, client, kubeconfig, workdir, prefix)
+    else:
+        agent = await start_vkpy(args, kubeconfig, workdir, prefix, metrics_port)
     namespace = f"{prefix}-pods"
     try:
         started = time.monotonic()
         cpu0 = cpu_seconds(agent.pid)
-        while (ready := await ready_count(client, selector)) < args.nodes:
+        while (ready := await settled(lambda: ready_count(client, selector))) < args.nodes:
             if agent.returncode is not None:
-                raise RuntimeError("the agent exited; see its log")
+                raise RuntimeError(f"{system} exited; see its log")
             if time.monotonic() - started > args.timeout:
                 break  # reported: how many were Ready, and how many during the window
-            await asyncio.sleep(2)
+            await asyncio.sleep(5)
         all_ready = time.monotonic() - started
         register_cpu = cpu_seconds(agent.pid) - cpu0
+        running = 0
         if args.pods_per_node:
             count = args.nodes * args.pods_per_node
             bindings = [(f"p{n:06d}", f"{prefix}-{n % args.nodes}") for n in range(count)]
             await create_bound_pods(client, namespace, bindings, 32)
         await asyncio.sleep(args.settle)
-        before = await apiserver_requests_by_code(client)
-        agent_before = agent_requests(metrics_port)
+        before = await settled(lambda: apiserver_requests_by_code(client))
+        agent_before = agent_requests(metrics_port) if system == "vkpy" else Counter[str]()
         cpu_before = cpu_seconds(agent.pid)
         window_start = time.monotonic()
         late, oldest = 0, 0.0
         fewest_ready = args.nodes
         while time.monotonic() - window_start < args.window:
             await asyncio.sleep(min(5.0, args.window))
-            count, age = await late_leases(client, prefix, 11.0)
+            count, age = await settled(lambda: late_leases(client, prefix, 11.0))
             late, oldest = max(late, count), max(oldest, age)
-            fewest_ready = min(fewest_ready, await ready_count(client, selector))
+            fewest_ready = min(fewest_ready, await settled(lambda: ready_count(client, selector)))
         elapsed = time.monotonic() - window_start
-        after = await apiserver_requests_by_code(client)
-        agent_after = agent_requests(metrics_port)
+        after = await settled(lambda: apiserver_requests_by_code(client))
+        agent_after = agent_requests(metrics_port) if system == "vkpy" else Counter[str]()
         cpu = cpu_seconds(agent.pid) - cpu_before
         rss = rss_mib(agent.pid)
         peak = peak_rss_mib(agent.pid)
+        if args.pods_per_node:
+            running = await settled(lambda: running_count(client, namespace))
     except BaseException:
-        print((workdir / "agent.log").read_text(errors="replace")[-5000:], file=sys.stderr)
+        with contextlib.suppress(FileNotFoundError):
+            log = workdir / f"{system}-{prefix}.log"
+            print(log.read_text(errors="replace")[-5000:], file=sys.stderr)
         raise
     finally:
         if agent.returncode is None:
             agent.terminate()
             await asyncio.wait_for(agent.wait(), timeout=60)
         if args.pods_per_node:
-            await client.request(
-                "DELETE", f"/api/v1/namespaces/{namespace}", query={"gracePeriodSeconds": 0}
-            )
-        await client.request("DELETE", "/api/v1/nodes", query={"labelSelector": selector})
+            with contextlib.suppress(ApiError):
+                await client.request(
+                    "DELETE", f"/api/v1/namespaces/{namespace}", query={"gracePeriodSeconds": 0}
+                )
+        with contextlib.suppress(ApiError):
+            await client.request("DELETE", "/api/v1/nodes", query={"labelSelector": selector})
         await client.close()
     by_code = after - before
     delta = without_codes(by_code)
@@ -160,8 +235,10 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         if n / elapsed >= 0.05
     }
     return {
+        "system": system,
         "nodes": args.nodes,
         "pods": args.nodes * args.pods_per_node,
+        "pods_running_at_end": running,
         "event_loop": args.event_loop,
         "ready_at_start": ready,
         "seconds_to_that": round(all_ready, 1),
@@ -170,6 +247,7 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
         "window_seconds": round(elapsed),
         "agent_cpu_share_of_one_core": round(cpu / elapsed, 3),
         "agent_cpu_ms_per_node_per_minute": round(cpu * 1000 / args.nodes / elapsed * 60, 2),
+        "registration_cpu_ms_per_node": round(register_cpu * 1000 / args.nodes, 2),
         "agent_rss_mib": round(rss, 1),
         "agent_peak_rss_mib": round(peak, 1),
         "rss_kib_per_node": round(rss * 1024 / args.nodes, 1),
@@ -186,15 +264,46 @@ async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> di
     }
 
 
-def report(result: dict[str, object], load: str) -> str:
-    rows = "\n".join(f"| {k} | {v} |" for k, v in result.items())
+RATIOS = (
+    "agent_cpu_ms_per_node_per_minute",
+    "registration_cpu_ms_per_node",
+    "agent_rss_mib",
+    "agent_peak_rss_mib",
+    "rss_kib_per_node",
+)
+"""The measures also given as vkpy / kwok."""
+
+
+def report(
+    results: dict[str, dict[str, object]], loads: dict[str, str], args: argparse.Namespace
+) -> str:
+    systems = list(results)
+    keys = list(dict.fromkeys(k for r in results.values() for k in r))
+    both = "vkpy" in results and "kwok" in results
+    head = "| measure | " + " | ".join(systems) + (" | vkpy / kwok |" if both else " |")
+    rows = [head, "|---" * (len(systems) + 1 + both) + "|"]
+    for key in keys:
+        cells = [str(results[s].get(key, "—")) for s in systems]
+        if both:
+            vkpy, kwok = results["vkpy"].get(key), results["kwok"].get(key)
+            numbers = isinstance(vkpy, float | int) and isinstance(kwok, float | int)
+            if key in RATIOS and numbers and kwok:
+                cells.append(f"{float(str(vkpy)) / float(str(kwok)):.2f}")
+            else:
+                cells.append("")
+        rows.append(f"| {key} | " + " | ".join(cells) + " |")
+    command = (
+        f"python bench/nodes.py --nodes {args.nodes} --pods-per-node {args.pods_per_node} "
+        f"--window {args.window:g} --systems {' '.join(systems)}"
+    )
+    load = "; ".join(f"{s} {loads[s]}" for s in systems)
     return (
         f"### Many nodes in one process ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"load average {load})\n\n"
-        f"`python bench/nodes.py --nodes {result['nodes']}` (sim backend; API requests from "
-        "the API server's counters over the window: the whole cluster's)\n\n"
-        "| measure | value |\n|---|---|\n" + rows + "\n"
+        f"load average at each system's start: {load})\n\n"
+        f"`{command}` (sim backend for vkpy; kwok with bench/peers.py's stages; one system "
+        "after the other on one control plane; API requests from the API server's counters "
+        "over the window: the whole cluster's)\n\n" + "\n".join(rows) + "\n"
     )
 
 
@@ -206,15 +315,20 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=15, help="wait before the window (s)")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--event-loop", default="asyncio", choices=["asyncio", "uvloop"])
+    parser.add_argument("--systems", nargs="+", default=["vkpy", "kwok"], choices=["vkpy", "kwok"])
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
     published.add_options(parser)
     args = parser.parse_args()
+    results: dict[str, dict[str, object]] = {}
+    loads: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-") as tmp:
         workdir = Path(tmp)
         with given_or_started(args.kubeconfig, workdir) as access:
-            result = asyncio.run(bench(args, access.kubeconfig, workdir))
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    text = report(result, load)
+            for system in args.systems:
+                loads[system] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+                results[system] = asyncio.run(bench(args, access.kubeconfig, workdir, system))
+                print(results[system], flush=True)
+    text = report(results, loads, args)
     print(text)
     published.append(text, args)
     return 0

@@ -58,6 +58,18 @@ VERBS = ("POST", "PUT", "PATCH", "DELETE", "GET", "LIST", "WATCH")
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 
+def kwok_node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Node object for kwok to drive, as `kwokctl scale node` makes them."""
+    return {
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_ANNOTATION: "fake"},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": name, **(labels or {})},
+        },
+        "spec": {"taints": [{"key": KWOK_ANNOTATION, "value": "fake", "effect": "NoSchedule"}]},
+    }
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -195,26 +207,19 @@ class Kwok(System):
 
     async def prepare(self, client: KubeClient, node: str) -> None:
         """kwok drives Node objects someone else created (as `kwokctl scale node` does)."""
-        await client.create(
-            "/api/v1/nodes",
-            {
-                "metadata": {
-                    "name": node,
-                    "annotations": {KWOK_ANNOTATION: "fake"},
-                    "labels": {"type": "kwok", "kubernetes.io/hostname": node},
-                },
-                "spec": {
-                    "taints": [{"key": KWOK_ANNOTATION, "value": "fake", "effect": "NoSchedule"}]
-                },
-            },
-        )
+        await client.create("/api/v1/nodes", kwok_node(node))
 
     def argv(self, node: str) -> list[str]:
+        return self.argv_managing(f"--manage-single-node={node}")
+
+    def argv_managing(self, manage: str) -> list[str]:
+        """kwok's command line; `manage` is its flag choosing the nodes it drives
+        (bench/nodes.py: `--manage-nodes-with-label-selector=...` for a set)."""
         return [
             str(self.bin / "kwok"),
             f"--kubeconfig={self.kubeconfig}",
             f"--config={self.stages}",
-            f"--manage-single-node={node}",
+            manage,
             "--node-ip=127.0.0.1",
             f"--server-address=127.0.0.1:{free_port()}",
             "--node-lease-duration-seconds=40",

@@ -47,6 +47,11 @@ class Spec:
 CAUSES: tuple[tuple[str, str, str], ...] = (
     (
         "logged",
+        r"line \d+ of [\w.-]+ \(run \d+\) on std(out|err)",
+        "no program runs (sim): the container's output is the sim's own log lines",
+    ),
+    (
+        "logged",
         r"outside this node's pod id range",
         "pod refused: its runAsUser/fsGroup is outside the node's pod id range",
     ),

@@ -126,6 +126,25 @@ def provider_config(run_dir: Path, agnhost: Path, image_files: Path, relay: Serv
     return path
 
 
+SIM_SETTINGS = {
+    # A container of a pod that does not restart Always is a program that finishes:
+    # it exits 0 after this long, so a spec waiting for its pod to succeed sees it
+    # succeed (and one that reads what the program wrote sees the sim's own log lines
+    # and fails at once) instead of waiting out its framework timeout.
+    "finite_run_seconds": 3,
+    # Ready after the readiness/startup probe's initial delay, as a kubelet whose first
+    # probe succeeds (the readiness-delay specs check that it is not ready before).
+    "probe_delays": True,
+}
+
+
+def sim_config(run_dir: Path) -> Path:
+    """The sim backend's settings for the run (SIM_SETTINGS)."""
+    path = run_dir / "sim.json"
+    path.write_text(json.dumps(SIM_SETTINGS, indent=2))
+    return path
+
+
 def node_ready(cluster: DevCluster) -> bool:
     got = cluster.access().run_kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
     if got.returncode != 0:
@@ -151,8 +170,7 @@ def start_node(
         "--taint=none",
         "--log-level=info",
     ]
-    if provider == "process":
-        argv.append(f"--provider-config={config}")
+    argv.append(f"--provider-config={config}")
     log = (run_dir / "vkpy.log").open("ab")
     node = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, cwd=ROOT)
     deadline = time.monotonic() + 120
@@ -280,7 +298,12 @@ def inside(options: argparse.Namespace) -> int:
         cluster.up()
         relay = stack.enter_context(ServiceRelay(int(cluster.server.rsplit(":", 1)[1]), port=HTTPS))
         suite_kubeconfig(run_dir, cluster, relay)
-        config = provider_config(run_dir, Path(options.agnhost), Path(options.agnhost_files), relay)
+        if options.provider == "sim":
+            config = sim_config(run_dir)
+        else:
+            config = provider_config(
+                run_dir, Path(options.agnhost), Path(options.agnhost_files), relay
+            )
         node = start_node(run_dir, cluster, config, options.provider)
         for argv in suite_runs(options, run_dir, cluster):
             print("running:", shlex.join(argv)[:2000], flush=True)

@@ -77,6 +77,7 @@ def build_node(
         duration=member.node.lease_duration,
         renew_interval=member.node.lease_renew_interval,
         spread=True,
+        may_exist=lambda: node.adopted,
     )
     pods = PodController(client, provider, recorder, objects, member.pods, shared_watch=watch)
     forward_backend_events(provider, recorder, pods.find)

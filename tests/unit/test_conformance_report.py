@@ -175,6 +175,12 @@ def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:
             "termination message file",
         ),
         (
+            "[sig-storage] EmptyDir volumes should support (non-root,0644,tmpfs)",
+            "Expected\n    <string>: line 0 of test-container (run 0) on stdout\n"
+            'to contain substring\n    <string>: mount type of "/test-volume": tmpfs',
+            "no program runs",
+        ),
+        (
             "[sig-storage] EmptyDir volumes should support (non-root,0644,default)",
             "message: pod runAsUser 1001 is the own id of another pod on this node",
             "another pod's own id",

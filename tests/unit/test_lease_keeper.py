@@ -100,6 +100,47 @@ async def test_api_errors_are_survived(lease: Lease, error: ApiError) -> None:
     assert lease.task is not None and not lease.task.done()
 
 
+async def test_a_restarted_agent_renews_an_existing_lease_with_one_write(lease: Lease) -> None:
+    """An agent started again finds its nodes' Leases there (1000 of them for a node
+    set): each first renewal is the one patch, not a create answered 409 and then the
+    patch, which cost a restarted 1000-node set 1000 extra POSTs while it registered.
+    (The node controller says so: its Node was there already.)"""
+    lease.keeper = LeaseKeeper(
+        lease.kube,  # type: ignore[arg-type]
+        "vk-1",
+        lambda: "node-uid",
+        sleep=lease.clock.sleep,
+        monotonic=lease.clock.monotonic,
+        may_exist=lambda: True,
+    )
+    lease.kube.objects[LEASE] = {
+        "metadata": {"name": "vk-1", "namespace": "kube-node-lease", "resourceVersion": "7"},
+        "spec": {"holderIdentity": "vk-1", "renewTime": "2020-01-01T00:00:00.000000Z"},
+    }
+    lease.start()
+    await settle()
+    assert lease.keeper.renewals == 1
+    assert not lease.kube.requests_to("POST", "/leases$")
+    assert len(lease.kube.requests_to("PATCH", LEASE + "$")) == 1
+    assert lease.kube.objects[LEASE]["spec"]["renewTime"] != "2020-01-01T00:00:00.000000Z"
+
+
+async def test_a_lease_thought_there_but_missing_is_created_at_once(lease: Lease) -> None:
+    lease.keeper = LeaseKeeper(
+        lease.kube,  # type: ignore[arg-type]
+        "vk-1",
+        lambda: "node-uid",
+        sleep=lease.clock.sleep,
+        monotonic=lease.clock.monotonic,
+        may_exist=lambda: True,
+    )
+    lease.start()
+    await settle()
+    assert lease.keeper.renewals == 1
+    owner = lease.kube.objects[LEASE]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("Node", "node-uid")
+
+
 async def test_lease_deleted_by_someone_is_created_again(lease: Lease) -> None:
     lease.start()
     await settle()

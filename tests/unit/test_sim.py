@@ -158,3 +158,79 @@ def test_container_ids_are_unique_per_container_instance() -> None:
     waiting = state_at(crashing, 1001.5, 1.0).containers[0]
     assert waiting.last_terminated is not None
     assert waiting.last_terminated.container_id == first.container_id
+
+
+async def test_a_finite_run_setting_ends_only_pods_that_do_not_restart_forever() -> None:
+    """`finite_run_seconds`: a container of a Never/OnFailure pod is a program that
+    finishes (exit 0 after that time, the pod Succeeded); an Always pod's containers
+    still run until deleted, and a pod's own run-seconds annotation still wins."""
+    clock = FakeClock()
+    sim = SimProvider(SimConfig(finite_run_seconds=2), clock)
+    await sim.start()
+    await sim.create_pod(config(uid="never", restart="Never"))
+    await sim.create_pod(config(uid="onfailure", restart="OnFailure"))
+    await sim.create_pod(config(uid="always", restart="Always"))
+    await sim.create_pod(config(uid="annotated", restart="Never", run_seconds="forever"))
+    for uid in ("never", "onfailure"):
+        assert (await sim.get_pod_status(PodRef("ns", "p", uid))).phase == "Running"
+    await clock.advance(3)
+    for uid in ("never", "onfailure"):
+        state = await sim.get_pod_status(PodRef("ns", "p", uid))
+        assert state.phase == "Succeeded"
+        assert state.containers[0].state == "terminated"
+        assert state.containers[0].reason == "Completed"
+        assert state.containers[0].exit_code == 0
+    for uid in ("always", "annotated"):
+        state = await sim.get_pod_status(PodRef("ns", "p", uid))
+        assert state.phase == "Running"
+        assert state.containers[0].state == "running"
+    await sim.close()
+
+
+def test_finite_run_seconds_is_a_setting() -> None:
+    assert SimConfig.from_dict({"finite_run_seconds": 2}, state_dir=None).finite_run_seconds == 2
+    assert SimConfig().finite_run_seconds is None
+
+
+def probed(uid: str, **probes: object) -> PodConfig:
+    pod = config(uid=uid, restart="Always")
+    spec = {"name": "app", "image": "img", **probes}
+    app = ContainerConfig(name="app", image="img", command=(), args=(), spec=spec)
+    return PodConfig(ref=pod.ref, pod=pod.pod, init_containers=(), containers=(app,))
+
+
+async def test_probe_delays_hold_a_container_not_ready_until_its_first_probe() -> None:
+    """`probe_delays`: a running container is ready once its readiness (or startup)
+    probe's initialDelaySeconds have passed, as when the kubelet's first probe
+    succeeds; the node hears of the change without being asked."""
+    clock = FakeClock()
+    sim = SimProvider(SimConfig(probe_delays=True), clock)
+    changes: list[float] = []
+    start = clock.time()
+    sim.on_status_change(lambda ref: changes.append(round(clock.time() - start)))
+    await sim.start()
+    await sim.create_pod(probed("ready", readinessProbe={"initialDelaySeconds": 20}))
+    await sim.create_pod(probed("started", startupProbe={"initialDelaySeconds": 5}))
+    await sim.create_pod(probed("plain"))
+    ready = PodRef("ns", "p", "ready")
+    state = await sim.get_pod_status(ready)
+    assert state.containers[0].state == "running"
+    assert state.containers[0].ready is False
+    assert (await sim.get_pod_status(PodRef("ns", "p", "plain"))).containers[0].ready is True
+    await clock.advance(6)
+    assert (await sim.get_pod_status(PodRef("ns", "p", "started"))).containers[0].ready is True
+    assert (await sim.get_pod_status(ready)).containers[0].ready is False
+    await clock.advance(15)
+    state = await sim.get_pod_status(ready)
+    assert state.containers[0].ready is True
+    assert state.containers[0].restart_count == 0
+    assert 20 in changes
+    await sim.close()
+
+
+async def test_without_probe_delays_a_running_container_is_ready_at_once() -> None:
+    sim = SimProvider(SimConfig(), FakeClock())
+    await sim.start()
+    await sim.create_pod(probed("ready", readinessProbe={"initialDelaySeconds": 20}))
+    assert (await sim.get_pod_status(PodRef("ns", "p", "ready"))).containers[0].ready is True
+    await sim.close()

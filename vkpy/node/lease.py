@@ -48,10 +48,14 @@ class LeaseKeeper:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         spread: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
+        may_exist: Callable[[], bool] = lambda: False,
     ) -> None:
         """`spread`: the second renewal comes a random part of the interval after the
         first (never later than the interval), so the Leases of many nodes in one process
-        are renewed evenly over the interval rather than in the bursts they registered in."""
+        are renewed evenly over the interval rather than in the bursts they registered in.
+        `may_exist`, asked when `run` starts: whether the Lease is likely there already
+        (the Node was, e.g. the agent restarted); then the first renewal is the patch
+        (a 404 creates it), not a create answered 409 and then the patch."""
         self._client = client
         self._name = node_name
         self._node_uid = node_uid
@@ -62,12 +66,14 @@ class LeaseKeeper:
         self._monotonic = monotonic
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{node_name}"
         self._exists = False
+        self._may_exist = may_exist
         self.renewals = 0
 
     async def run(self) -> None:
         """Renew every `renew_interval` s on a fixed schedule: a slow answer does not push
         the next renewal back (sleeping a whole interval after each answer made a loaded
         API server's Leases drift late)."""
+        self._exists = self._may_exist()
         due = self._monotonic()
         first = True
         while True:

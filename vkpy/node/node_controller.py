@@ -59,6 +59,8 @@ class NodeController:
         self._conditions: list[KubeObject] = []
         self.registered = asyncio.Event()
         self.uid = ""
+        self.adopted = False
+        """Whether `register` found the Node there (so its Lease is likely there too)."""
         self.last_loop_at: float | None = None
         """When the status loop last turned (monotonic), for the liveness probe."""
         self.api_error: str | None = None
@@ -126,6 +128,7 @@ class NodeController:
                 await self._clock.sleep(delay)
                 delay = min(delay * 2, 30)
         self.uid = str(meta(node).get("uid"))
+        self.adopted = exists
         self._conditions = list(status(node).get("conditions") or [])
         self._tell_pod_cidrs(node)
         self.registered.set()

@@ -2,11 +2,14 @@
 
 The sim backend lets every kubelet behaviour be exercised against the real control
 plane without a real workload: pods start after a configurable latency, run for a
-set time (or forever), exit with a set code, restart per restartPolicy, and a share of
-calls can fail with retryable errors. Each pod's record is a small JSON file under the
-state directory, so the simulated platform outlives vkpy itself (kill vkpy, start it
-again, and the pods are still "running"). A pod's state is a pure function of its
-record and the time, which keeps the simulation deterministic.
+set time (or forever; `finite_run_seconds` ends only the pods that do not restart
+Always, as programs that finish), turn ready after their probes' initial delay
+(`probe_delays`; probes never fail), exit with a set code, restart per
+restartPolicy, and a share of calls can fail with retryable errors. Each pod's
+record is a small JSON file under the state directory, so the simulated platform
+outlives vkpy itself (kill vkpy, start it again, and the pods are still "running").
+A pod's state is a pure function of its record and the time, which keeps the
+simulation deterministic.
 
 Per-pod overrides, as annotations: `sim.vkpy.io/start-seconds`,
 `sim.vkpy.io/run-seconds` (empty or "forever" to run until deleted),
@@ -76,10 +79,19 @@ class SimConfig:
     """Time from create until containers run."""
     run_seconds: float | None = None
     """How long each container runs before exiting; None: until deleted."""
+    finite_run_seconds: float | None = None
+    """How long each container of a pod whose restartPolicy is Never or OnFailure runs
+    before it exits with `exit_code`, as a program that finishes would (a job's pod
+    completes; kwok's "complete" stage); None: `run_seconds` applies to them too.
+    Pods that restart Always keep `run_seconds`. A pod's annotation wins over both."""
     exit_code: int = 0
     """Exit code of containers that end."""
     restart_delay: float = 1.0
     """Pause before a restart (shown as CrashLoopBackOff)."""
+    probe_delays: bool = False
+    """Hold a running container not ready until its readiness (and startup) probe's
+    initialDelaySeconds have passed since it started, as with a kubelet whose first
+    probe succeeds; False: ready as soon as it runs. Probes never fail here."""
     failure_rate: float = 0.0
     """Share of backend calls that fail with a retryable error (fault injection)."""
     seed: int | None = None
@@ -191,6 +203,13 @@ class SimProvider:
     async def ping(self) -> None:
         return None
 
+    def _run_seconds(self, restart_policy: str) -> float | None:
+        """The run time of a pod's containers without an annotation (SimConfig)."""
+        finite = self._config.finite_run_seconds
+        if finite is not None and restart_policy in ("Never", "OnFailure"):
+            return finite
+        return self._config.run_seconds
+
     def _maybe_fail(self, operation: str) -> None:
         if self._config.failure_rate and self._random.random() < self._config.failure_rate:
             raise RetryableError(f"simulated transient failure in {operation}")
@@ -203,7 +222,7 @@ class SimProvider:
             return
         annotations = (pod.pod.get("metadata") or {}).get("annotations") or {}
         start = _number(annotations, "start-seconds", self._config.start_seconds) or 0.0
-        run = _number(annotations, "run-seconds", self._config.run_seconds)
+        run = _number(annotations, "run-seconds", self._run_seconds(pod.restart_policy))
         exit_code = _number(annotations, "exit-code", self._config.exit_code)
         log_rate = _number(annotations, "log-lines-per-second", 1.0) or 1.0
         if log_rate <= 0:
@@ -228,6 +247,9 @@ class SimProvider:
             log_rate=log_rate,
             log_width=log_width,
             usage=[_usage(c, cores, memory) for c in pod.containers],
+            ready_delays=[_ready_delay(c) for c in pod.containers]
+            if self._config.probe_delays
+            else [],
         )
         self._records[record.uid] = record
         self._env[record.uid] = {c.name: dict(c.env) for c in pod.containers}
@@ -408,6 +430,18 @@ class SimProvider:
         self._timers[record.uid] = self._clock.call_later(
             max(0.0, upcoming - self._clock.time()) + 0.01, fire
         )
+
+
+def _ready_delay(container: ContainerConfig) -> float:
+    """Seconds after a start until the container's first readiness/startup probe."""
+    delays = [0.0]
+    for kind in ("startupProbe", "readinessProbe"):
+        probe = container.spec.get(kind) or {}
+        try:
+            delays.append(float(probe.get("initialDelaySeconds") or 0))
+        except (TypeError, ValueError):
+            continue
+    return max(delays)
 
 
 def _resource(container: ContainerConfig, name: str) -> float | None:

@@ -37,6 +37,9 @@ class Record:
     log_width: int = 0
     usage: list[tuple[float, int]] = field(default_factory=list)
     """(CPU cores, memory bytes) per container, in the order of `containers`."""
+    ready_delays: list[float] = field(default_factory=list)
+    """Seconds from the start of each run until each container is ready, in the order
+    of `containers` (its probes' initial delay; empty: ready as soon as it runs)."""
 
     @property
     def ref(self) -> PodRef:
@@ -105,6 +108,13 @@ def next_change(record: Record, now: float, delay: float) -> float | None:
     began = record.created + record.start_seconds
     if now < began:
         return began
+    current, _, _ = runs(record, now, delay)
+    if current is not None:
+        upcoming = [current.start + d for d in record.ready_delays if current.start + d > now]
+        if current.end is not None:
+            upcoming = [t for t in upcoming if t < current.end]
+        if upcoming:
+            return min(upcoming)
     if record.run_seconds is None:
         return None
     period = record.run_seconds + delay
@@ -138,8 +148,13 @@ def state_at(record: Record, now: float, delay: float) -> PodState:
         )
         return PodState(phase="Pending", containers=waiting, started_at=at(record.created))
 
+    ready_after = dict(zip((n for n, _ in record.containers), record.ready_delays, strict=False))
+
+    def ready(n: str, since: float) -> bool:
+        return now >= since + ready_after.get(n, 0.0)
+
     def first_run(n: str, i: str) -> ContainerState:
-        return _running(n, i, began, 0, None, container_id(record, n, 0))
+        return _running(n, i, began, 0, None, container_id(record, n, 0), ready(n, began))
 
     if record.run_seconds is None:
         return _uniform(record, "Running", inits, first_run)
@@ -171,7 +186,9 @@ def state_at(record: Record, now: float, delay: float) -> PodState:
             record,
             "Running",
             inits,
-            lambda n, i: _running(n, i, run_start, k, previous(n), container_id(record, n, k)),
+            lambda n, i: _running(
+                n, i, run_start, k, previous(n), container_id(record, n, k), ready(n, run_start)
+            ),
         )
     finished = run_start + record.run_seconds
 
@@ -211,13 +228,19 @@ def _uniform(
 
 
 def _running(
-    name: str, image: str, since: float, restarts: int, last: ContainerState | None, cid: str
+    name: str,
+    image: str,
+    since: float,
+    restarts: int,
+    last: ContainerState | None,
+    cid: str,
+    ready: bool,
 ) -> ContainerState:
     return ContainerState(
         name=name,
         state="running",
         started_at=at(since),
-        ready=True,
+        ready=ready,
         restart_count=restarts,
         last_terminated=last,
         image=image,
