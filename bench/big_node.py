@@ -95,6 +95,57 @@ async def churn(
     await asyncio.gather(*tasks)
 
 
+DURATION = "vkpy_kubelet_api_request_duration_seconds_bucket"
+GC_PAUSE = "vkpy_gc_pause_seconds_bucket"
+SERVER_ROUTES = ("/pods", "/containerLogs/{namespace}/{pod}/{container}")
+
+
+async def handler_buckets(
+    session: aiohttp.ClientSession, base: str
+) -> dict[tuple[str, str], float]:
+    """vkpy's own histogram of its handlers' time, by (route, bucket bound): the time a
+    request spends in vkpy once its handler runs (not the queue before, nor the write)."""
+    async with session.get(base + "/metrics") as response:
+        text = await response.text()
+    out: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if not line.startswith(DURATION + "{"):
+            continue
+        labels, _, value = line[len(DURATION) + 1 :].rpartition("} ")
+        fields = dict(part.split("=", 1) for part in labels.split(","))
+        out[(fields["route"].strip('"'), fields["le"].strip('"'))] = float(value)
+    for line in text.splitlines():  # the collector's full pauses, as route "gc"
+        if line.startswith(GC_PAUSE + "{") and 'generation="2"' in line:
+            labels, _, value = line[len(GC_PAUSE) + 1 :].rpartition("} ")
+            bound = labels.split('le="', 1)[1].split('"', 1)[0]
+            out[("gc", bound)] = float(value)
+    return out
+
+
+def handler_share(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], route: str
+) -> str:
+    def delta(bound: str) -> float:
+        return after.get((route, bound), 0.0) - before.get((route, bound), 0.0)
+
+    total = delta("+Inf")
+    if not total:
+        return "—"
+    shares = ", ".join(
+        f"{delta(b) / total:.0%} within {float(b) * 1000:.0f} ms" for b in ("0.025", "0.1", "1.0")
+    )
+    return f"{shares} ({total:.0f} requests)"
+
+
+async def loop_lag(samples: list[float], until_done: asyncio.Task[None]) -> None:
+    """How late the bench's own event loop wakes from a 50 ms sleep: its requests'
+    times include this much of the bench's own queueing (watch, churn, reads)."""
+    while not until_done.done():
+        began = time.perf_counter()
+        await asyncio.sleep(0.05)
+        samples.append(time.perf_counter() - began - 0.05)
+
+
 async def kubectl_logs(access: ClusterAccess, namespace: str, name: str) -> float:
     argv = access.kubectl_argv("logs", "-n", namespace, name, "--tail=10")
     started = time.perf_counter()
@@ -145,6 +196,8 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         base = f"https://127.0.0.1:{port}"
         cpu1 = cpu_seconds(pid)
         load = f"{os.getloadavg()[0]:.1f}"
+        buckets0 = await handler_buckets(session, base)
+        lags: list[float] = []
         churning = asyncio.create_task(
             churn(client, namespace, node, live, args.churn, args.seconds, counts)
         )
@@ -182,8 +235,10 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
             timed("logs", log_times, logs_url),
             through_kubectl(),
             memory(),
+            loop_lag(lags, churning),
         )
         await churning
+        buckets1 = await handler_buckets(session, base)
         out["churn"] = (
             f"{counts['created'] / args.seconds:.1f} created and "
             f"{counts['deleted'] / args.seconds:.1f} deleted a second (asked {args.churn}), "
@@ -193,6 +248,16 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         out["GET /containerLogs straight to vkpy p50 / p99"] = quantiles(log_times)
         out["kubectl logs --tail=10 (wall, kubectl start included) p50 / p99"] = quantiles(
             kubectl_times
+        )
+        for route in SERVER_ROUTES:
+            out[f"vkpy's handler time for {route} (its own histogram)"] = handler_share(
+                buckets0, buckets1, route
+            )
+        out["vkpy's full garbage collections (generation 2) during the churn"] = handler_share(
+            buckets0, buckets1, "gc"
+        ).replace("requests", "collections")
+        out["the bench's own event loop late by, p50 / p99"] = quantiles(lags).replace(
+            "requests", "samples"
         )
         out["requests that failed (pods, logs, kubectl)"] = str(tuple(failures.values()))
         out["vkpy CPU during the churn"] = (

@@ -62,6 +62,12 @@ KUBELET_API_DURATION = Histogram(
     "Time to answer a kubelet API request (whole stream for logs), by route.",
     ["route"],
 )
+GC_PAUSE = Histogram(
+    "vkpy_gc_pause_seconds",
+    "Time the cyclic garbage collector stopped the process, by generation.",
+    ["generation"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
 KUBELET_API_AUTH = Counter(
     "vkpy_kubelet_api_auth_total",
     "Authentication and authorization decisions, by step (authn, authz), "

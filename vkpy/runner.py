@@ -25,6 +25,7 @@ import time
 from collections.abc import Coroutine
 from dataclasses import replace
 
+from vkpy import gc_pauses
 from vkpy.api import ApiDependencies, KubeletServer, ListenError
 from vkpy.api.health import HealthServer
 from vkpy.fleet import Fleet
@@ -172,6 +173,8 @@ async def run(settings: Settings) -> int:
     except Exception as error:  # the config loaders raise many types
         log.error("cannot load the Kubernetes client configuration", extra={"error": str(error)})
         return 2
+    gc_pauses.count_pauses()
+    freezer = asyncio.create_task(gc_pauses.FreezeLongLived().run(), name="gc-freeze")
     try:
         settings = with_node_address(settings, client.host)
         if settings.node_set:
@@ -194,6 +197,7 @@ async def run(settings: Settings) -> int:
             return 1
         return await _serve(settings, client, provider)
     finally:
+        freezer.cancel()
         await client.close()
 
 

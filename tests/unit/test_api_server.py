@@ -283,6 +283,18 @@ async def test_pods_stats_metrics_and_reserved_stream_routes(start_api: StartApi
     assert (await api.get("/nothing/here"))[0] == 404
 
 
+async def test_pods_answers_the_pods_as_they_are_at_each_request(start_api: StartApi) -> None:
+    first = {**POD, "status": {"phase": "Pending"}}
+    pods = [first]
+    api = await start_api(ScriptedProvider(), pods=pods)
+    async with api.session.get(api.url + "/pods", ssl=False) as response:
+        assert (await response.json())["items"] == [first]
+    pods[0] = {**POD, "status": {"phase": "Running"}}  # the controller's newer object
+    pods.append({**POD, "metadata": {**POD["metadata"], "name": "db", "uid": "uid-db"}})
+    async with api.session.get(api.url + "/pods", ssl=False) as response:
+        assert (await response.json())["items"] == pods
+
+
 async def test_running_pods_come_from_the_view_the_node_gives(start_api: StartApi) -> None:
     backend_pod = {"metadata": {"name": "b", "namespace": "ns", "uid": "uid-b"}, "spec": {}}
 

@@ -27,7 +27,7 @@ from vkpy.api import resource_metrics
 from vkpy.api.logs import container_logs
 from vkpy.api.portforward import port_forward_handler
 from vkpy.api.remotecommand import attach_handler, exec_handler
-from vkpy.api.state import deps, plain, stats
+from vkpy.api.state import POD_LISTS, deps, plain, pod_list_encoder, stats
 from vkpy.objects import KubeObject, meta, spec, status
 from vkpy.providers.base import PodStats, StatsProvider
 from vkpy.providers.errors import ProviderError
@@ -59,7 +59,10 @@ def _pod_list(items: list[KubeObject]) -> web.Response:
 
 
 async def pods(request: web.Request) -> web.Response:
-    return _pod_list(deps(request).pods())
+    """The node's pods; each pod's JSON is reused while the pod is unchanged
+    (vkpy.api.pod_list), so a request costs the changed pods' encoding, not all."""
+    body = pod_list_encoder(request).encode(deps(request).pods())
+    return web.Response(body=body, content_type="application/json")
 
 
 async def running_pods(request: web.Request) -> web.Response:
@@ -183,6 +186,7 @@ def _both_spellings(router: web.UrlDispatcher, method: str, path: str, handler: 
 
 
 def add_routes(app: web.Application) -> None:
+    app[POD_LISTS] = {}
     router = app.router
     read_only: tuple[tuple[str, Handler], ...] = (
         ("/healthz", healthz),

@@ -1,0 +1,50 @@
+"""The kubelet API's `/pods` body, built from each pod's JSON encoded once.
+
+A node with 10,000 pods answers `/pods` with about 22 MB of JSON. Encoding all of it
+for every request held the event loop for a tenth of a second or more per request
+(more on a loaded machine), and every other kubelet API request, `kubectl logs`
+included, waited behind it: the profile of bench/big_node.py under churn had half of
+the agent's loop time in that encoding (issue 17). Between two requests only the
+pods that changed differ, so each pod's encoding is kept and reused while the pod
+object is the same one (the pod controller replaces a pod's object, never edits it,
+when the API server or the agent's own write gives a newer one), and the body is the
+pods' bytes joined.
+
+Only the pods of the last answer are kept, so the cache holds one encoding per pod
+of the node and no more (about the size of one answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from vkpy import jsoncodec
+from vkpy.objects import KubeObject
+
+_HEAD = b'{"kind":"PodList","apiVersion":"v1","metadata":{},"items":['
+_TAIL = b"]}"
+
+
+class PodListEncoder:
+    """Encodes PodLists, reusing the bytes of pods unchanged since the last one."""
+
+    def __init__(self) -> None:
+        self._encoded: dict[int, tuple[KubeObject, bytes]] = {}
+        self.encoded_pods = 0
+        """How many pod objects were encoded (not reused) so far: for tests and metrics."""
+
+    def encode(self, pods: Iterable[KubeObject]) -> bytes:
+        """The PodList of `pods`, as compact JSON."""
+        previous, current = self._encoded, {}
+        parts: list[bytes] = []
+        for pod in pods:
+            key = id(pod)
+            entry = previous.get(key)
+            # The entry keeps its pod alive, so an id seen again is the same object.
+            if entry is None or entry[0] is not pod:
+                entry = (pod, jsoncodec.dumps(pod))
+                self.encoded_pods += 1
+            current[key] = entry
+            parts.append(entry[1])
+        self._encoded = current
+        return b"".join((_HEAD, b",".join(parts), _TAIL))
