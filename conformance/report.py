@@ -44,11 +44,43 @@ class Spec:
     """What the spec logged (JUnit system-err): container output, Events, the failure."""
 
 
+SIM_CONTAINER = "sim://"
+"""How the sim backend's container IDs begin (vkpy.providers.sim.timeline)."""
 CAUSES: tuple[tuple[str, str, str], ...] = (
     (
         "logged",
         r"line \d+ of [\w.-]+ \(run \d+\) on std(out|err)",
         "no program runs (sim): the container's output is the sim's own log lines",
+    ),
+    (
+        "sim",
+        r'container "[^"]*" is not running \(terminated\)',
+        "the sim ended the container (a pod that does not restart Always completes after "
+        "`finite_run_seconds`) before the spec exec'd into it",
+    ),
+    (
+        "sim",
+        r"(?i)found restarts: 0|probe that fails|probe timeout|startup probe fails|"
+        r"should be restarted",
+        "the sim's probes always succeed (no program to probe): none fails or restarts a container",
+    ),
+    ("sim", r"(?i)lifecycle hook|prestop|poststart", "the sim runs no lifecycle hooks"),
+    ("sim", r"(?i)ephemeral container", "the sim does not start ephemeral containers"),
+    (
+        "sim",
+        r"(?i)init containers? fail|always fails|terminated reason|termination message|"
+        r"expected status",
+        "every sim container exits 0: the sim cannot know that a program fails or what it writes",
+    ),
+    (
+        "sim",
+        r"(?i)communication|endpoints|connections failed",
+        "nothing listens in a sim pod: it carries no network traffic",
+    ),
+    (
+        "sim",
+        r"Timed out after",
+        "waited for what a running program does (output, files, a served port): the sim runs none",
     ),
     (
         "logged",
@@ -106,7 +138,9 @@ CAUSES: tuple[tuple[str, str, str], ...] = (
     ("name", r"(?i)sysctl", "sysctls"),
 )
 """Known causes: (where, signature, cause), first match wins; `name` looks at the spec's
-name, `logged` at its failure message and the containers' output it logged."""
+name, `logged` at its failure message and the containers' output it logged, `sim` at
+both, and only for a spec that ran on the sim backend (its pods' `sim://` container
+IDs are in what it logged)."""
 
 
 def read_junit(path: Path) -> list[Spec]:
@@ -141,8 +175,12 @@ def known_cause(spec: Spec) -> str | None:
     """The first CAUSES entry whose signature is in the spec's name or what it logged."""
     outputs = [line for line in spec.output.splitlines() if "output.go" in line or ": " in line]
     logged = "\n".join([spec.message, *outputs])
+    on_sim = SIM_CONTAINER in spec.output or SIM_CONTAINER in spec.message
     for where, pattern, label in CAUSES:
-        if re.search(pattern, spec.name if where == "name" else logged):
+        if where == "sim" and not on_sim:
+            continue
+        text = {"name": spec.name, "logged": logged}.get(where, f"{spec.name}\n{logged}")
+        if re.search(pattern, text):
             return label
     return None
 

@@ -373,3 +373,68 @@ def test_the_node_says_which_filesystem_mode_it_runs(
     for agent, mode in ((sandboxed, "pod-root"), (links, "links")):
         node = wait_for("node", lambda a=agent: kube.get("node", a.node_name, namespaced=False))
         assert node["metadata"]["labels"]["vkpy.io/process-filesystem"] == mode
+
+
+def test_the_nodes_hosts_file_mounts_beside_and_over_the_pods_own(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """The KubeletManagedEtcHosts conformance spec: a hostPath of the node's
+    /etc/hosts (a file) at a new path in /etc, and, in another container, over the
+    pod's own /etc/hosts. Both containers start and see what they mounted."""
+    agent = start_process_agent(config={"host_path_prefixes": ["/etc/hosts"]})
+    node_hosts = Path("/etc/hosts").read_text()
+    first_line = next(line for line in node_hosts.splitlines() if line.strip())
+    hosts = {"name": "node-hosts", "hostPath": {"path": "/etc/hosts", "type": "FileOrCreate"}}
+    beside = {"volumeMounts": [{"name": "node-hosts", "mountPath": "/etc/hosts-original"}]}
+    over = {
+        "name": "over",
+        "image": "busybox:1.36",
+        "command": ["sh", "-c", "cat /etc/hosts; echo DONE; sleep 3600"],
+        "volumeMounts": [
+            {"name": "node-hosts", "mountPath": "/etc/hosts-original"},
+            {"name": "node-hosts", "mountPath": "/etc/hosts"},
+        ],
+    }
+    pod = process_pod(
+        "hosts",
+        agent.node_name,
+        "cat /etc/hosts-original; grep -w hosts /etc/hosts; echo DONE; sleep 3600",
+        container=beside,
+        volumes=[hosts],
+    )
+    pod["spec"]["containers"].append(over)
+    kube.create(pod)
+    report = _report(agent, kube, "hosts")
+    assert first_line in report, report
+    assert "\thosts" in report, report  # the pod's own /etc/hosts is still there
+    assert first_line in _report(agent, kube, "hosts", container="over")
+
+
+def test_a_mount_that_cannot_be_made_says_why_in_the_status(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """A directory volume over a file of the root cannot be mounted: the container
+    ends ContainerCannotRun and its status says which mount and why (not only that
+    something failed while entering the container)."""
+    agent = start_process_agent()
+    kube.create(
+        process_pod(
+            "clash",
+            agent.node_name,
+            "echo never",
+            container={"volumeMounts": [{"name": "scratch", "mountPath": "/etc/passwd"}]},
+            volumes=[{"name": "scratch", "emptyDir": {}}],
+        )
+    )
+
+    def ended() -> dict[str, Any] | None:
+        pod = kube.get("pod", "clash") or {}
+        for status in pod.get("status", {}).get("containerStatuses") or []:
+            terminated = status.get("state", {}).get("terminated")
+            if terminated:
+                return dict(terminated)
+        return None
+
+    terminated = wait_for("the container to end", ended, timeout=120)
+    assert terminated["reason"] == "ContainerCannotRun", terminated
+    assert "'/etc/passwd' is not a directory like its volume" in terminated["message"], terminated

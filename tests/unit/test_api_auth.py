@@ -3,12 +3,14 @@ API server (the real one is exercised by tests/integration/test_kubelet_api.py).
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import ssl
+from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
+from aiohttp import web
 
 from vkpy.api.authn import (
     ANONYMOUS,
@@ -30,6 +32,9 @@ from vkpy.api.authz import (
     request_attributes,
     subresources,
 )
+from vkpy.api.certs import self_signed
+from vkpy.api.middleware import peer_certificate
+from vkpy.api.tls import ServingTLS
 from vkpy.api.ttl_cache import TtlCache
 from vkpy.devcluster import CertificateAuthority
 from vkpy.kube.client import ApiError
@@ -115,11 +120,47 @@ def test_bearer_tokens_from_header_or_websocket_protocol() -> None:
         bearer_token({}, [protocols[1], protocols[1]])
 
 
-def test_client_certificate_names_user_and_groups() -> None:
+async def test_client_certificate_names_user_and_groups(tmp_path: Path) -> None:
+    """Through a real TLS handshake: the user is read from what ssl verified."""
     ca = CertificateAuthority.create("test-ca")
-    cert_pem, _ = ca.issue("bob", organizations=["devs", "ops"], client=True)
-    der = x509.load_pem_x509_certificate(cert_pem).public_bytes(serialization.Encoding.DER)
-    assert user_from_certificate(der) == UserInfo("bob", groups=("devs", "ops"))
+    cert_pem, key_pem = ca.issue("bob", organizations=["devs", "ops"], client=True)
+    (tmp_path / "bob.crt").write_bytes(cert_pem)
+    (tmp_path / "bob.key").write_bytes(key_pem)
+    tls = ServingTLS(verify_client=True)
+    tls.serve(self_signed("n", ["127.0.0.1"]))
+    tls.trust_clients(ca.cert_pem)
+    seen: list[UserInfo] = []
+
+    async def who(request: web.Request) -> web.Response:
+        cert = peer_certificate(request)
+        assert cert is not None
+        seen.append(user_from_certificate(cert))
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/", who)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.context)
+    await site.start()
+    try:
+        port = int(runner.addresses[0][1])
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        ctx.load_cert_chain(tmp_path / "bob.crt", tmp_path / "bob.key")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert (await reader.read()).startswith(b"HTTP/1.1 200")
+        writer.close()
+    finally:
+        await runner.cleanup()
+    assert seen == [UserInfo("bob", groups=("devs", "ops"))]
+
+
+def test_a_client_certificate_without_a_common_name_is_refused() -> None:
+    subject = ((("organizationName", "devs"),),)
+    with pytest.raises(AuthenticationError):
+        user_from_certificate({"subject": subject})
 
 
 async def test_token_reviews_are_cached_both_ways_for_the_ttl() -> None:

@@ -112,7 +112,8 @@ def rotator(
     )
 
 
-async def eventually(check: Any, timeout: float = 5.0) -> None:
+async def eventually(check: Any, timeout: float = 120.0) -> None:
+    """A bound on a hang, not a timing: certificates are made in child processes."""
     async with asyncio.timeout(timeout):
         while not check():
             await asyncio.sleep(0.001)

@@ -219,3 +219,47 @@ def test_a_kept_run_recorded_later_keeps_its_backend_and_kind(tmp_path: Path) ->
     )
     assert results.counts(store, node_specs, "sim") == (2, 1, 1)
     assert results.counts(store, node_specs, "process") == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "logged", "words"),
+    [
+        (
+            "[sig-node] Probing container should be restarted with a exec liveness probe",
+            "expected number of restarts: 1, found restarts: 0. containerID:sim://ab12",
+            "probes always succeed",
+        ),
+        (
+            "[sig-node] Container Lifecycle Hook should execute poststart exec hook properly",
+            "Timed out after 300.000s. containerID:sim://ab12",
+            "no lifecycle hooks",
+        ),
+        (
+            "[sig-node] InitContainer should not start app containers if init containers fail",
+            'container "run1" should not be out of waiting: {"containerID":"sim://ab12"}',
+            "exits 0",
+        ),
+        (
+            "[sig-storage] Projected configMap updates should be reflected in volume",
+            "Timed out after 240.000s. containerID:sim://ab12",
+            "the sim runs none",
+        ),
+        (
+            "[sig-storage] EmptyDir volumes pod should support memory backed volumes",
+            'failed to execute command: container "main" is not running (terminated) sim://ab',
+            "before the spec exec'd",
+        ),
+    ],
+)
+def test_causes_on_the_sim_backend_are_named(name: str, logged: str, words: str) -> None:
+    assert words in str(known_cause(Spec(name, "failed", logged, logged)))
+
+
+def test_a_sim_cause_is_only_given_to_a_spec_that_ran_on_the_sim() -> None:
+    on_process = Spec(
+        "[sig-node] Container Lifecycle Hook should execute poststart exec hook properly",
+        "failed",
+        "Timed out after 300.000s.",
+        "Timed out after 300.000s. containerID:process://ab12",
+    )
+    assert known_cause(on_process) is None

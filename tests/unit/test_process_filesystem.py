@@ -198,3 +198,44 @@ def test_blocked_ancestor(tmp_path: Path) -> None:
     assert blocked_ancestor(closed / "pods", ME) is None
     if all(os.stat(p).st_mode & 0o001 for p in [tmp_path, *tmp_path.parents]):
         assert blocked_ancestor(closed / "pods", nobody) == closed
+
+
+def test_a_file_volumes_mount_point_is_a_file(tmp_path: Path) -> None:
+    """The pod's holder makes every mount point before its containers start: a
+    hostPath of a file (the node's /etc/hosts in the KubeletManagedEtcHosts spec) and
+    a configMap key by subPath need a file there, a directory volume a directory."""
+    from vkpy.providers.process.sandbox import mountpoints  # noqa: PLC0415
+
+    host_file = tmp_path / "hosts"
+    host_file.write_text("127.0.0.1 localhost\n")
+    host_dir = tmp_path / "dir"
+    host_dir.mkdir()
+    volumes = (
+        VolumeConfig("file", "hostPath", {"path": str(host_file), "type": "FileOrCreate"}),
+        VolumeConfig("dir", "hostPath", {"path": str(tmp_path)}),
+        VolumeConfig("new", "hostPath", {"path": str(tmp_path / "new"), "type": "FileOrCreate"}),
+        VolumeConfig("conf", "configMap", {}, (VolumeFile("key", b"v", 0o644),)),
+        VolumeConfig("scratch", "emptyDir"),
+    )
+    mounts = [
+        {"name": "file", "mountPath": "/etc/hosts-original"},
+        {"name": "dir", "mountPath": "/host"},
+        {"name": "dir", "mountPath": "/host-hosts", "subPath": "hosts"},
+        {"name": "dir", "mountPath": "/host-dir", "subPath": "dir"},
+        {"name": "new", "mountPath": "/created"},
+        {"name": "conf", "mountPath": "/etc/key", "subPath": "key"},
+        {"name": "conf", "mountPath": "/etc/conf"},
+        {"name": "scratch", "mountPath": "/scratch"},
+    ]
+    layout = PodDir(tmp_path / "pod")
+    found = dict(mountpoints(layout, pod(container(volumeMounts=mounts), *volumes)))  # type: ignore[arg-type]
+    assert found == {
+        "/etc/hosts-original": False,
+        "/host": True,
+        "/host-hosts": False,
+        "/host-dir": True,
+        "/created": False,
+        "/etc/key": False,
+        "/etc/conf": True,
+        "/scratch": True,
+    }

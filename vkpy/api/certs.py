@@ -4,29 +4,33 @@ The kubelet API's certificate comes from files, from a self-signed pair made her
 for development, or from the cluster through a CertificateSigningRequest. All three
 need the same few operations on PEM data (check that a key matches its certificate,
 read validity and names, build a kubelet-serving CSR, pick a renewal time), kept here
-as pure functions so the TLS and rotation code stays about I/O and timing.
+as functions so the TLS and rotation code stays about I/O and timing.
+
+The ones that parse or build X.509 run `vkpy.x509_work` in a short-lived child
+process (one per call, tens of milliseconds): the agent needs cryptography only at
+those moments, and its extension would otherwise stay resident (about 10 MiB) for the
+process's life. The agent authenticates clients from ssl's own decoding of their
+certificates (vkpy.api.authn), so it never imports cryptography at all.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import json
 import os
 import random
 import re
+import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from typing import Any
 
 NODES_GROUP = "system:nodes"
 NODE_USER_PREFIX = "system:node:"
-SELF_SIGNED_DAYS = 365
-_BACKDATE = datetime.timedelta(minutes=5)
+WORK_TIMEOUT = 60.0
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----.+?-----END \1-----", re.S)
 
 
@@ -76,35 +80,53 @@ def split_addresses(addresses: Iterable[str]) -> tuple[list[str], list[str]]:
     return ips, names
 
 
+def _work(request: dict[str, Any]) -> dict[str, Any]:
+    """One request answered by `python -m vkpy.x509_work` (see the module docstring)."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "vkpy.x509_work"],
+            input=json.dumps(request).encode(),
+            capture_output=True,
+            env=env,
+            timeout=WORK_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise CertificateError(f"certificate work failed to run: {error}") from error
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        raise CertificateError(f"certificate work failed: {' '.join(tail) or done.returncode}")
+    answer: dict[str, Any] = json.loads(done.stdout)
+    if "error" in answer:
+        raise CertificateError(str(answer["error"]))
+    return answer
+
+
+def _pair(answer: dict[str, Any]) -> ServingPair:
+    def when(seconds: float) -> datetime.datetime:
+        return datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+
+    return ServingPair(
+        cert_pem=str(answer["cert_pem"]).encode(),
+        key_pem=str(answer["key_pem"]).encode(),
+        not_before=when(answer["not_before"]),
+        not_after=when(answer["not_after"]),
+        common_name=str(answer["common_name"]),
+        dns_names=tuple(answer["dns_names"]),
+        ip_addresses=tuple(answer["ip_addresses"]),
+    )
+
+
 def load_pair(cert_pem: bytes, key_pem: bytes) -> ServingPair:
     """Parse and check a certificate chain and key; CertificateError if unusable."""
     try:
-        chain = x509.load_pem_x509_certificates(cert_pem)
-    except ValueError as error:
-        raise CertificateError(f"not a PEM certificate: {error}") from error
-    try:
-        key = serialization.load_pem_private_key(key_pem, password=None)
-    except (ValueError, TypeError) as error:
-        raise CertificateError(f"not an unencrypted PEM private key: {error}") from error
-    leaf = chain[0]
-    if leaf.public_key() != key.public_key():
-        raise CertificateError("the private key does not match the certificate")
-    try:
-        san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        dns = tuple(san.get_values_for_type(x509.DNSName))
-        ips = tuple(str(ip) for ip in san.get_values_for_type(x509.IPAddress))
-    except x509.ExtensionNotFound:
-        dns, ips = (), ()
-    common = leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    return ServingPair(
-        cert_pem=cert_pem,
-        key_pem=key_pem,
-        not_before=leaf.not_valid_before_utc,
-        not_after=leaf.not_valid_after_utc,
-        common_name=str(common[0].value) if common else "",
-        dns_names=dns,
-        ip_addresses=ips,
-    )
+        request = {"op": "load_pair", "cert_pem": cert_pem.decode(), "key_pem": key_pem.decode()}
+    except UnicodeDecodeError as error:
+        raise CertificateError(f"not PEM: {error}") from error
+    return _pair(_work(request))
 
 
 def load_combined(pem: bytes) -> ServingPair:
@@ -118,80 +140,23 @@ def load_combined(pem: bytes) -> ServingPair:
     return load_pair(b"\n".join(certs), keys[0])
 
 
-def new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _san(addresses: Sequence[str]) -> x509.SubjectAlternativeName:
-    ips, names = split_addresses(addresses)
-    general: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
-    general += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
-    return x509.SubjectAlternativeName(general)
-
-
 def self_signed(
     host: str, addresses: Sequence[str], now: datetime.datetime | None = None
 ) -> ServingPair:
     """A self-signed serving pair for `host` valid for the given addresses, one year."""
-    key = new_key()
+    ips, names = split_addresses([host, *addresses])
     now = now or datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{int(now.timestamp())}")])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + datetime.timedelta(days=SELF_SIGNED_DAYS))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(_san([host, *addresses]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return load_pair(cert.public_bytes(serialization.Encoding.PEM), key_pem(key))
+    request = {"op": "self_signed", "host": host, "ips": ips, "names": names}
+    return _pair(_work({**request, "now": now.timestamp()}))
 
 
 def serving_csr(node_name: str, addresses: Sequence[str]) -> tuple[bytes, bytes]:
     """(CSR PEM, key PEM) for a kubelet-serving certificate of `node_name`."""
     if not addresses:
         raise CertificateError("a kubelet-serving CSR needs at least one DNS or IP address")
-    key = new_key()
-    subject = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, NODES_GROUP),
-            x509.NameAttribute(NameOID.COMMON_NAME, NODE_USER_PREFIX + node_name),
-        ]
-    )
-    csr = (
-        x509.CertificateSigningRequestBuilder()
-        .subject_name(subject)
-        .add_extension(_san(addresses), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return csr.public_bytes(serialization.Encoding.PEM), key_pem(key)
+    ips, names = split_addresses(addresses)
+    answer = _work({"op": "serving_csr", "node": node_name, "ips": ips, "names": names})
+    return str(answer["csr_pem"]).encode(), str(answer["key_pem"]).encode()
 
 
 def rotation_deadline(pair: ServingPair, rng: random.Random | None = None) -> datetime.datetime:

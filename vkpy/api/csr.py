@@ -189,7 +189,8 @@ class CertificateRotator:
                 self.pending = None
 
     async def _request(self) -> ServingPair:
-        request_pem, key_pem = serving_csr(self._node, self._addresses)
+        # X.509 work runs in a child process (vkpy.api.certs): off the event loop.
+        request_pem, key_pem = await asyncio.to_thread(serving_csr, self._node, self._addresses)
         spec: KubeObject = {
             "request": base64.b64encode(request_pem).decode(),
             "signerName": SIGNER,
@@ -226,7 +227,7 @@ class CertificateRotator:
                     raise RequestFailed(outcome, f"CertificateSigningRequest {name}: {kind}: {why}")
             issued = status(csr).get("certificate")
             if issued and _condition(csr, "Approved") is not None:
-                pair = load_pair(base64.b64decode(issued), key_pem)
+                pair = await asyncio.to_thread(load_pair, base64.b64decode(issued), key_pem)
                 write_private(self._path, pair.cert_pem.rstrip(b"\n") + b"\n" + key_pem)
                 metrics.SERVING_CERT_REQUESTS.labels("issued").inc()
                 log.info(

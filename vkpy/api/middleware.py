@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from vkpy import metrics
-from vkpy.api.authn import AuthenticationError, Authenticator
+from vkpy.api.authn import AuthenticationError, Authenticator, PeerCertificate
 from vkpy.api.authz import (
     AuthorizationError,
     Authorizer,
@@ -34,14 +34,14 @@ from vkpy.api.stats import StatsSampler
 log = logging.getLogger(__name__)
 
 
-def peer_certificate(request: web.Request) -> bytes | None:
-    """The client certificate (DER) that TLS verified, if the client sent one."""
+def peer_certificate(request: web.Request) -> PeerCertificate | None:
+    """The client certificate that TLS verified (decoded by ssl), if the client sent one."""
     transport = request.transport
     ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
     if ssl_object is None:
         return None
-    der: bytes | None = ssl_object.getpeercert(binary_form=True)
-    return der
+    cert: PeerCertificate | None = ssl_object.getpeercert()
+    return cert
 
 
 def _websocket_protocols(request: web.Request) -> list[str]:

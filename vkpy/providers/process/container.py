@@ -299,7 +299,12 @@ class ContainerRunner:
             self.exit = self._ended(result, number)
             log.info(
                 "container could not start",
-                extra={"pod": str(self.pod.ref), "container": self.config.name},
+                extra={
+                    "pod": str(self.pod.ref),
+                    "container": self.config.name,
+                    "reason": result.reason,
+                    "why": result.message,
+                },
             )
             self._report_start_failure()
         else:

@@ -201,9 +201,20 @@ def mountpoints(pod_dir: PodDir, pod: PodConfig) -> list[list[object]]:
             if volume is None or target == "/":
                 continue
             sub_path = str(mount.get("subPath") or "").strip("/")
-            files = {f.path for f in volume.files}
-            found[target] = not (sub_path and sub_path in files)
+            found[target] = _mounts_a_directory(volume, sub_path)
     return [[path, directory] for path, directory in sorted(found.items())]
+
+
+def _mounts_a_directory(volume: VolumeConfig, sub_path: str) -> bool:
+    """Whether the volume (at `sub_path`) is a directory: a hostPath is what is on the
+    host (a file for the `File` types, made before the pod starts), a kubelet-made
+    volume's key by subPath a file, everything else a directory."""
+    if volume.kind == "hostPath":
+        path = os.path.join(str(volume.source.get("path", "")), sub_path)
+        if os.path.lexists(path):
+            return os.path.isdir(path)
+        return sub_path != "" or volume.source.get("type") not in ("File", "FileOrCreate")
+    return not (sub_path and sub_path in {f.path for f in volume.files})
 
 
 def container_mounts(

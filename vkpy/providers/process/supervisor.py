@@ -58,12 +58,15 @@ from vkpy.providers.process.records import (
     STDIN_FIFO,
     ExitRecord,
     LaunchSpec,
+    ProcessContext,
     RunRecord,
 )
 
 DRAIN_SECONDS = 2.0
 """How long output of a finished container is still read (a stray process may hold
 the pipe open)."""
+REPORT_BYTES = 1024
+"""The most of a failed pre-exec step's error message kept for the status."""
 SIGNAL_KILL = signal.SIGUSR1
 """Sent by vkpy to the supervisor: SIGKILL everything of the container now."""
 
@@ -78,6 +81,32 @@ def _cannot_run_message(error: BaseException, argv: tuple[str, ...], cwd: str) -
     if isinstance(error, OSError):
         return f'exec: "{argv[0]}": {error.strerror}'
     return f"could not enter the container's context: {error}"
+
+
+def _entering(
+    report_fd: int,
+    context: ProcessContext,
+    cgroup: Path | None,
+    tty: bool,
+) -> None:
+    """The pre-exec step (enter_ids) in the new process. subprocess reports only that a
+    pre-exec function failed, so what failed is written to `report_fd` first, for the
+    container's status message."""
+    try:
+        enter_ids(context, cgroup, tty)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.write(report_fd, str(error).encode(errors="replace")[:REPORT_BYTES])
+        raise
+
+
+def _entering_failure(report_fd: int) -> str:
+    """What `_entering` wrote before it failed ("" when nothing was written)."""
+    os.set_blocking(report_fd, False)
+    try:
+        return os.read(report_fd, REPORT_BYTES).decode(errors="replace").strip()
+    except BlockingIOError:
+        return ""
 
 
 def _mebibytes(value: int) -> str:
@@ -212,6 +241,7 @@ class Supervisor:
         started_ns = time.time_ns()
         context = spec.context
         env = dict(context.env)
+        report_read = report_write = -1
         try:
             if spec.stdin_pipe and spec.stdin_once and not spec.tty:
                 stdin = self._stdin_once_pipe()
@@ -227,6 +257,7 @@ class Supervisor:
             else:
                 streams = (stdin, subprocess.PIPE, subprocess.PIPE)
             enter_pid_namespace(context.pid_namespace)  # the child starts there
+            report_read, report_write = os.pipe()  # close-on-exec: gone once it runs
             self.child = subprocess.Popen(
                 spec.argv,
                 stdin=streams[0],
@@ -238,7 +269,7 @@ class Supervisor:
                 start_new_session=True,
                 # The supervisor has a single thread, so a pre-exec function is safe.
                 preexec_fn=functools.partial(  # noqa: PLW1509
-                    enter_ids, context, self.cgroup, spec.tty
+                    _entering, report_write, context, self.cgroup, spec.tty
                 ),
             )
             if spec.tty:
@@ -247,6 +278,9 @@ class Supervisor:
                 os.close(stdin)  # the process's end of its stdin pipe
         except (OSError, subprocess.SubprocessError) as error:
             message = _cannot_run_message(error, spec.argv, context.cwd)
+            if report_read >= 0 and isinstance(error, subprocess.SubprocessError):
+                why = _entering_failure(report_read)
+                message = f"could not enter the container's context: {why}" if why else message
             record = ExitRecord(
                 exit_code=EXIT_CANNOT_RUN,
                 finished_ns=time.time_ns(),
@@ -259,6 +293,10 @@ class Supervisor:
             if self.cgroup is not None:
                 cgroups.remove(self.cgroup)
             return 0
+        finally:
+            for fd in (report_read, report_write):
+                if fd >= 0:
+                    os.close(fd)
         me = os.getpid()
         run = RunRecord(
             supervisor_pid=me,
