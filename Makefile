@@ -35,6 +35,7 @@ test-tools: controlplane
 	@controlplane/build.sh helm >/dev/null
 	@controlplane/build.sh agnhost >/dev/null
 	@controlplane/build.sh descheduler >/dev/null
+	@controlplane/build.sh e2e >/dev/null
 
 cluster: venv controlplane
 	$(PY) -m vkpy.devcluster up --dir $(CLUSTER_DIR)

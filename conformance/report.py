@@ -44,41 +44,36 @@ class Spec:
     """What the spec logged (JUnit system-err): container output, Events, the failure."""
 
 
+SIM_OUTPUT = "no program runs (sim): the container's output is the sim's own log lines"
+SIM_PROBES = "the sim's probes always succeed (no program to probe): none fails or restarts it"
 SIM_CONTAINER = "sim://"
 """How the sim backend's container IDs begin (vkpy.providers.sim.timeline)."""
 CAUSES: tuple[tuple[str, str, str], ...] = (
     (
         "logged",
         r"line \d+ of [\w.-]+ \(run \d+\) on std(out|err)",
-        "no program runs (sim): the container's output is the sim's own log lines",
+        SIM_OUTPUT,
     ),
     (
-        "sim",
+        "sim-message",
         r'container "[^"]*" is not running \(terminated\)',
         "the sim ended the container (a pod that does not restart Always completes after "
         "`finite_run_seconds`) before the spec exec'd into it",
     ),
+    ("sim-message", r"Unexpected websocket logs", SIM_OUTPUT),
+    ("sim-message", r"found restarts: 0", SIM_PROBES),
+    ("sim-name", r"(?i)probe that fails|probe timeout|startup probe fails", SIM_PROBES),
+    ("sim-name", r"(?i)lifecycle hook|prestop|poststart", "the sim runs no lifecycle hooks"),
+    ("sim-name", r"(?i)ephemeral container", "the sim does not start ephemeral containers"),
     (
-        "sim",
-        r"(?i)found restarts: 0|probe that fails|probe timeout|startup probe fails|"
-        r"should be restarted",
-        "the sim's probes always succeed (no program to probe): none fails or restarts a container",
-    ),
-    ("sim", r"(?i)lifecycle hook|prestop|poststart", "the sim runs no lifecycle hooks"),
-    ("sim", r"(?i)ephemeral container", "the sim does not start ephemeral containers"),
-    (
-        "sim",
+        "sim-name",
         r"(?i)init containers? fail|always fails|terminated reason|termination message|"
         r"expected status",
         "every sim container exits 0: the sim cannot know that a program fails or what it writes",
     ),
+    ("sim-name", r"(?i)communication", "nothing listens in a sim pod: it carries no traffic"),
     (
-        "sim",
-        r"(?i)communication|endpoints|connections failed",
-        "nothing listens in a sim pod: it carries no network traffic",
-    ),
-    (
-        "sim",
+        "sim-message",
         r"Timed out after",
         "waited for what a running program does (output, files, a served port): the sim runs none",
     ),
@@ -138,9 +133,9 @@ CAUSES: tuple[tuple[str, str, str], ...] = (
     ("name", r"(?i)sysctl", "sysctls"),
 )
 """Known causes: (where, signature, cause), first match wins; `name` looks at the spec's
-name, `logged` at its failure message and the containers' output it logged, `sim` at
-both, and only for a spec that ran on the sim backend (its pods' `sim://` container
-IDs are in what it logged)."""
+name, `logged` at its failure message and the containers' output it logged;
+`sim-name` and `sim-message` at the name or the failure message, only for a spec that
+ran on the sim backend (its pods' `sim://` container IDs are in what it logged)."""
 
 
 def read_junit(path: Path) -> list[Spec]:
@@ -177,9 +172,11 @@ def known_cause(spec: Spec) -> str | None:
     logged = "\n".join([spec.message, *outputs])
     on_sim = SIM_CONTAINER in spec.output or SIM_CONTAINER in spec.message
     for where, pattern, label in CAUSES:
-        if where == "sim" and not on_sim:
+        if where.startswith("sim-") and not on_sim:
             continue
-        text = {"name": spec.name, "logged": logged}.get(where, f"{spec.name}\n{logged}")
+        text = {"name": spec.name, "sim-name": spec.name, "sim-message": spec.message}.get(
+            where, logged
+        )
         if re.search(pattern, text):
             return label
     return None

@@ -59,3 +59,21 @@ def test_a_container_is_ready_only_after_its_readiness_probes_initial_delay(
     )
     assert seconds(became_ready) - seconds(started) >= 3
     assert ready["status"]["containerStatuses"][0]["restartCount"] == 0
+
+
+def test_a_sidecar_runs_beside_the_app_and_the_regular_init_container_completes(
+    kube: Kube, start_agent: StartAgent
+) -> None:
+    agent = start_agent(config=SETTINGS)
+    inits = [
+        {"name": "setup", "image": "example.com/setup:1"},
+        {"name": "proxy", "image": "example.com/proxy:1", "restartPolicy": "Always"},
+    ]
+    kube.create(sim_pod("meshed", agent.node_name, restart_policy="Always", initContainers=inits))
+    pod = wait_for(
+        "Ready", lambda: (p := kube.get("pod", "meshed")) and condition(p, "Ready") == "True" and p
+    )
+    statuses = {s["name"]: s for s in pod["status"]["initContainerStatuses"]}
+    assert statuses["setup"]["state"]["terminated"]["reason"] == "Completed"
+    assert "running" in statuses["proxy"]["state"]
+    assert statuses["proxy"]["ready"] is True

@@ -184,6 +184,32 @@ async def test_files_are_reloaded_when_they_change(tmp_path: Path) -> None:
         file_certificate(ServingTLS(False), str(tmp_path / "missing.crt"), str(key))
 
 
+async def test_watching_the_files_serves_the_new_pair(tmp_path: Path) -> None:
+    """The watch loop (what the agent runs) loads a changed pair, off the event loop."""
+    one, two = self_signed("one", ["127.0.0.1"]), self_signed("two", ["127.0.0.1"])
+    cert, key = write_pair(tmp_path, "serving", (one.cert_pem, one.key_pem))
+    tls = ServingTLS(verify_client=False)
+    watched = file_certificate(tls, str(cert), str(key))
+    sleeps = 0
+
+    async def sleep(_: float) -> None:
+        nonlocal sleeps
+        sleeps += 1
+        if sleeps == 2:
+            write_pair(tmp_path, "serving", (two.cert_pem, two.key_pem))
+        await asyncio.sleep(0.01)
+
+    task = asyncio.create_task(watched.watch(1.0, sleep))
+    try:
+        async with asyncio.timeout(120):  # a bound on a hang: loads run in a child
+            while tls.pair is None or not tls.pair.common_name.startswith("two@"):
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    async for port in serve(tls):
+        assert (await handshake(port))[0].subject.rfc4514_string().startswith("CN=two@")
+
+
 async def test_client_certificates_from_the_client_ca_name_the_user(tmp_path: Path) -> None:
     ca = CertificateAuthority.create("clients")
     stranger = CertificateAuthority.create("stranger")

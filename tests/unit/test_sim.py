@@ -234,3 +234,44 @@ async def test_without_probe_delays_a_running_container_is_ready_at_once() -> No
     await sim.create_pod(probed("ready", readinessProbe={"initialDelaySeconds": 20}))
     assert (await sim.get_pod_status(PodRef("ns", "p", "ready"))).containers[0].ready is True
     await sim.close()
+
+
+async def test_a_sidecar_init_container_runs_beside_the_app_until_the_pod_completes() -> None:
+    """An init container with restartPolicy Always (a sidecar) is not a step that
+    completes: it runs beside the app containers (ready after its probe's initial
+    delay with `probe_delays`) and ends with them; a regular init container completes."""
+    clock = FakeClock()
+    sim = SimProvider(SimConfig(finite_run_seconds=30, probe_delays=True), clock)
+    await sim.start()
+    base = config(uid="side", restart="Never")
+    sidecar = ContainerConfig(
+        name="proxy",
+        image="img",
+        command=(),
+        args=(),
+        spec={
+            "name": "proxy",
+            "restartPolicy": "Always",
+            "readinessProbe": {"initialDelaySeconds": 5},
+        },
+    )
+    setup = ContainerConfig(name="setup", image="img", command=(), args=(), spec={"name": "setup"})
+    await sim.create_pod(
+        PodConfig(
+            ref=base.ref, pod=base.pod, init_containers=(setup, sidecar), containers=base.containers
+        )
+    )
+    ref = PodRef("ns", "p", "side")
+    inits = {c.name: c for c in (await sim.get_pod_status(ref)).init_containers}
+    assert inits["setup"].state == "terminated" and inits["setup"].reason == "Completed"
+    assert inits["proxy"].state == "running"
+    assert inits["proxy"].ready is False
+    await clock.advance(6)
+    inits = {c.name: c for c in (await sim.get_pod_status(ref)).init_containers}
+    assert inits["proxy"].state == "running" and inits["proxy"].ready is True
+    await clock.advance(30)
+    state = await sim.get_pod_status(ref)
+    assert state.phase == "Succeeded"
+    proxy = {c.name: c for c in state.init_containers}["proxy"]
+    assert proxy.state == "terminated" and proxy.exit_code == 0
+    await sim.close()

@@ -93,7 +93,9 @@ class WatchedFiles:
     async def watch(self, interval: float, sleep: Sleep = asyncio.sleep) -> None:
         while True:
             await sleep(interval)
-            self.check()
+            # Off the event loop: a certificate is read in a child process
+            # (vkpy.api.certs); what it changes is swapped in by one assignment.
+            await asyncio.to_thread(self.check)
 
 
 def file_certificate(tls: ServingTLS, cert_file: str, key_file: str) -> WatchedFiles:

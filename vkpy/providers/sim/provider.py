@@ -233,6 +233,7 @@ class SimProvider:
         log_width = int(_number(annotations, "log-line-bytes", 0) or 0)
         cores = _number(annotations, "cpu-cores", None)
         memory = _number(annotations, "memory-bytes", None)
+        sidecars = [c for c in pod.init_containers if c.spec.get("restartPolicy") == "Always"]
         record = timeline.Record(
             namespace=pod.ref.namespace,
             name=pod.ref.name,
@@ -248,6 +249,10 @@ class SimProvider:
             log_width=log_width,
             usage=[_usage(c, cores, memory) for c in pod.containers],
             ready_delays=[_ready_delay(c) for c in pod.containers]
+            if self._config.probe_delays
+            else [],
+            sidecars=[c.name for c in sidecars],
+            sidecar_ready_delays=[_ready_delay(c) for c in sidecars]
             if self._config.probe_delays
             else [],
         )

@@ -40,6 +40,11 @@ class Record:
     ready_delays: list[float] = field(default_factory=list)
     """Seconds from the start of each run until each container is ready, in the order
     of `containers` (its probes' initial delay; empty: ready as soon as it runs)."""
+    sidecars: list[str] = field(default_factory=list)
+    """The init containers that restart Always: they run beside the app containers
+    from the start until the pod ends, instead of completing first."""
+    sidecar_ready_delays: list[float] = field(default_factory=list)
+    """As `ready_delays`, for `sidecars` (from the pod's start)."""
 
     @property
     def ref(self) -> PodRef:
@@ -111,6 +116,7 @@ def next_change(record: Record, now: float, delay: float) -> float | None:
     current, _, _ = runs(record, now, delay)
     if current is not None:
         upcoming = [current.start + d for d in record.ready_delays if current.start + d > now]
+        upcoming += [began + d for d in record.sidecar_ready_delays if began + d > now]
         if current.end is not None:
             upcoming = [t for t in upcoming if t < current.end]
         if upcoming:
@@ -129,18 +135,7 @@ def next_change(record: Record, now: float, delay: float) -> float | None:
 def state_at(record: Record, now: float, delay: float) -> PodState:
     """The pod's state at `now`: a pure function of the record and the time."""
     began = record.created + record.start_seconds
-    inits = tuple(
-        ContainerState(
-            name=name,
-            state="terminated",
-            reason="Completed",
-            exit_code=0,
-            started_at=at(min(now, began)),
-            finished_at=at(min(now, began)),
-            container_id=container_id(record, name, 0),
-        )
-        for name in record.init_containers
-    )
+    inits = _init_states(record, now, began, None)
     if now < began:
         waiting = tuple(
             ContainerState(name=n, state="waiting", reason="ContainerCreating", image=i)
@@ -167,7 +162,7 @@ def state_at(record: Record, now: float, delay: float) -> PodState:
         return _uniform(
             record,
             phase,
-            inits,
+            _init_states(record, now, began, end),
             lambda n, i: _terminated(
                 n, i, record.exit_code, began, end, container_id(record, n, 0)
             ),
@@ -210,6 +205,36 @@ def state_at(record: Record, now: float, delay: float) -> PodState:
             image=i,
         ),
     )
+
+
+def _init_states(
+    record: Record, now: float, began: float, ended: float | None
+) -> tuple[ContainerState, ...]:
+    """The init containers: a regular one completed before the app containers began;
+    a sidecar runs from then on (ready after its delay) until the pod `ended`."""
+    sidecar_delays = dict(zip(record.sidecars, record.sidecar_ready_delays, strict=False))
+    states = []
+    for name in record.init_containers:
+        cid = container_id(record, name, 0)
+        if name in record.sidecars and now >= began:
+            if ended is not None:
+                states.append(_terminated(name, "", 0, began, ended, cid))
+                continue
+            ready = now >= began + sidecar_delays.get(name, 0.0)
+            states.append(_running(name, "", began, 0, None, cid, ready))
+            continue
+        states.append(
+            ContainerState(
+                name=name,
+                state="terminated",
+                reason="Completed",
+                exit_code=0,
+                started_at=at(min(now, began)),
+                finished_at=at(min(now, began)),
+                container_id=cid,
+            )
+        )
+    return tuple(states)
 
 
 def _uniform(

@@ -6,7 +6,8 @@ image agnhost (a subcommand as `args`). These rules map them to host programs th
 behave like the image for what such pods use: `pause.py` sleeps until stopped,
 `web.py` serves the image's document root over HTTP on port 80, `busybox/` puts
 bash first on PATH as `sh` (the host's dash drops environment names with `-` and has
-no `[[`) with a `busybox` applet dispatcher, and agnhost is the real program, found
+no `[[`) with a `busybox` applet dispatcher and `nc` (netcat.py: hosts often have
+no netcat), and agnhost is the real program, found
 on PATH (build it with `controlplane/build.sh agnhost`); Kubernetes' `nonroot` test
 image is the busybox stand-in run as its USER, 1234, and its `nonewprivs` image
 prints the effective uid its set-uid program would have here (never raised). The
