@@ -44,6 +44,7 @@ from vkpy.fleet import (
 )
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
+from vkpy.kube.watch import Watcher, WatchOptions
 from vkpy.node.leader import LeaderElector, LeadershipLost
 from vkpy.node.lease import NAMESPACE as NODE_LEASES
 from vkpy.node.node_controller import NodeController
@@ -141,6 +142,8 @@ class ShardedFleet:
             clock,
         )
         self._others = Sightings()
+        self._wake = asyncio.Event()
+        """Set to start a round before the timer: a Lease of the set was released."""
         self.controllers: list[NodeController] = []
         """The controllers of the nodes served here now (for the health probes)."""
         self.replicas = 1
@@ -201,15 +204,77 @@ class ShardedFleet:
                 "sharing the node set",
                 extra={"set": self.set, "identity": self.identity, "nodes": len(self.slots)},
             )
-            async with asyncio.TaskGroup() as nodes:
-                while True:
-                    try:
-                        await self.round(nodes)
-                    except ApiError as error:
-                        log.warning(
-                            "cannot read the node set's Leases", extra={"error": str(error)}
-                        )
-                    await self._clock.sleep(self._until_next_round())
+            await self.share()
+
+    async def share(self) -> None:
+        """Take and give back nodes until cancelled: a round every retry period, or
+        sooner when a Lease held elsewhere runs out or is released.
+
+        A watch on the set's Leases (one per namespace they are in, selected by the
+        set's label, as the rounds list them) records each change as it arrives, so a
+        Lease's expiry is timed from its holder's last renewal and not from the next
+        round that lists it (up to a retry period later)."""
+        async with asyncio.TaskGroup() as nodes:
+            for namespace in self._namespaces():
+                watcher = Watcher(
+                    self._client,
+                    WatchOptions(
+                        path=LEASES.format(namespace),
+                        label_selector=self._selector(),
+                        resource="leases",
+                    ),
+                    self,
+                    sleep=self._clock.sleep,
+                )
+                name = f"lease-watch/{namespace}"
+                nodes.create_task(run_logged(name, watcher.run()), name=name)
+            while True:
+                try:
+                    await self.round(nodes)
+                except ApiError as error:
+                    log.warning("cannot read the node set's Leases", extra={"error": str(error)})
+                await self._pause(self._until_next_round())
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or less if a watched Lease is released meanwhile."""
+        timer = self._clock.call_later(seconds, self._wake.set)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
+            self._wake.clear()
+
+    # --- the watch on the set's Leases (vkpy.kube.watch.WatchHandler) ----------------
+
+    def replace(self, items: list[KubeObject]) -> None:
+        """The watch's list: each Lease as it is now (gone ones: the rounds forget)."""
+        now = self._clock.monotonic()
+        for lease in items:
+            self._sighted(lease, now)
+
+    def apply(self, event_type: str, obj: KubeObject) -> None:
+        """A Lease changed (deletions: the next round's list forgets it)."""
+        if event_type == "DELETED":
+            return
+        self._sighted(obj, self._clock.monotonic())
+        slot = self.slots.get(str(meta(obj).get("name")))
+        if slot is not None and not slot.held() and not spec(obj).get("holderIdentity"):
+            self._wake.set()  # released: take it now if under the share
+
+    def _sighted(self, lease: KubeObject, now: float) -> str | None:
+        """Record a Lease of the set as read at `now`: the holder's name if it is
+        another replica's own Lease, else None."""
+        name = str(meta(lease).get("name"))
+        labels = meta(lease).get("labels") or {}
+        holder = str(spec(lease).get("holderIdentity") or "")
+        if labels.get(REPLICA_LABEL):
+            if holder and holder != self.identity:
+                duration = float(spec(lease).get("leaseDurationSeconds") or 0)
+                self._others.see(name, (holder, spec(lease).get("renewTime")), duration, now)
+                return holder
+        elif meta(lease).get("namespace") == NODE_LEASES and name in self.slots:
+            self.slots[name].elector.observe(lease)
+        return None
 
     def _until_next_round(self) -> float:
         """The retry period, or less when a Lease seen held elsewhere (or a replica's)
@@ -240,16 +305,9 @@ class ShardedFleet:
         node_leases: dict[str, KubeObject] = {}
         for lease in listed:
             name = str(meta(lease).get("name"))
-            labels = meta(lease).get("labels") or {}
-            holder = str(spec(lease).get("holderIdentity") or "")
-            if labels.get(REPLICA_LABEL):
-                if holder and holder != self.identity:
-                    duration = float(spec(lease).get("leaseDurationSeconds") or 0)
-                    renewed = (holder, spec(lease).get("renewTime"))
-                    self._others.see(name, renewed, duration, now)
-                    replicas.add(name)
+            if self._sighted(lease, now):
+                replicas.add(name)
             elif meta(lease).get("namespace") == NODE_LEASES and name in self.slots:
-                self.slots[name].elector.observe(lease)
                 node_leases[name] = lease
         self._others.forget(replicas)
         self.replicas = 1 + len(self._others.alive(now))
@@ -286,11 +344,17 @@ class ShardedFleet:
                 },
             )
 
+    def _selector(self) -> str:
+        return f"{SET_LABEL}={self.set}"
+
+    def _namespaces(self) -> list[str]:
+        """Where the set's Leases are: the nodes' namespace and the replicas'."""
+        return list(dict.fromkeys((NODE_LEASES, self._replicas_namespace)))
+
     async def _list(self) -> list[KubeObject]:
-        selector = {"labelSelector": f"{SET_LABEL}={self.set}"}
-        namespaces = dict.fromkeys((NODE_LEASES, self._replicas_namespace))
+        selector = {"labelSelector": self._selector()}
         out: list[KubeObject] = []
-        for namespace in namespaces:
+        for namespace in self._namespaces():
             answer = await self._client.get(LEASES.format(namespace), selector)
             for item in answer.get("items") or ():
                 item.setdefault("metadata", {}).setdefault("namespace", namespace)

@@ -24,6 +24,8 @@ from vkpy.kube.client import ApiError
 Obj = dict[str, Any]
 
 POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)(/status)?$")
+LEASES = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases$")
+"""A Lease collection: listed and watched by label (`key=value`)."""
 
 
 def ts(epoch: float) -> str:
@@ -48,6 +50,22 @@ class Fault:
 @dataclass
 class _Watch:
     queue: asyncio.Queue[bytes | Exception] = field(default_factory=asyncio.Queue)
+    leases: str = ""
+    """Watching a Lease collection (its path), not pods."""
+    labels: str = ""
+    """The Lease watch's label selector (`key=value`, or "" for all)."""
+
+    def wants(self, path: str, obj: Obj) -> bool:
+        if not self.leases:
+            return bool(POD_PATH.match(path))
+        return path.startswith(self.leases + "/") and _labelled(obj, self.labels)
+
+
+def _labelled(obj: Obj, selector: str) -> bool:
+    if not selector:
+        return True
+    key, _, value = selector.partition("=")
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(key) == value
 
 
 def _merge_status(current: Obj, patch: Obj) -> Obj:
@@ -90,7 +108,7 @@ class FakeKube:
         self.faults: list[Fault] = []
         self._version = 100
         self._watches: list[_Watch] = []
-        self._log: list[tuple[int, bytes]] = []
+        self._log: list[tuple[int, str, Obj, bytes]] = []
         self._uids = 0
         self.host = "https://127.0.0.1:6443"
         self.streaming_lists = True
@@ -173,12 +191,13 @@ class FakeKube:
         return copy.deepcopy(obj)
 
     def _send(self, path: str, event: str, obj: Obj) -> None:
-        if not POD_PATH.match(path):
+        if not POD_PATH.match(path) and not LEASES.match(path.rsplit("/", 1)[0]):
             return
         line = json.dumps({"type": event, "object": obj}).encode() + b"\n"
-        self._log.append((self._version, line))
+        self._log.append((self._version, path, obj, line))
         for watch in self._watches:
-            watch.queue.put_nowait(line)
+            if watch.wants(path, obj):
+                watch.queue.put_nowait(line)
 
     def _check(self, method: str, path: str, body: Any) -> None:
         self.requests.append(Request(method, path, copy.deepcopy(body)))
@@ -191,6 +210,13 @@ class FakeKube:
         return ApiError(404, "NotFound", f"{path} not found")
 
     # --- the client's interface ----------------------------------------------------
+
+    def cluster_ca(self) -> bytes | None:
+        return None
+
+    def fenced(self, write_budget: Any) -> FakeKube:
+        """The write gate of a held Lease (unfenced here: the tests read the Leases)."""
+        return self
 
     def _pods(self, query: Any) -> list[Obj]:
         selector = str((query or {}).get("fieldSelector", ""))
@@ -216,6 +242,18 @@ class FakeKube:
                 "apiVersion": "v1",
                 "metadata": {"resourceVersion": str(self._version)},
                 "items": items,
+            }
+        if LEASES.match(path):
+            labels = str((query or {}).get("labelSelector", ""))
+            return {
+                "kind": "LeaseList",
+                "apiVersion": "coordination.k8s.io/v1",
+                "metadata": {"resourceVersion": str(self._version)},
+                "items": [
+                    copy.deepcopy(o)
+                    for p, o in self.objects.items()
+                    if p.startswith(path + "/") and _labelled(o, labels)
+                ],
             }
         if path not in self.objects:
             raise self._missing(path)
@@ -286,6 +324,8 @@ class FakeKube:
     async def stream_lines(self, path: str, query: Any, timeout: float) -> AsyncIterator[bytes]:
         self._check("WATCH", path, None)
         watch = _Watch()
+        if LEASES.match(path):
+            watch.leases, watch.labels = path, str((query or {}).get("labelSelector", ""))
         since = int(str((query or {}).get("resourceVersion") or 0))
         if (query or {}).get("sendInitialEvents"):  # a streaming list, as the server sends it
             if not self.streaming_lists:
@@ -302,8 +342,8 @@ class FakeKube:
             }
             watch.queue.put_nowait(json.dumps({"type": "BOOKMARK", "object": end}).encode())
             since = self._version
-        for version, line in self._log:
-            if version > since:
+        for version, at, obj, line in self._log:
+            if version > since and watch.wants(at, obj):
                 watch.queue.put_nowait(line)
         self._watches.append(watch)
         try:
