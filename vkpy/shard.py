@@ -142,6 +142,9 @@ class ShardedFleet:
             clock,
         )
         self._others = Sightings()
+        self._lapsed: dict[str, float] = {}
+        """Replicas (by identity) seen letting a node's Lease run out, and when: dead
+        for the count until their own Lease changes after that."""
         self._wake = asyncio.Event()
         """Set to start a round before the timer: a Lease of the set was released."""
         self.controllers: list[NodeController] = []
@@ -293,6 +296,31 @@ class ShardedFleet:
         period = self._election.retry_period
         return max(0.05 * period, min(period, soonest - now + 0.01))
 
+    def _live_others(self, replicas: dict[str, str], now: float) -> int:
+        """How many other replicas are alive: their own Lease (name: holder in
+        `replicas`) changed within its duration, and they have not let a node's Lease
+        run out since it last changed. A replica that died is so counted out the
+        moment its first node can be taken, not once its own Lease runs out too (up
+        to a retry period later, as it renews that Lease at its rounds): its nodes'
+        Leases run out one by one, and the survivors' shares must have grown by then
+        to take them."""
+        for slot in self.slots.values():
+            holder = slot.elector.holder()
+            if not slot.held() and holder not in ("", self.identity) and slot.elector.vacant():
+                self._lapsed.setdefault(holder, now)
+        alive = self._others.alive(now)
+        live: set[str] = set()
+        for name, holder in replicas.items():
+            lapsed = self._lapsed.get(holder)
+            if lapsed is not None and self._others.changed_at(name) > lapsed:
+                del self._lapsed[holder]  # it renewed its own Lease since: alive
+                lapsed = None
+            if name in alive and lapsed is None:
+                live.add(holder)
+        for holder in set(self._lapsed) - set(replicas.values()):
+            del self._lapsed[holder]  # its Lease is gone
+        return len(live)
+
     async def round(self, nodes: asyncio.TaskGroup) -> None:
         """One round: renew this replica's Lease, read the set's, give back, take."""
         try:
@@ -301,16 +329,17 @@ class ShardedFleet:
             log.warning("cannot renew this replica's Lease", extra={"error": str(error)})
         listed = await self._list()
         now = self._clock.monotonic()
-        replicas: set[str] = set()
+        replicas: dict[str, str] = {}
         node_leases: dict[str, KubeObject] = {}
         for lease in listed:
             name = str(meta(lease).get("name"))
-            if self._sighted(lease, now):
-                replicas.add(name)
+            holder = self._sighted(lease, now)
+            if holder:
+                replicas[name] = holder
             elif meta(lease).get("namespace") == NODE_LEASES and name in self.slots:
                 node_leases[name] = lease
         self._others.forget(replicas)
-        self.replicas = 1 + len(self._others.alive(now))
+        self.replicas = 1 + self._live_others(replicas, now)
         claims = {
             name: Claim(slot.elector.holder(), slot.elector.vacant())
             for name, slot in self.slots.items()

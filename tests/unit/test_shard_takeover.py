@@ -24,12 +24,14 @@ NODE_LEASE = f"{LEASES}/s-0"
 DURATION = 40  # the defaults of a shared set: Lease 40 s, rounds every 10 s
 
 
-def node_lease(holder: str, renewed: float, version: str | None = None) -> dict[str, Any]:
+def node_lease(
+    holder: str, renewed: float, version: str | None = None, name: str = "s-0"
+) -> dict[str, Any]:
     lease: dict[str, Any] = {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {
-            "name": "s-0",
+            "name": name,
             "namespace": "kube-node-lease",
             "labels": {"vkpy.io/node-set": "s"},
         },
@@ -45,8 +47,29 @@ def node_lease(holder: str, renewed: float, version: str | None = None) -> dict[
     return lease
 
 
+def replica_lease(holder: str, renewed: float, version: str | None = None) -> dict[str, Any]:
+    """A replica's own Lease (the live replicas are counted by these)."""
+    lease = node_lease(holder, renewed, version, name=f"vkpy-set-s-{holder}")
+    lease["metadata"]["labels"]["vkpy.io/node-set-replica"] = "true"
+    return lease
+
+
+async def renew(kube: FakeKube, lease: dict[str, Any]) -> None:
+    """The holder renews `lease` (a PUT over the current version)."""
+    path = f"{LEASES}/{lease['metadata']['name']}"
+    lease["metadata"]["resourceVersion"] = kube.objects[path]["metadata"]["resourceVersion"]
+    await kube.replace(path, lease)
+
+
+def holder(kube: FakeKube, node: str) -> str:
+    return str(kube.objects[f"{LEASES}/{node}"]["spec"]["holderIdentity"])
+
+
 @pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[tuple[FakeKube, FakeClock, ShardedFleet]]:
+async def world(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[FakeKube, FakeClock, ShardedFleet]]:
+    """This replica ("a") of a set "s" of `nodes` nodes (a parametrized argument)."""
     clock = FakeClock()
     kube = FakeKube(clock)
     fleet = ShardedFleet(
@@ -54,7 +77,7 @@ async def world(tmp_path: Path) -> AsyncIterator[tuple[FakeKube, FakeClock, Shar
             tmp_path,
             "--provider=sim",
             "--node-name=s",
-            "--nodes=1",
+            f"--nodes={getattr(request, 'param', 1)}",
             "--leader-elect",
             "--leader-elect-identity=a",
             f"--state-dir={tmp_path / 'state'}",
@@ -86,6 +109,40 @@ async def test_a_dead_peers_node_is_taken_when_its_lease_runs_out_not_a_round_la
         taken = datetime.fromisoformat(acquired.replace("Z", "+00:00")).timestamp()
         renewed_wall = clock.time() - clock.monotonic() + renewed
         assert renewed_wall + DURATION <= taken <= renewed_wall + DURATION + 0.5
+    finally:
+        sharing.cancel()
+        await asyncio.gather(sharing, return_exceptions=True)
+        await fleet.stop()
+        await settle()
+
+
+@pytest.mark.parametrize("world", [2], indirect=True)
+async def test_a_dead_replica_is_counted_out_once_its_first_node_lease_runs_out(
+    world: tuple[FakeKube, FakeClock, ShardedFleet],
+) -> None:
+    """Two replicas, a node each; b renews its node's Lease at 1 s and its own Lease at
+    5 s, then dies. At 41 s its node may be taken, but by the count of live replicas
+    (b's own Lease is valid until 45 s) a holds its share already: b is counted out
+    as its node's Lease runs out, and a takes the node then."""
+    kube, clock, fleet = world
+    await kube.create(LEASES, node_lease("b", clock.time(), name="s-1"))
+    await kube.create(LEASES, replica_lease("b", clock.time()))
+    sharing = asyncio.create_task(fleet.share())
+    try:
+        await clock.advance(1)
+        assert holder(kube, "s-0") == "a"  # its share of two replicas: one node
+        assert fleet.held() == ["s-0"]
+        await renew(kube, node_lease("b", clock.time(), name="s-1"))
+        renewed = clock.monotonic()
+        await clock.advance(4)
+        await renew(kube, replica_lease("b", clock.time()))
+        await clock.advance(renewed + DURATION - 0.5 - clock.monotonic())
+        assert holder(kube, "s-1") == "b"
+        assert fleet.replicas == 2
+        await clock.advance(1.0)
+        assert holder(kube, "s-1") == "a"
+        assert sorted(fleet.held()) == ["s-0", "s-1"]
+        assert fleet.replicas == 1
     finally:
         sharing.cancel()
         await asyncio.gather(sharing, return_exceptions=True)

@@ -98,6 +98,11 @@ class Sightings:
         else:
             self._seen[name] = (version, known[1], duration)
 
+    def changed_at(self, name: str) -> float:
+        """When the Lease `name` last changed (-inf: never seen)."""
+        known = self._seen.get(name)
+        return known[1] if known is not None else -math.inf
+
     def alive(self, now: float) -> set[str]:
         """The Leases that changed within their duration before `now`."""
         return {name for name, (_, at, duration) in self._seen.items() if now < at + duration}
