@@ -11,10 +11,13 @@ Each replica also keeps a Lease of its own (`vkpy-set-<set>-<identity>`, labelle
 with the set) so the others can count the live replicas. Every retry period a
 replica renews that Lease, lists the set's Leases in one request, and follows
 vkpy.node.shard_plan: it gives back what exceeds its fair share (ceil(nodes /
-replicas)) and takes free, released or expired Leases up to it. A replica that dies
-stops renewing; once its Leases have not changed for their duration the others take
-its nodes, so a node is served again within the lease duration plus one retry
-period. A node taken over starts afresh here: its backend (shared by the replicas, as
+replicas)) and takes free, released or expired Leases up to it. A watch on the same
+Leases records each change as it arrives, so a Lease's expiry is timed from its
+holder's last renewal, not from the round that next lists it. A replica that dies
+stops renewing; once a Lease of it has not changed for its duration it counts as
+dead and the others take its nodes, each as its Lease runs out (a timer to the
+soonest expiry starts a round), so a node is served again within the lease
+duration and the time the API server takes to answer. A node taken over starts afresh here: its backend (shared by the replicas, as
 they share a cloud account) is adopted, its pods come from the one pod watch, which
 keeps every pod of the set for this, and nothing is restarted. A node given back
 stops writing first (its writes are fenced by its Lease), then releases the Lease
