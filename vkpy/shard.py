@@ -17,9 +17,10 @@ holder's last renewal, not from the round that next lists it. A replica that die
 stops renewing; once a Lease of it has not changed for its duration it counts as
 dead and the others take its nodes, each as its Lease runs out (a timer to the
 soonest expiry starts a round), so a node is served again within the lease
-duration and the time the API server takes to answer. A node taken over starts afresh here: its backend (shared by the replicas, as
-they share a cloud account) is adopted, its pods come from the one pod watch, which
-keeps every pod of the set for this, and nothing is restarted. A node given back
+duration and the time the API server takes to answer. A node taken over starts
+afresh here: its backend (shared by the replicas, as they share a cloud account) is
+adopted, its pods come from the one pod watch, which keeps every pod of the set for
+this, and nothing is restarted. A node given back
 stops writing first (its writes are fenced by its Lease), then releases the Lease
 so the replica that wants it takes it at its next round.
 """
@@ -52,7 +53,7 @@ from vkpy.node.leader import LeaderElector, LeadershipLost
 from vkpy.node.lease import NAMESPACE as NODE_LEASES
 from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
-from vkpy.node.shard_plan import Claim, Sightings, plan
+from vkpy.node.shard_plan import Claim, Sightings, fair_share, plan
 from vkpy.node.shared_pod_watch import SharedPodWatch
 from vkpy.node_set import Member
 from vkpy.objects import KubeObject, meta, spec
@@ -264,8 +265,10 @@ class ShardedFleet:
             return
         self._sighted(obj, self._clock.monotonic())
         slot = self.slots.get(str(meta(obj).get("name")))
-        if slot is not None and not slot.held() and not spec(obj).get("holderIdentity"):
-            self._wake.set()  # released: take it now if under the share
+        if slot is None or slot.held() or spec(obj).get("holderIdentity"):
+            return
+        if len(self.held()) < fair_share(len(self.slots), self.replicas):
+            self._wake.set()  # released, and this replica is under its share: take it now
 
     def _sighted(self, lease: KubeObject, now: float) -> str | None:
         """Record a Lease of the set as read at `now`: the holder's name if it is

@@ -148,3 +148,26 @@ async def test_a_dead_replica_is_counted_out_once_its_first_node_lease_runs_out(
         await asyncio.gather(sharing, return_exceptions=True)
         await fleet.stop()
         await settle()
+
+
+async def test_a_released_node_is_taken_at_once_not_at_the_next_round(
+    world: tuple[FakeKube, FakeClock, ShardedFleet],
+) -> None:
+    """A replica handing a node back (a replica joined, or it stops) releases its
+    Lease; one under its share takes it as the release arrives."""
+    kube, clock, fleet = world
+    await kube.create(LEASES, node_lease("b", clock.time()))
+    sharing = asyncio.create_task(fleet.share())
+    try:
+        await clock.advance(3)
+        assert holder(kube, "s-0") == "b"
+        released = node_lease("b", clock.time())
+        released["spec"].update(holderIdentity=None, leaseDurationSeconds=1)
+        await renew(kube, released)
+        await clock.advance(0.5)
+        assert holder(kube, "s-0") == "a"
+    finally:
+        sharing.cancel()
+        await asyncio.gather(sharing, return_exceptions=True)
+        await fleet.stop()
+        await settle()
