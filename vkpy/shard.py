@@ -20,9 +20,9 @@ soonest expiry starts a round), so a node is served again within the lease
 duration and the time the API server takes to answer. A node taken over starts
 afresh here: its backend (shared by the replicas, as they share a cloud account) is
 adopted, its pods come from the one pod watch, which keeps every pod of the set for
-this, and nothing is restarted. A node given back
-stops writing first (its writes are fenced by its Lease), then releases the Lease
-so the replica that wants it takes it at its next round.
+this, and nothing is restarted. A node given back stops writing first (its writes
+are fenced by its Lease), then releases the Lease, which a replica under its share
+takes as the release reaches its watch.
 """
 
 from __future__ import annotations
