@@ -81,9 +81,13 @@ async def late_leases(client: KubeClient, prefix: str, limit: float) -> tuple[in
 
 
 def agent_requests(port: int) -> Counter[str]:
-    """The agent's own count of API requests by method and answer (vkpy_api_requests_total)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as got:
-        text = got.read().decode()
+    """The agent's own count of API requests by method and answer (vkpy_api_requests_total);
+    empty when the agent does not answer in time (then the row shows nothing)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as got:
+            text = got.read().decode()
+    except OSError:
+        return Counter()
     counts: Counter[str] = Counter()
     for labels, value in re.findall(r"^vkpy_api_requests_total\{(.*)\} (\S+)$", text, re.M):
         fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
@@ -213,7 +217,11 @@ async def bench(
     finally:
         if agent.returncode is None:
             agent.terminate()
-            await asyncio.wait_for(agent.wait(), timeout=60)
+            try:
+                await asyncio.wait_for(agent.wait(), timeout=60)
+            except TimeoutError:
+                agent.kill()
+                await agent.wait()
         if args.pods_per_node:
             with contextlib.suppress(ApiError):
                 await client.request(

@@ -6,7 +6,9 @@ each. Here every node keeps its own controller, Lease, pod controller and backen
 (so each can have its own settings), and the nodes share one API client (one
 connection pool), ONE pod watch routed by spec.nodeName (vkpy.node.shared_pod_watch),
 one kubelet API listener that finds the pod's node and backend from the path, and
-one Event recorder. Registration goes a few nodes at a time, and the Lease and status
+one Event recorder. The nodes' registration, status and Leases go through an API connection pool of
+their own (the kubelet's heartbeat client), so pod work filling the main pool cannot
+starve them. Registration goes a few nodes at a time, and the Lease and status
 loops start at random points of their periods, so 1000 nodes cost the API server
 what 1000 kubelets' defaults would (a Lease renewal per node every 10 s, a status
 write on change and every 5 minutes), spread evenly rather than in bursts.
@@ -43,6 +45,12 @@ REGISTERING_AT_ONCE = 32
 """Nodes registering (create, first status, first Lease) at the same time."""
 
 
+def heartbeat_connections(nodes: int) -> int:
+    """The heartbeat pool's size: 1000 nodes renew 100 Leases a second, so with answers
+    taking a second 100 connections are busy (HTTP/1.1: one request per connection)."""
+    return max(4, min(128, nodes // 8))
+
+
 @dataclass
 class FleetNode:
     """One node of the set: its controllers and its backend."""
@@ -62,16 +70,20 @@ def build_node(
     events: EventRecorder,
     objects: ApiObjectSource,
     watch: SharedPodWatch,
+    heartbeats: KubeClient | None = None,
 ) -> FleetNode:
     """One node of the set with its backend (not started), attached to `watch`.
-    Raises registry.ProviderConfigError for bad backend settings."""
+    `heartbeats`: the client (a pool of its own) for the node's registration, status
+    and Lease (default: `client`). Raises registry.ProviderConfigError for bad backend
+    settings."""
     name = member.node.name
     provider = create_backend(settings, member)
     recorder = events.for_host(name)
     tasks = TaskSupervisor()
-    node = NodeController(client, provider, recorder, member.node, task_problem=tasks.problem)
+    beat = heartbeats or client
+    node = NodeController(beat, provider, recorder, member.node, task_problem=tasks.problem)
     lease = LeaseKeeper(
-        client,
+        beat,
         name,
         lambda: node.uid,
         duration=member.node.lease_duration,
@@ -167,9 +179,11 @@ class Fleet:
         self.watch = SharedPodWatch(client)
         self.nodes: dict[str, FleetNode] = {}
         objects = ApiObjectSource(client)
+        self._client = client
+        self.heartbeats = client.separate_pool(heartbeat_connections(len(members)))
         for member in members:
             self.nodes[member.node.name] = build_node(
-                settings, member, client, self.events, objects, self.watch
+                settings, member, client, self.events, objects, self.watch, self.heartbeats
             )
         self.api = set_listener(
             settings, client, self.events, self.nodes[first.name].provider, self
@@ -220,6 +234,8 @@ class Fleet:
         await self.events.flush(2.0)
         for node in self.nodes.values():
             await node.provider.close()
+        if self.heartbeats is not self._client:
+            await self.heartbeats.close()
 
     async def run(self) -> None:
         gate = asyncio.Semaphore(REGISTERING_AT_ONCE)

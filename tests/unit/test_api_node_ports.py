@@ -20,6 +20,7 @@ import pytest
 
 from tests.unit.streams_server import BareProvider
 from vkpy.api import ApiDependencies, ApiSettings, KubeletServer
+from vkpy.api.config import ConnectionLimits
 from vkpy.providers.base import ContainerStats, PodRef, PodStats
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
@@ -68,6 +69,9 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+LIMITS = ConnectionLimits(max_connections=4, max_connections_per_client=2)
+
+
 @pytest.fixture
 async def node_set(tmp_path: Path) -> AsyncIterator[tuple[dict[str, int], Reviews]]:
     ports = dict(zip(("node-a", "node-b", "node-c"), free_ports(3), strict=True))
@@ -102,6 +106,7 @@ async def node_set(tmp_path: Path) -> AsyncIterator[tuple[dict[str, int], Review
             port=ports["node-a"],
             cert_dir=str(tmp_path / "certs"),
             authorization_mode="Webhook",
+            limits=LIMITS,
         ),
         replace(shared, for_node=for_node),
     )
@@ -134,3 +139,29 @@ async def test_each_nodes_port_answers_for_that_node(
         async with session.get(f"https://127.0.0.1:{ports['node-c']}/pods", ssl=False) as answer:
             assert answer.status == 503
             assert "node-c" in await answer.text()
+
+
+async def test_each_node_has_a_kubelets_connection_limits(
+    node_set: tuple[dict[str, int], Reviews],
+) -> None:
+    """metrics-server (one client address) keeps a connection to every node it scrapes,
+    as it would to every kubelet: with the caps shared by the set's ports, a 1000-node
+    set reset all but 256 of them at once and each scrape was a new TLS handshake
+    (100 a second, issue 17). Each node's port counts its own connections."""
+    ports, _ = node_set
+    headers = {"Authorization": "Bearer good"}
+    sessions = [
+        aiohttp.ClientSession(headers=headers) for _ in range(LIMITS.max_connections_per_client)
+    ]
+    try:
+        for session in sessions:  # each session holds one connection to each node
+            for port in ports.values():
+                async with session.get(f"https://127.0.0.1:{port}/healthz", ssl=False) as answer:
+                    assert answer.status == (503 if port == ports["node-c"] else 200)
+        for session in sessions:  # and keeps it: nothing was reset
+            for port in ports.values():
+                async with session.get(f"https://127.0.0.1:{port}/healthz", ssl=False) as answer:
+                    assert answer.status == (503 if port == ports["node-c"] else 200)
+    finally:
+        for session in sessions:
+            await session.close()

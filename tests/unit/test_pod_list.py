@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from vkpy.api.pod_list import PodListEncoder
+from vkpy.api.pod_list import PodListEncoder, chunks, length
 from vkpy.objects import KubeObject
 
 
@@ -57,3 +57,16 @@ def test_a_pod_gone_and_back_as_another_object_is_not_served_stale() -> None:
     encoder.encode([])  # gone: its encoding is dropped
     body = json.loads(encoder.encode([pod("a", "Running")]))
     assert body["items"][0]["status"]["phase"] == "Running"
+
+
+def test_chunks_make_the_same_body_of_the_announced_length() -> None:
+    pods = [pod(f"p{n}") for n in range(300)]
+    encoder = PodListEncoder()
+    pieces = encoder.pieces(pods)
+    parts = list(chunks(pieces, size=4096))
+    assert len(parts) > 10  # several chunks, each about the size asked
+    assert all(len(part) < 4096 + 400 for part in parts)
+    body = b"".join(parts)
+    assert len(body) == length(pieces)
+    assert json.loads(body)["items"] == pods
+    assert length([]) == len(b"".join(chunks([])))

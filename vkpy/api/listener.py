@@ -346,8 +346,8 @@ async def listen(
     gate: ConnectionGate | None = None,
 ) -> tuple[asyncio.Server, ConnectionGate]:
     """Listen on host:port; `server` is aiohttp's low-level Server (AppRunner.server).
-    `gate`: the one of another port of the same listener (a node set's ports share
-    their connection limits).
+    `gate`: the connection caps to count against (default: new ones for this port; a
+    node set gives each node's port its own, as each kubelet has).
 
     ListenError when the address cannot be had."""
     loop = asyncio.get_running_loop()

@@ -12,11 +12,16 @@ pods' bytes joined.
 
 Only the pods of the last answer are kept, so the cache holds one encoding per pod
 of the node and no more (about the size of one answer).
+
+Even unencoded, 22 MB is costly to move: on the loaded 2-core machine one join of the
+pieces took 80 ms and the TLS layer copies the bytes again. So the route sends the
+body in chunks (`chunks`), letting the event loop serve other requests in between,
+instead of building and writing it in one go.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from vkpy import jsoncodec
 from vkpy.objects import KubeObject
@@ -35,6 +40,10 @@ class PodListEncoder:
 
     def encode(self, pods: Iterable[KubeObject]) -> bytes:
         """The PodList of `pods`, as compact JSON."""
+        return b"".join(chunks(self.pieces(pods)))
+
+    def pieces(self, pods: Iterable[KubeObject]) -> list[bytes]:
+        """Each pod's JSON, in order (`chunks` makes the PodList of them)."""
         previous, current = self._encoded, {}
         parts: list[bytes] = []
         for pod in pods:
@@ -47,4 +56,25 @@ class PodListEncoder:
             current[key] = entry
             parts.append(entry[1])
         self._encoded = current
-        return b"".join((_HEAD, b",".join(parts), _TAIL))
+        return parts
+
+
+def length(pieces: list[bytes]) -> int:
+    """The size of the PodList `chunks` makes of `pieces`."""
+    return len(_HEAD) + sum(map(len, pieces)) + max(0, len(pieces) - 1) + len(_TAIL)
+
+
+def chunks(pieces: list[bytes], size: int = 1 << 20) -> Iterator[bytes]:
+    """The PodList of the pods' `pieces`, in chunks of about `size` bytes."""
+    group: list[bytes] = [_HEAD]
+    filled = len(_HEAD)
+    for index, piece in enumerate(pieces):
+        if index:
+            group.append(b",")
+        group.append(piece)
+        filled += len(piece) + 1
+        if filled >= size:
+            yield b"".join(group)
+            group, filled = [], 0
+    group.append(_TAIL)
+    yield b"".join(group)

@@ -14,6 +14,7 @@ the backend.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -23,7 +24,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from vkpy import jsoncodec
-from vkpy.api import resource_metrics
+from vkpy.api import pod_list, resource_metrics
 from vkpy.api.logs import container_logs
 from vkpy.api.portforward import port_forward_handler
 from vkpy.api.remotecommand import attach_handler, exec_handler
@@ -58,11 +59,19 @@ def _pod_list(items: list[KubeObject]) -> web.Response:
     return web.Response(body=jsoncodec.dumps(body), content_type="application/json")
 
 
-async def pods(request: web.Request) -> web.Response:
+async def pods(request: web.Request) -> web.StreamResponse:
     """The node's pods; each pod's JSON is reused while the pod is unchanged
-    (vkpy.api.pod_list), so a request costs the changed pods' encoding, not all."""
-    body = pod_list_encoder(request).encode(deps(request).pods())
-    return web.Response(body=body, content_type="application/json")
+    (vkpy.api.pod_list), so a request costs the changed pods' encoding, not all, and
+    the body goes out in chunks with the event loop free for others in between."""
+    pieces = pod_list_encoder(request).pieces(deps(request).pods())
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.content_length = pod_list.length(pieces)
+    await response.prepare(request)
+    for chunk in pod_list.chunks(pieces):
+        await response.write(chunk)
+        await asyncio.sleep(0)  # a turn for the other requests between chunks
+    await response.write_eof()
+    return response
 
 
 async def running_pods(request: web.Request) -> web.Response:

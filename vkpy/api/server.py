@@ -202,13 +202,15 @@ class KubeletServer:
             )
             self.port = _listening_port(listening)
             for port in sorted(set(self.deps.node_ports) - {self.port}):
-                server, _ = await listen(  # a node set: each node's own port
+                # A node set: each node's own port, with a kubelet's connection caps of
+                # its own. A client such as metrics-server keeps a connection to every
+                # node; caps shared by the set reset all but 256 of them (issue 17).
+                server, _ = await listen(
                     runner.server,
                     self.settings.listen_address,
                     port,
                     self.tls.context,
                     self.settings.limits,
-                    self.gate,
                 )
                 more.append(server)
             log.info(

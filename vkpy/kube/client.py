@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -133,6 +133,17 @@ class KubeClient:
             # Watch events carry whole objects: etcd allows 1.5 MiB each.
             session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21)
         return cls(access, session, options)
+
+    def separate_pool(self, max_connections: int) -> KubeClient:
+        """A client to the same API server with the same credentials and a connection
+        pool of its own (call inside the event loop; close it when done). A node set's
+        Lease renewals and node status go through one (the kubelet's heartbeat client),
+        so a burst of pod work filling the main pool cannot make them late. With a
+        credential plugin (whose library owns the session) it is this client."""
+        if self._access.plugin is not None:
+            return self
+        options = replace(self._options, max_connections=max_connections)
+        return KubeClient.open(self._access, options)
 
     @classmethod
     async def connect(cls, options: ClientOptions) -> KubeClient:
