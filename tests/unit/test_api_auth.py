@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.unit.tls_site import serving
 from vkpy.api.authn import (
     ANONYMOUS,
     TOKEN_REVIEW_PATH,
@@ -137,14 +138,7 @@ async def test_client_certificate_names_user_and_groups(tmp_path: Path) -> None:
         seen.append(user_from_certificate(cert))
         return web.Response(text="ok")
 
-    app = web.Application()
-    app.router.add_get("/", who)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.context)
-    await site.start()
-    try:
-        port = int(runner.addresses[0][1])
+    async with serving(tls.context, who) as port:
         ctx = ssl.create_default_context()
         ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         ctx.load_cert_chain(tmp_path / "bob.crt", tmp_path / "bob.key")
@@ -152,8 +146,6 @@ async def test_client_certificate_names_user_and_groups(tmp_path: Path) -> None:
         writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert (await reader.read()).startswith(b"HTTP/1.1 200")
         writer.close()
-    finally:
-        await runner.cleanup()
     assert seen == [UserInfo("bob", groups=("devs", "ops"))]
 
 

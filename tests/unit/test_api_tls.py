@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from cryptography import x509
 
+from tests.unit.tls_site import serving
 from vkpy.api.certs import (
     CertificateError,
     load_combined,
@@ -105,16 +106,8 @@ async def who(request: web.Request) -> web.Response:
 
 
 async def serve(tls: ServingTLS) -> AsyncIterator[int]:
-    app = web.Application()
-    app.router.add_get("/", who)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.context)
-    await site.start()
-    try:
-        yield int(runner.addresses[0][1])
-    finally:
-        await runner.cleanup()
+    async with serving(tls.context, who) as port:
+        yield port
 
 
 async def test_new_connections_get_the_new_certificate_old_ones_keep_working() -> None:

@@ -100,12 +100,9 @@ async def test_api_errors_are_survived(lease: Lease, error: ApiError) -> None:
     assert lease.task is not None and not lease.task.done()
 
 
-async def test_a_restarted_agent_renews_an_existing_lease_with_one_write(lease: Lease) -> None:
-    """An agent started again finds its nodes' Leases there (1000 of them for a node
-    set): each first renewal is the one patch, not a create answered 409 and then the
-    patch, which cost a restarted 1000-node set 1000 extra POSTs while it registered.
-    (The node controller says so: its Node was there already.)"""
-    lease.keeper = LeaseKeeper(
+def _keeper_of_a_node_that_was_there(lease: Lease) -> LeaseKeeper:
+    """A keeper told its Node existed already (so its Lease probably does too)."""
+    return LeaseKeeper(
         lease.kube,  # type: ignore[arg-type]
         "vk-1",
         lambda: "node-uid",
@@ -113,6 +110,14 @@ async def test_a_restarted_agent_renews_an_existing_lease_with_one_write(lease: 
         monotonic=lease.clock.monotonic,
         may_exist=lambda: True,
     )
+
+
+async def test_a_restarted_agent_renews_an_existing_lease_with_one_write(lease: Lease) -> None:
+    """An agent started again finds its nodes' Leases there (1000 of them for a node
+    set): each first renewal is the one patch, not a create answered 409 and then the
+    patch, which cost a restarted 1000-node set 1000 extra POSTs while it registered.
+    (The node controller says so: its Node was there already.)"""
+    lease.keeper = _keeper_of_a_node_that_was_there(lease)
     lease.kube.objects[LEASE] = {
         "metadata": {"name": "vk-1", "namespace": "kube-node-lease", "resourceVersion": "7"},
         "spec": {"holderIdentity": "vk-1", "renewTime": "2020-01-01T00:00:00.000000Z"},
@@ -126,14 +131,7 @@ async def test_a_restarted_agent_renews_an_existing_lease_with_one_write(lease: 
 
 
 async def test_a_lease_thought_there_but_missing_is_created_at_once(lease: Lease) -> None:
-    lease.keeper = LeaseKeeper(
-        lease.kube,  # type: ignore[arg-type]
-        "vk-1",
-        lambda: "node-uid",
-        sleep=lease.clock.sleep,
-        monotonic=lease.clock.monotonic,
-        may_exist=lambda: True,
-    )
+    lease.keeper = _keeper_of_a_node_that_was_there(lease)
     lease.start()
     await settle()
     assert lease.keeper.renewals == 1

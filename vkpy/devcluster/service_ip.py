@@ -53,6 +53,10 @@ class ServiceRelay:
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._listener: socket.socket | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        """The connections being relayed. Python 3.11's stream server keeps no
+        reference to its handler tasks, so one whose sockets are both idle could be
+        garbage-collected mid-connection ("Task was destroyed but it is pending")."""
 
     def __enter__(self) -> ServiceRelay:
         subprocess.run(
@@ -87,8 +91,22 @@ class ServiceRelay:
         self._ready.set()
         async with server:
             await self._stop.wait()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._relay_connection(reader, writer)
+        finally:
+            self._connections.discard(task)
+
+    async def _relay_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         try:
             upstream = await asyncio.open_connection("127.0.0.1", self.api_port)
         except OSError:
