@@ -171,3 +171,32 @@ async def test_a_released_node_is_taken_at_once_not_at_the_next_round(
         await asyncio.gather(sharing, return_exceptions=True)
         await fleet.stop()
         await settle()
+
+
+@pytest.mark.parametrize("world", [2], indirect=True)
+async def test_a_replica_counted_out_counts_again_once_its_own_lease_changes(
+    world: tuple[FakeKube, FakeClock, ShardedFleet],
+) -> None:
+    """b lets its node's Lease run out but is alive (it renews its own Lease): a takes
+    the node, then counts b again at b's next renewal and gives its share back."""
+    kube, clock, fleet = world
+    await kube.create(LEASES, node_lease("b", clock.time(), name="s-1"))
+    await kube.create(LEASES, replica_lease("b", clock.time()))
+    sharing = asyncio.create_task(fleet.share())
+    try:
+        for _ in range(4):  # b renews its own Lease every 10 s, never its node's
+            await clock.advance(10)
+            await renew(kube, replica_lease("b", clock.time()))
+        await clock.advance(1.5)  # 41.5 s: the node's Lease ran out at 40 s
+        assert holder(kube, "s-1") == "a"
+        assert fleet.replicas == 1
+        await clock.advance(8.5)
+        await renew(kube, replica_lease("b", clock.time()))  # alive after all
+        await clock.advance(10.5)
+        assert fleet.replicas == 2
+        assert len(fleet.held()) == 1  # its share of two again
+    finally:
+        sharing.cancel()
+        await asyncio.gather(sharing, return_exceptions=True)
+        await fleet.stop()
+        await settle()
