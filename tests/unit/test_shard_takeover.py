@@ -7,6 +7,7 @@ takes the node as soon as that duration has passed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -88,13 +89,25 @@ async def world(
     yield kube, clock, fleet
 
 
+@contextlib.asynccontextmanager
+async def sharing(fleet: ShardedFleet) -> AsyncIterator[None]:
+    """The fleet's sharing loop runs for the block; then it stops, with its nodes."""
+    task = asyncio.create_task(fleet.share())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await fleet.stop()
+        await settle()
+
+
 async def test_a_dead_peers_node_is_taken_when_its_lease_runs_out_not_a_round_later(
     world: tuple[FakeKube, FakeClock, ShardedFleet],
 ) -> None:
     kube, clock, fleet = world
     await kube.create(LEASES, node_lease("b", clock.time()))
-    sharing = asyncio.create_task(fleet.share())
-    try:
+    async with sharing(fleet):
         await clock.advance(1)  # a's round at 0 s saw b holding the node
         # b renews just after a's round, then dies (SIGKILL: no release)
         current = kube.objects[NODE_LEASE]
@@ -109,11 +122,6 @@ async def test_a_dead_peers_node_is_taken_when_its_lease_runs_out_not_a_round_la
         taken = datetime.fromisoformat(acquired.replace("Z", "+00:00")).timestamp()
         renewed_wall = clock.time() - clock.monotonic() + renewed
         assert renewed_wall + DURATION <= taken <= renewed_wall + DURATION + 0.5
-    finally:
-        sharing.cancel()
-        await asyncio.gather(sharing, return_exceptions=True)
-        await fleet.stop()
-        await settle()
 
 
 @pytest.mark.parametrize("world", [2], indirect=True)
@@ -127,8 +135,7 @@ async def test_a_dead_replica_is_counted_out_once_its_first_node_lease_runs_out(
     kube, clock, fleet = world
     await kube.create(LEASES, node_lease("b", clock.time(), name="s-1"))
     await kube.create(LEASES, replica_lease("b", clock.time()))
-    sharing = asyncio.create_task(fleet.share())
-    try:
+    async with sharing(fleet):
         await clock.advance(1)
         assert holder(kube, "s-0") == "a"  # its share of two replicas: one node
         assert fleet.held() == ["s-0"]
@@ -143,11 +150,6 @@ async def test_a_dead_replica_is_counted_out_once_its_first_node_lease_runs_out(
         assert holder(kube, "s-1") == "a"
         assert sorted(fleet.held()) == ["s-0", "s-1"]
         assert fleet.replicas == 1
-    finally:
-        sharing.cancel()
-        await asyncio.gather(sharing, return_exceptions=True)
-        await fleet.stop()
-        await settle()
 
 
 async def test_a_released_node_is_taken_at_once_not_at_the_next_round(
@@ -157,8 +159,7 @@ async def test_a_released_node_is_taken_at_once_not_at_the_next_round(
     Lease; one under its share takes it as the release arrives."""
     kube, clock, fleet = world
     await kube.create(LEASES, node_lease("b", clock.time()))
-    sharing = asyncio.create_task(fleet.share())
-    try:
+    async with sharing(fleet):
         await clock.advance(3)
         assert holder(kube, "s-0") == "b"
         released = node_lease("b", clock.time())
@@ -166,11 +167,6 @@ async def test_a_released_node_is_taken_at_once_not_at_the_next_round(
         await renew(kube, released)
         await clock.advance(0.5)
         assert holder(kube, "s-0") == "a"
-    finally:
-        sharing.cancel()
-        await asyncio.gather(sharing, return_exceptions=True)
-        await fleet.stop()
-        await settle()
 
 
 @pytest.mark.parametrize("world", [2], indirect=True)
@@ -182,8 +178,7 @@ async def test_a_replica_counted_out_counts_again_once_its_own_lease_changes(
     kube, clock, fleet = world
     await kube.create(LEASES, node_lease("b", clock.time(), name="s-1"))
     await kube.create(LEASES, replica_lease("b", clock.time()))
-    sharing = asyncio.create_task(fleet.share())
-    try:
+    async with sharing(fleet):
         for _ in range(4):  # b renews its own Lease every 10 s, never its node's
             await clock.advance(10)
             await renew(kube, replica_lease("b", clock.time()))
@@ -195,8 +190,3 @@ async def test_a_replica_counted_out_counts_again_once_its_own_lease_changes(
         await clock.advance(10.5)
         assert fleet.replicas == 2
         assert len(fleet.held()) == 1  # its share of two again
-    finally:
-        sharing.cancel()
-        await asyncio.gather(sharing, return_exceptions=True)
-        await fleet.stop()
-        await settle()
