@@ -26,8 +26,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-NODES_GROUP = "system:nodes"
-NODE_USER_PREFIX = "system:node:"
 SELF_SIGNED_DAYS = 365
 _BACKDATE = datetime.timedelta(minutes=5)
 
@@ -118,13 +116,16 @@ def self_signed(host: str, ips: Sequence[str], names: Sequence[str], now: float)
     return load_pair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def serving_csr(node_name: str, ips: Sequence[str], names: Sequence[str]) -> Answer:
-    """A kubelet-serving CSR for `node_name` and its new key, as PEM."""
+def serving_csr(
+    organization: str, common_name: str, ips: Sequence[str], names: Sequence[str]
+) -> Answer:
+    """A kubelet-serving CSR (subject O=`organization`, CN=`common_name`) and its new
+    key, as PEM."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name(
         [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, NODES_GROUP),
-            x509.NameAttribute(NameOID.COMMON_NAME, NODE_USER_PREFIX + node_name),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
         ]
     )
     csr = (
@@ -148,7 +149,9 @@ def answer(request: dict[str, Any]) -> Answer:
         if op == "self_signed":
             return self_signed(request["host"], request["ips"], request["names"], request["now"])
         if op == "serving_csr":
-            return serving_csr(request["node"], request["ips"], request["names"])
+            return serving_csr(
+                request["organization"], request["common_name"], request["ips"], request["names"]
+            )
     except Unusable as error:
         return {"error": str(error)}
     return {"error": f"unknown request {op!r}"}

@@ -146,8 +146,14 @@ def self_signed(
     """A self-signed serving pair for `host` valid for the given addresses, one year."""
     ips, names = split_addresses([host, *addresses])
     now = now or datetime.datetime.now(datetime.UTC)
-    request = {"op": "self_signed", "host": host, "ips": ips, "names": names}
-    return _pair(_work({**request, "now": now.timestamp()}))
+    request = {
+        "op": "self_signed",
+        "host": host,
+        "ips": ips,
+        "names": names,
+        "now": now.timestamp(),
+    }
+    return _pair(_work(request))
 
 
 def serving_csr(node_name: str, addresses: Sequence[str]) -> tuple[bytes, bytes]:
@@ -155,7 +161,15 @@ def serving_csr(node_name: str, addresses: Sequence[str]) -> tuple[bytes, bytes]
     if not addresses:
         raise CertificateError("a kubelet-serving CSR needs at least one DNS or IP address")
     ips, names = split_addresses(addresses)
-    answer = _work({"op": "serving_csr", "node": node_name, "ips": ips, "names": names})
+    answer = _work(
+        {
+            "op": "serving_csr",
+            "organization": NODES_GROUP,
+            "common_name": NODE_USER_PREFIX + node_name,
+            "ips": ips,
+            "names": names,
+        }
+    )
     return str(answer["csr_pem"]).encode(), str(answer["key_pem"]).encode()
 
 
