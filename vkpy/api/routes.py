@@ -52,9 +52,9 @@ async def healthz(_: web.Request) -> web.Response:
 
 
 def _pod_list(items: list[KubeObject]) -> web.Response:
-    """A PodList, encoded by orjson: /pods of 10,000 pods is about 25 MB of JSON, which
-    the standard library's encoder took seconds to write on a loaded machine while the
-    event loop waited (issue 17, one node with 10,000 pods)."""
+    """A PodList (of `/runningpods`), encoded by orjson: the standard library's encoder
+    held the event loop for seconds on large lists (issue 17). `/pods` reuses each
+    pod's encoding instead (vkpy.api.pod_list)."""
     body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
     return web.Response(body=jsoncodec.dumps(body), content_type="application/json")
 
