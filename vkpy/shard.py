@@ -40,6 +40,7 @@ from vkpy.fleet import (
     FleetNode,
     build_node,
     create_backend,
+    heartbeat_connections,
     node_dependencies,
     run_logged,
     set_listener,
@@ -111,6 +112,10 @@ class ShardedFleet:
         self.watch = SharedPodWatch(client, clock, keep=[m.node.name for m in members])
         self._objects = ApiObjectSource(client)
         self.slots: dict[str, _Slot] = {}
+        # The Leases are the set's heartbeat: renewed through a pool of their own (the
+        # kubelet's heartbeat client), so pod work filling the main pool cannot make a
+        # replica lose its nodes.
+        self.heartbeats = client.separate_pool(heartbeat_connections(len(members)))
         for member in members:
             node_lease = replace(
                 self._election,
@@ -119,11 +124,11 @@ class ShardedFleet:
                 labels={SET_LABEL: self.set},
             )
             owner = functools.partial(self._owner, member.node.name)
-            elector = LeaderElector(client, node_lease, clock, owner=owner)
+            elector = LeaderElector(self.heartbeats, node_lease, clock, owner=owner)
             self.slots[member.node.name] = _Slot(member, elector)
         self._replicas_namespace = self._election.namespace
         self._me = LeaderElector(
-            client,
+            self.heartbeats,
             replace(
                 self._election,
                 name=replica_lease(self.set, self.identity),
@@ -441,6 +446,8 @@ class ShardedFleet:
         await _each(self._give_back, [s for s in self.slots.values() if s.task is not None])
         await self._me.release()
         await self.events.flush(2.0)
+        if self.heartbeats is not self._client:
+            await self.heartbeats.close()
 
 
 async def _each(work: Callable[[_Slot], Awaitable[None]], slots: list[_Slot]) -> None:
