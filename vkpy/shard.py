@@ -9,11 +9,12 @@ holding a node costs exactly a kubelet's Lease renewals and nothing new runs.
 
 Each replica also keeps a Lease of its own (`vkpy-set-<set>-<identity>`, labelled
 with the set) so the others can count the live replicas. Every retry period a
-replica renews that Lease, lists the set's Leases in one request, and follows
+replica renews that Lease, reads the set's Leases, and follows
 vkpy.node.shard_plan: it gives back what exceeds its fair share (ceil(nodes /
-replicas)) and takes free, released or expired Leases up to it. A watch on the same
+replicas)) and takes free, released or expired Leases up to it. A watch on the set's
 Leases records each change as it arrives, so a Lease's expiry is timed from its
-holder's last renewal, not from the round that next lists it. A replica that dies
+holder's last renewal, not from the round that next reads it; the rounds read the
+Leases from that watch (one LIST at its start, not one per round). A replica that dies
 stops renewing; once a Lease of it has not changed for its duration it counts as
 dead and the others take its nodes, each as its Lease runs out (a timer to the
 soonest expiry starts a round), so a node is served again within the lease
@@ -29,10 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import logging
 import math
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
@@ -42,28 +41,27 @@ from vkpy.fleet import (
     FleetNode,
     build_node,
     create_backend,
+    heartbeat_connections,
     node_dependencies,
     run_logged,
     set_listener,
 )
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
-from vkpy.kube.watch import Watcher, WatchOptions
+from vkpy.kube.watch import Watcher, WatchHandler, WatchOptions
 from vkpy.node.leader import LeaderElector, LeadershipLost
 from vkpy.node.lease import NAMESPACE as NODE_LEASES
 from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
 from vkpy.node.shard_plan import Claim, Sightings, fair_share, plan
 from vkpy.node.shared_pod_watch import SharedPodWatch
-from vkpy.node_set import Member
+from vkpy.node_set import SET_LABEL, Member, dns_label, node_set_name
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import Provider
 from vkpy.settings import Settings
 
 log = logging.getLogger(__name__)
 
-SET_LABEL = "vkpy.io/node-set"
-"""On every Lease of a shared node set (the nodes' and the replicas'): its name."""
 REPLICA_LABEL = "vkpy.io/node-set-replica"
 """On a replica's own Lease."""
 AT_ONCE = 32
@@ -71,23 +69,41 @@ AT_ONCE = 32
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"
 
 
-def _dns_label(text: str, limit: int) -> str:
-    """`text` as lowercase letters, digits and dashes, at most `limit` long (a hash
-    keeps names that had to be cut apart)."""
-    clean = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
-    if len(clean) <= limit:
-        return clean
-    digest = hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
-    return f"{clean[: limit - 9].rstrip('-')}-{digest}"
-
-
 def set_name(settings: Settings) -> str:
     """The set's name in labels: from --node-name, the same for every replica."""
-    return _dns_label(settings.node.name, 63)
+    return node_set_name(settings.node.name)
 
 
 def replica_lease(set_name: str, identity: str) -> str:
-    return f"vkpy-set-{set_name}-{_dns_label(identity, 100)}"
+    return f"vkpy-set-{set_name}-{dns_label(identity, 100)}"
+
+
+class _LeaseCache:
+    """One namespace's Leases of the set as its watch last saw them (what the rounds
+    read), passing each change on to the set's sightings."""
+
+    def __init__(self, namespace: str, sightings: WatchHandler) -> None:
+        self.namespace = namespace
+        self.items: dict[str, KubeObject] = {}
+        self.synced = False
+        self._sightings = sightings
+
+    def _keep(self, lease: KubeObject) -> str:
+        lease.setdefault("metadata", {}).setdefault("namespace", self.namespace)
+        return str(meta(lease).get("name"))
+
+    def replace(self, items: list[KubeObject]) -> None:
+        self.items = {self._keep(lease): lease for lease in items}
+        self.synced = True
+        self._sightings.replace(items)
+
+    def apply(self, event_type: str, obj: KubeObject) -> None:
+        name = self._keep(obj)
+        if event_type == "DELETED":
+            self.items.pop(name, None)
+        else:
+            self.items[name] = obj
+        self._sightings.apply(event_type, obj)
 
 
 @dataclass
@@ -125,6 +141,10 @@ class ShardedFleet:
         self.watch = SharedPodWatch(client, clock, keep=[m.node.name for m in members])
         self._objects = ApiObjectSource(client)
         self.slots: dict[str, _Slot] = {}
+        # The Leases are the set's heartbeat: renewed through a pool of their own (the
+        # kubelet's heartbeat client), so pod work filling the main pool cannot make a
+        # replica lose its nodes.
+        self.heartbeats = client.separate_pool(heartbeat_connections(len(members)))
         for member in members:
             node_lease = replace(
                 self._election,
@@ -133,11 +153,11 @@ class ShardedFleet:
                 labels={SET_LABEL: self.set},
             )
             owner = functools.partial(self._owner, member.node.name)
-            elector = LeaderElector(client, node_lease, clock, owner=owner)
+            elector = LeaderElector(self.heartbeats, node_lease, clock, owner=owner)
             self.slots[member.node.name] = _Slot(member, elector)
         self._replicas_namespace = self._election.namespace
         self._me = LeaderElector(
-            client,
+            self.heartbeats,
             replace(
                 self._election,
                 name=replica_lease(self.set, self.identity),
@@ -146,6 +166,8 @@ class ShardedFleet:
             clock,
         )
         self._others = Sightings()
+        self._leases: dict[str, _LeaseCache] = {}
+        """The set's Leases by namespace, as the watch last saw them."""
         self._lapsed: dict[str, float] = {}
         """Replicas (by identity) seen letting a node's Lease run out, and when: dead
         for the count until their own Lease changes after that."""
@@ -218,11 +240,13 @@ class ShardedFleet:
         sooner when a Lease held elsewhere runs out or is released.
 
         A watch on the set's Leases (one per namespace they are in, selected by the
-        set's label, as the rounds list them) records each change as it arrives, so a
-        Lease's expiry is timed from its holder's last renewal and not from the next
-        round that lists it (up to a retry period later)."""
+        set's label) records each change as it arrives, so a Lease's expiry is timed
+        from its holder's last renewal and not from the next round that reads it (up
+        to a retry period later); the rounds read the Leases from it, once it has
+        listed them, rather than list them again every retry period."""
         async with asyncio.TaskGroup() as nodes:
             for namespace in self._namespaces():
+                cache = self._leases[namespace] = _LeaseCache(namespace, self)
                 watcher = Watcher(
                     self._client,
                     WatchOptions(
@@ -230,7 +254,7 @@ class ShardedFleet:
                         label_selector=self._selector(),
                         resource="leases",
                     ),
-                    self,
+                    cache,
                     sleep=self._clock.sleep,
                 )
                 name = f"lease-watch/{namespace}"
@@ -333,7 +357,11 @@ class ShardedFleet:
             await self._me.try_acquire_or_renew()
         except ApiError as error:
             log.warning("cannot renew this replica's Lease", extra={"error": str(error)})
-        listed = await self._list()
+        caches = [self._leases.get(n) for n in self._namespaces()]
+        if all(c is not None and c.synced for c in caches):
+            listed = [lease for c in caches if c is not None for lease in c.items.values()]
+        else:
+            listed = await self._list()  # before the watch has listed them
         now = self._clock.monotonic()
         replicas: dict[str, str] = {}
         node_leases: dict[str, KubeObject] = {}
@@ -455,6 +483,8 @@ class ShardedFleet:
         await _each(self._give_back, [s for s in self.slots.values() if s.task is not None])
         await self._me.release()
         await self.events.flush(2.0)
+        if self.heartbeats is not self._client:
+            await self.heartbeats.close()
 
 
 async def _each(work: Callable[[_Slot], Awaitable[None]], slots: list[_Slot]) -> None:

@@ -218,6 +218,10 @@ class FakeKube:
         """The write gate of a held Lease (unfenced here: the tests read the Leases)."""
         return self
 
+    def separate_pool(self, max_connections: int) -> FakeKube:
+        """The heartbeat pool (one store here: the requests are what the tests read)."""
+        return self
+
     def _pods(self, query: Any) -> list[Obj]:
         selector = str((query or {}).get("fieldSelector", ""))
         field, negated, node = selector.partition("!=")

@@ -190,3 +190,24 @@ async def test_a_replica_counted_out_counts_again_once_its_own_lease_changes(
         await clock.advance(10.5)
         assert fleet.replicas == 2
         assert len(fleet.held()) == 1  # its share of two again
+
+
+@pytest.mark.parametrize("world", [2], indirect=True)
+async def test_the_rounds_read_the_leases_from_the_watch_not_a_list_each_time(
+    world: tuple[FakeKube, FakeClock, ShardedFleet],
+) -> None:
+    """At 1000 nodes a LIST of the set's Leases every retry period is a thousand
+    objects a replica has from its watch already: once the watch has listed them,
+    the rounds read what it saw, and still see a peer join."""
+    kube, clock, fleet = world
+    async with sharing(fleet):
+        await clock.advance(1)
+        lists_then = len(kube.requests_to("GET", r"/leases$"))
+        assert sorted(fleet.held()) == ["s-0", "s-1"]  # alone: both nodes
+        await kube.create(LEASES, replica_lease("b", clock.time()))
+        for _ in range(5):  # five rounds; b renews its own Lease at each
+            await clock.advance(2.5)
+            await renew(kube, replica_lease("b", clock.time()))
+        assert fleet.replicas == 2  # the rounds saw b join (through the watch)
+        assert len(fleet.held()) == 1  # and gave b its share back
+        assert len(kube.requests_to("GET", r"/leases$")) == lists_then  # no LIST since
