@@ -114,6 +114,9 @@ class _Slot:
     elector: LeaderElector
     serving: FleetNode | None = None
     task: asyncio.Task[None] | None = None
+    failed_at: float = -math.inf
+    """When serving it here last failed (monotonic): not taken again for a Lease
+    duration after, so another replica gets it."""
 
     def held(self) -> bool:
         return self.task is not None and not self.task.done()
@@ -378,7 +381,12 @@ class ShardedFleet:
             name: Claim(slot.elector.holder(), slot.elector.vacant())
             for name, slot in self.slots.items()
         }
-        todo = plan(self.identity, list(self.slots), claims, self.replicas, self.held())
+        failed = {
+            name
+            for name, slot in self.slots.items()
+            if now - slot.failed_at < self._election.lease_duration
+        }
+        todo = plan(self.identity, list(self.slots), claims, self.replicas, self.held(), failed)
         if todo.give_back:
             log.info(
                 "giving nodes back",
@@ -429,6 +437,7 @@ class ShardedFleet:
         name = slot.member.node.name
         fenced = self._client.fenced(slot.elector.write_budget)
         node: FleetNode | None = None
+        failed = False
         try:
             node = build_node(
                 self._settings, slot.member, fenced, self.events, self._objects, self.watch
@@ -442,7 +451,8 @@ class ShardedFleet:
         except LeadershipLost as error:
             log.warning("node lost", extra={"node": name, "error": str(error)})
         except Exception:
-            log.exception("node failed; giving it up", extra={"node": name})
+            log.exception("node failed; giving it up to another replica", extra={"node": name})
+            failed = True
         finally:
             self.watch.detach(name)
             slot.serving = None
@@ -450,6 +460,9 @@ class ShardedFleet:
                 if node.node in self.controllers:
                     self.controllers.remove(node.node)
                 await node.provider.close()
+        if failed:
+            slot.failed_at = self._clock.monotonic()
+            await slot.elector.release()  # its writes ended with the controllers above
 
     async def _run_node(self, node: FleetNode) -> None:
         async with self._gate:
