@@ -23,6 +23,8 @@ so the port it dials is what says which node it means.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -31,6 +33,10 @@ from vkpy.node.pod_settings import PodControllerSettings
 
 DEFAULT_PATTERN = "{prefix}-{index}"
 
+SET_LABEL = "vkpy.io/node-set"
+"""On every Node of a set and every Lease of a shared set (the nodes' and the
+replicas'): the set's name, so `kubectl get nodes -l` and an uninstall find them all."""
+
 NODE_SET_STATUS_INTERVAL = 300.0
 """The kubelet's nodeStatusReportFrequency: with Leases as the heartbeat, a node's
 status is written when it changes and every 5 minutes; a node set does the same."""
@@ -38,6 +44,22 @@ status is written when it changes and every 5 minutes; a node set does the same.
 _GROUP_KEYS = frozenset(
     {"count", "name", "names", "labels", "taints", "capacity", "provider_config", "start"}
 )
+
+
+def dns_label(text: str, limit: int) -> str:
+    """`text` as lowercase letters, digits and dashes, at most `limit` long (a hash
+    keeps names that had to be cut apart)."""
+    clean = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
+    if len(clean) <= limit:
+        return clean
+    digest = hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
+    return f"{clean[: limit - 9].rstrip('-')}-{digest}"
+
+
+def node_set_name(prefix: str) -> str:
+    """The set's name in labels: from --node-name (the names' prefix), the same for
+    every replica of the set."""
+    return dns_label(prefix, 63)
 
 
 def api_connections(nodes: int) -> int:
@@ -100,7 +122,11 @@ def _member(
     group: Mapping[str, object],
     where: str,
 ) -> Member:
-    labels = {**base.labels, **_str_map(group.get("labels"), f"{where}.labels")}
+    labels = {
+        **base.labels,
+        SET_LABEL: node_set_name(base.name),
+        **_str_map(group.get("labels"), f"{where}.labels"),
+    }
     taints = base.taints
     if "taints" in group:
         raw = group["taints"]

@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import logging
 import math
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
@@ -55,15 +53,13 @@ from vkpy.node.node_controller import NodeController
 from vkpy.node.pod_config import ApiObjectSource
 from vkpy.node.shard_plan import Claim, Sightings, fair_share, plan
 from vkpy.node.shared_pod_watch import SharedPodWatch
-from vkpy.node_set import Member
+from vkpy.node_set import SET_LABEL, Member, dns_label, node_set_name
 from vkpy.objects import KubeObject, meta, spec
 from vkpy.providers.base import Provider
 from vkpy.settings import Settings
 
 log = logging.getLogger(__name__)
 
-SET_LABEL = "vkpy.io/node-set"
-"""On every Lease of a shared node set (the nodes' and the replicas'): its name."""
 REPLICA_LABEL = "vkpy.io/node-set-replica"
 """On a replica's own Lease."""
 AT_ONCE = 32
@@ -71,23 +67,13 @@ AT_ONCE = 32
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"
 
 
-def _dns_label(text: str, limit: int) -> str:
-    """`text` as lowercase letters, digits and dashes, at most `limit` long (a hash
-    keeps names that had to be cut apart)."""
-    clean = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
-    if len(clean) <= limit:
-        return clean
-    digest = hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
-    return f"{clean[: limit - 9].rstrip('-')}-{digest}"
-
-
 def set_name(settings: Settings) -> str:
     """The set's name in labels: from --node-name, the same for every replica."""
-    return _dns_label(settings.node.name, 63)
+    return node_set_name(settings.node.name)
 
 
 def replica_lease(set_name: str, identity: str) -> str:
-    return f"vkpy-set-{set_name}-{_dns_label(identity, 100)}"
+    return f"vkpy-set-{set_name}-{dns_label(identity, 100)}"
 
 
 @dataclass

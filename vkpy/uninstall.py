@@ -14,6 +14,11 @@ So the chart runs this as a `pre-delete` hook, while vkpy still runs:
 4. delete the Node (its heartbeat Lease goes with it: the Node owns it) and the
    replicas' leader Lease.
 
+A node set (`--node-selector vkpy.io/node-set=<set>`: every Node of the set carries
+that label) is taken out the same way, each step for all its nodes at once; the
+set's Leases (the nodes' and the replicas', labelled alike) go in one request
+(`--lease-selector`).
+
 Every step is best effort after its timeout (a warning is logged and the next step
 runs), so an uninstall is never stuck on a pod that does not go.
 """
@@ -38,12 +43,15 @@ def parser() -> argparse.ArgumentParser:
     p = command.parser(
         "vkpy.uninstall", "Drain and delete a virtual node before its vkpy Deployment goes."
     )
-    p.add_argument("--node-name", required=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--node-name", help="the virtual node")
+    which.add_argument("--node-selector", help="label selector of a node set's Nodes")
     p.add_argument("--namespace", required=True, help="namespace of vkpy's Deployment")
     p.add_argument("--deployment", required=True, help="vkpy's Deployment")
     p.add_argument("--selector", required=True, help="label selector of vkpy's pods")
     p.add_argument("--lease-namespace", default="kube-node-lease")
     p.add_argument("--lease-name", default="", help="the replicas' leader Lease")
+    p.add_argument("--lease-selector", default="", help="label selector of a node set's Leases")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per waiting step")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between checks")
     return p
@@ -76,18 +84,29 @@ async def _until(
 
 
 class Uninstall:
-    """The four steps of the module docstring, for one node."""
+    """The four steps of the module docstring, for one node or a node set."""
 
     def __init__(self, client: KubeClient, args: argparse.Namespace) -> None:
         self.client = client
         self.args = args
-        self.node_path = f"/api/v1/nodes/{quote(args.node_name)}"
 
-    async def node_pods(self) -> list[tuple[str, str]]:
-        pods = await self.client.get(
-            "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={self.args.node_name}"}
+    async def nodes(self) -> list[str]:
+        """The Nodes to take out (those of the set that still exist)."""
+        if self.args.node_name:
+            return [self.args.node_name]
+        found = await self.client.get(
+            "/api/v1/nodes", query={"labelSelector": self.args.node_selector}
         )
-        return [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods["items"]]
+        return [n["metadata"]["name"] for n in found["items"]]
+
+    async def node_pods(self, nodes: list[str]) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for node in nodes:
+            pods = await self.client.get(
+                "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={node}"}
+            )
+            out += [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods["items"]]
+        return out
 
     async def vkpy_pods(self) -> int:
         path = f"/api/v1/namespaces/{quote(self.args.namespace)}/pods"
@@ -96,19 +115,25 @@ class Uninstall:
 
     async def run(self) -> None:
         args = self.args
-        cordon = self.client.patch(self.node_path, {"spec": {"unschedulable": True}}, MERGE_PATCH)
-        if await _ignore_missing(cordon):
-            log.info("cordoned", extra={"node": args.node_name})
-            pods = await self.node_pods()
+        cordoned: list[str] = []
+        for node in await self.nodes():
+            cordon = self.client.patch(
+                _node_path(node), {"spec": {"unschedulable": True}}, MERGE_PATCH
+            )
+            if await _ignore_missing(cordon):
+                log.info("cordoned", extra={"node": node})
+                cordoned.append(node)
+        if cordoned:
+            pods = await self.node_pods(cordoned)
             for namespace, name in pods:
                 path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
                 await _ignore_missing(self.client.delete(path))
-            log.info("deleting pods", extra={"node": args.node_name, "pods": len(pods)})
+            log.info("deleting pods", extra={"nodes": len(cordoned), "pods": len(pods)})
 
             async def pods_left() -> int:
-                return len(await self.node_pods())
+                return len(await self.node_pods(cordoned))
 
-            await _until("the node's pods to go", pods_left, args.timeout, args.interval)
+            await _until("the nodes' pods to go", pods_left, args.timeout, args.interval)
         scale = (
             f"/apis/apps/v1/namespaces/{quote(args.namespace)}"
             f"/deployments/{quote(args.deployment)}/scale"
@@ -116,15 +141,20 @@ class Uninstall:
         if await _ignore_missing(self.client.patch(scale, {"spec": {"replicas": 0}}, MERGE_PATCH)):
             log.info("scaled to zero", extra={"deployment": args.deployment})
             await _until("vkpy's pods to stop", self.vkpy_pods, args.timeout, args.interval)
-        if await _ignore_missing(self.client.delete(self.node_path)):
-            log.info("node deleted", extra={"node": args.node_name})
-        if args.lease_name:
-            lease = (
-                f"/apis/coordination.k8s.io/v1/namespaces/{quote(args.lease_namespace)}"
-                f"/leases/{quote(args.lease_name)}"
-            )
-            if await _ignore_missing(self.client.delete(lease)):
-                log.info("leader lease deleted", extra={"lease": args.lease_name})
+        for node in await self.nodes():
+            if await _ignore_missing(self.client.delete(_node_path(node))):
+                log.info("node deleted", extra={"node": node})
+        leases = f"/apis/coordination.k8s.io/v1/namespaces/{quote(args.lease_namespace)}/leases"
+        leader = f"{leases}/{quote(args.lease_name)}"
+        if args.lease_name and await _ignore_missing(self.client.delete(leader)):
+            log.info("leader lease deleted", extra={"lease": args.lease_name})
+        if args.lease_selector:
+            await self.client.delete(leases, query={"labelSelector": args.lease_selector})
+            log.info("the set's leases deleted", extra={"selector": args.lease_selector})
+
+
+def _node_path(name: str) -> str:
+    return f"/api/v1/nodes/{quote(name)}"
 
 
 async def _run(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.agent import Agent, Kube, sim_pod, wait_for
+from tests.integration.agent import Agent, Kube, pod_identity, sim_pod, wait_for
+from vkpy import node_set
 from vkpy.devcluster import ClusterAccess
 from vkpy.devcluster.binaries import tool_dir
+from vkpy.devcluster.state import free_port_range
+from vkpy.node.node_status import NodeSettings
+from vkpy.node.pod_settings import PodControllerSettings
 from vkpy.providers import registry
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "vkpy"
@@ -107,6 +112,9 @@ def test_helm_lint_passes(helm: list[str]) -> None:
         (["--set", "rbac.creat=true"], "rbac"),
         (["--set", "provider=azure"], "/providers/azure/location"),
         ([*ACI_INSTALL, "--set", "providers.azure.tenantId="], "/providers/azure/tenantId"),
+        (["--set", "nodeSet.count=-1"], "/nodeSet/count"),
+        (["--set", "nodeSet.groups[0].name=fixed"], "/nodeSet/groups/0/name"),
+        (["--set", "nodeLeaseDuration=2"], "/nodeLeaseDuration"),
     ],
 )
 def test_the_schema_refuses_bad_values_naming_them(
@@ -137,8 +145,17 @@ def test_the_schema_refuses_bad_values_naming_them(
             "--set", "servingCert.certManager.issuerRef.name=kubelet-ca",
             "--set", "metrics.serviceMonitor.enabled=true",
         ],
+        ["--set", "nodeSet.count=50", "--set", "replicaCount=3"],
+        [
+            "--set", "nodeSet.groups[0].count=2", "--set", "nodeSet.groups[0].name=a-{index}",
+            "--set", "nodeSet.groups[1].names={big-0,big-1}",
+            "--set", "nodeSet.groups[1].taints={dedicated=big:NoSchedule}",
+        ],
     ],
-    ids=[*PROVIDERS, "aci-install", "secret", "selfSigned-ha", "csr-approver", "certManager"],
+    ids=[
+        *PROVIDERS, "aci-install", "secret", "selfSigned-ha", "csr-approver", "certManager",
+        "node-set-count", "node-set-groups",
+    ],
 )  # fmt: skip
 def test_every_rendering_is_accepted_by_the_api_server(
     helm: list[str], kube: Kube, values: list[str]
@@ -156,6 +173,27 @@ def test_every_rendering_is_accepted_by_the_api_server(
         assert certificate["spec"]["commonName"] == "system:node:vk-vkpy"
         assert certificate["spec"]["subject"]["organizations"] == ["system:nodes"]
         assert skipped == {"Certificate", "ServiceMonitor"}
+
+
+def test_a_node_set_takes_a_count_or_groups_not_both(helm: list[str]) -> None:
+    both = ["--set", "nodeSet.count=2", "--set", "nodeSet.groups[0].count=1"]
+    result = run([*helm, "template", "vk", str(CHART), *both], check=False)
+    assert result.returncode != 0
+    assert "nodeSet: give count or groups, not both" in result.stderr
+
+
+def test_a_node_set_file_from_groups_is_what_vkpy_reads(helm: list[str], tmp_path: Path) -> None:
+    objects = template(
+        helm, "vk", "--set", "nodeSet.groups[0].count=2",
+        "--set", "nodeSet.groups[0].name=a-{index}", "--set", "nodeSet.groups[0].labels.zone=a",
+    )  # fmt: skip
+    assert "--node-set=/etc/vkpy/provider/node-set.yaml" in vkpy_container(objects)["args"]
+    (tmp_path / "node-set.yaml").write_text(one(objects, "ConfigMap")["data"]["node-set.yaml"])
+    groups = node_set.from_file(yaml.safe_load((tmp_path / "node-set.yaml").read_text()))
+    base = NodeSettings(name="vk-vkpy", internal_ip="")
+    members = node_set.members(base, PodControllerSettings(node_name="", host_ip=""), {}, groups)
+    assert [m.node.name for m in members] == ["a-0", "a-1"]
+    assert members[0].node.labels == {"zone": "a", "vkpy.io/node-set": "vk-vkpy"}
 
 
 def test_the_aci_install_command_renders_config_secret_and_env(helm: list[str]) -> None:
@@ -282,6 +320,20 @@ def token_kubeconfig(cluster: ClusterAccess, namespace: str, account: str, path:
     return path
 
 
+def apply_rbac(kube: Kube, objects: list[dict[str, Any]]) -> str:
+    """Create the chart's ServiceAccounts and RBAC for real (cluster objects renamed to
+    be unique to this test); returns the manifest, to delete them afterwards."""
+    rbac = [o for o in objects if o["kind"] in RBAC_KINDS]
+    for obj in rbac:
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+            obj["metadata"]["name"] += f"-{kube.namespace}"
+        if obj.get("roleRef"):
+            obj["roleRef"]["name"] += f"-{kube.namespace}"
+    text = "\n---\n".join(yaml.safe_dump(o) for o in rbac)
+    kube.kubectl("apply", "-f", "-", input=text)  # every object names its namespace
+    return text
+
+
 @pytest.fixture
 def chart_rbac(
     helm: list[str], kube: Kube, cluster: ClusterAccess
@@ -290,14 +342,7 @@ def chart_rbac(
         helm, kube.namespace, "--set", "servingCert.approver.enabled=true",
         "--set", f"nodeName=vk-sa-{kube.namespace[-8:]}",
     )  # fmt: skip
-    rbac = [o for o in objects if o["kind"] in RBAC_KINDS]
-    for obj in rbac:  # release-named cluster objects: make them unique to this test
-        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
-            obj["metadata"]["name"] += f"-{kube.namespace}"
-        if obj.get("roleRef"):
-            obj["roleRef"]["name"] += f"-{kube.namespace}"
-    text = "\n---\n".join(yaml.safe_dump(o) for o in rbac)
-    kube.kubectl("apply", "-f", "-", input=text)  # every object names its namespace
+    text = apply_rbac(kube, objects)
     yield objects
     kube.kubectl("delete", "--ignore-not-found", "-f", "-", input=text)
 
@@ -408,3 +453,145 @@ def test_vkpy_runs_with_only_the_chart_service_account(
         cluster.run_kubectl("delete", "node", node, "--wait=false", check=False)
         print(f"--- vkpy ---\n{agent.logs()[-8000:]}")
         print(f"--- approver ---\n{approver_log.read_text()[-4000:]}")
+
+
+# --- a node set shared by the Deployment's replicas, with the chart's ServiceAccounts ---------
+
+SET_NODES = 6
+
+
+def set_leases(kube: Kube, selector: str) -> dict[str, str]:
+    """The set's node Leases (not the replicas' own): node name -> holder."""
+    out = json.loads(
+        kube.cluster.run_kubectl(
+            "get", "lease", "-n", "kube-node-lease", "-l", selector, "-o", "json"
+        ).stdout
+    )["items"]
+    return {
+        lease["metadata"]["name"]: lease["spec"].get("holderIdentity") or ""
+        for lease in out
+        if "vkpy.io/node-set-replica" not in lease["metadata"].get("labels", {})
+    }
+
+
+def test_a_node_set_release_shares_its_nodes_and_uninstalls_with_only_its_accounts(
+    helm: list[str], kube: Kube, cluster: ClusterAccess, tmp_path: Path
+) -> None:
+    ns = kube.namespace
+    prefix = f"vk-set-{ns[-8:]}"
+    selector = f"vkpy.io/node-set={prefix}"
+    objects = template(
+        helm, ns, "--set", f"nodeName={prefix}", "--set", f"nodeSet.count={SET_NODES}",
+        "--set", "replicaCount=3", "--set", "nodeLeaseDuration=8",
+    )  # fmt: skip
+    args = vkpy_container(objects)["args"]
+    assert f"--nodes={SET_NODES}" in args and "--leader-elect" in args
+    assert not [a for a in args if a.startswith("--leader-elect-lease-duration")]
+    set_args = [a for a in args if a.startswith(("--nodes=", "--leader-elect", "--node-lease"))]
+    job = one(objects, "Job")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--node-selector={selector}" in job
+    rbac = apply_rbac(kube, objects)
+    vk_config = token_kubeconfig(cluster, ns, "vk-vkpy", tmp_path / "vkpy.kubeconfig")
+    bases: list[int] = []
+    for _ in range(3):  # each replica listens on every node's port
+        bases.append(free_port_range(SET_NODES, tuple(b for b in bases)))
+    replicas = [
+        Agent(
+            cluster=cluster,
+            node_name=prefix,
+            state_dir=tmp_path / "platform",  # the replicas share one (sim) cloud account
+            log_path=tmp_path / f"r{n}.log",
+            port=bases[n],
+            extra_args=[*set_args, f"--leader-elect-identity=r{n}"],
+            kubeconfig_env=str(vk_config),
+        )
+        for n in range(3)
+    ]
+    uninstall_log = tmp_path / "uninstall.log"
+    try:
+        for agent in replicas:
+            agent.start()
+
+        def split() -> list[int]:
+            return sorted(Counter(set_leases(kube, selector).values()).values())
+
+        wait_for("two nodes each", lambda: split() == [2, 2, 2], timeout=180)
+        nodes = json.loads(kube.kubectl("get", "nodes", "-l", selector, "-o", "json"))["items"]
+        assert len(nodes) == SET_NODES
+        names = [f"p{n}" for n in range(SET_NODES)]
+        for n, name in enumerate(names):
+            kube.create(sim_pod(name, f"{prefix}-{n}"))
+        wait_for("pods Running", lambda: all(kube.phase(n) == "Running" for n in names), 120)
+        before = {n: pod_identity(kube.get("pod", n) or {}) for n in names}
+
+        replicas[2].kill()  # its nodes go to the two others once their Leases run out
+        wait_for("three nodes each", lambda: split() == [3, 3], timeout=120)
+        assert set(set_leases(kube, selector).values()) == {"r0", "r1"}
+        assert {n: pod_identity(kube.get("pod", n) or {}) for n in names} == before
+
+        # `helm uninstall`'s hook, with its own account: drain the set, scale vkpy's
+        # Deployment to zero (here a stand-in whose pod is held by a finalizer until
+        # the replicas have stopped, as a real vkpy pod is gone only once vkpy is),
+        # then delete the set's Nodes and Leases
+        kube.create(stand_in_deployment())
+        hook = token_kubeconfig(cluster, ns, "vk-vkpy-uninstall", tmp_path / "hook.kubeconfig")
+        with uninstall_log.open("wb") as out:
+            uninstall = subprocess.Popen(
+                [sys.executable, "-m", "vkpy.uninstall", *job, "--interval=0.5",
+                 "--log-format=text"],
+                stdout=out, stderr=out, env={**os.environ, "KUBECONFIG": str(hook)},
+            )  # fmt: skip
+        wait_for(
+            "the Deployment scaled to zero",
+            lambda: (kube.get("deploy", "vk-vkpy") or {})["spec"]["replicas"] == 0,
+            timeout=120,
+        )
+        assert not [p for p in names if kube.get("pod", p)]  # drained before vkpy stops
+        for agent in replicas[:2]:
+            agent.stop()
+            assert agent.process is not None
+            agent.process.wait(timeout=60)
+        for pod in kube.list("pod", "app.kubernetes.io/name=vkpy"):
+            kube.kubectl(
+                "patch", "pod", "-n", ns, pod["metadata"]["name"], "--type=merge",
+                "-p", '{"metadata":{"finalizers":null}}',
+            )  # fmt: skip
+        assert uninstall.wait(timeout=120) == 0, uninstall_log.read_text()[-4000:]
+        assert kube.kubectl("get", "nodes", "-l", selector, "-o", "name") == ""
+        assert set_leases(kube, selector) == {}
+        left = cluster.run_kubectl("get", "lease", "-n", "kube-node-lease", "-l", selector)
+        assert "No resources found" in left.stderr
+        for log in [*(a.log_path for a in replicas), uninstall_log]:
+            assert "forbidden" not in log.read_text().lower(), log.read_text()[-4000:]
+    finally:
+        for agent in replicas:
+            agent.stop()
+        kube.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=rbac)
+        cluster.run_kubectl("delete", "nodes", "-l", selector, "--wait=false", check=False)
+        cluster.run_kubectl("delete", "lease", "-n", "kube-node-lease", "-l", selector, check=False)
+        for agent in replicas:
+            print(f"--- {agent.log_path.stem} ---\n{agent.logs()[-3000:]}")
+        if uninstall_log.exists():
+            print(f"--- uninstall ---\n{uninstall_log.read_text()[-3000:]}")
+
+
+def stand_in_deployment() -> dict[str, Any]:
+    """A Deployment named and labelled as the chart's, whose one pod never runs
+    (nothing matches its node selector) and is held by a finalizer once deleted."""
+    labels = {"app.kubernetes.io/name": "vkpy", "app.kubernetes.io/instance": "vk"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "vk-vkpy", "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "finalizers": ["vkpy.test/replicas-stopped"]},
+                "spec": {
+                    "nodeSelector": {"vkpy.test/no-such-node": "true"},
+                    "containers": [{"name": "vkpy", "image": "vkpy:test"}],
+                },
+            },
+        },
+    }

@@ -36,7 +36,7 @@ def test_nodes_flag_names_each_node_after_the_prefix(tmp_path: Path) -> None:
     for m in s.node_set:
         assert m.pods.node_name == m.node.name
         assert m.node.hostname == m.node.name
-        assert m.node.labels == {"a": "b"}
+        assert m.node.labels == {"a": "b", "vkpy.io/node-set": "sim"}  # the set's name
         assert m.node.taints == (Taint("virtual-kubelet.io/provider", "sim", "NoSchedule"),)
         assert m.node.status_interval == 300  # the kubelet's status report frequency
         assert m.node.spread
@@ -58,7 +58,7 @@ def test_a_node_set_file_gives_each_group_its_own_settings(tmp_path: Path) -> No
     s = parse(tmp_path, "--provider=sim", f"--node-set={config}")
     a0, a1, big = s.node_set
     assert [a0.node.name, a1.node.name, big.node.name] == ["zone-a-000", "zone-a-001", "big"]
-    assert a0.node.labels == {"topology.kubernetes.io/zone": "a"}
+    assert a0.node.labels == {"topology.kubernetes.io/zone": "a", "vkpy.io/node-set": "vkpy"}
     assert a0.node.capacity == {"cpu": "32", "pods": "110"}
     assert big.node.capacity == {}
     assert big.node.taints == (Taint("dedicated", "big", "NoExecute"),)

@@ -31,6 +31,24 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (include "vkpy.fullname" .) .Values.nodeName -}}
 {{- end -}}
 
+{{/* Whether the release serves a node set (nodeSet.count or nodeSet.groups). */}}
+{{- define "vkpy.isNodeSet" -}}
+{{- if and .Values.nodeSet.count .Values.nodeSet.groups -}}
+{{- fail "nodeSet: give count or groups, not both" -}}
+{{- end -}}
+{{- if or .Values.nodeSet.count .Values.nodeSet.groups -}}true{{- end -}}
+{{- end -}}
+
+{{/* A node set's name, the value of the vkpy.io/node-set label on its Nodes and Leases:
+the names' prefix (nodeName) as vkpy.node_set.node_set_name makes it. */}}
+{{- define "vkpy.setName" -}}
+{{- $prefix := include "vkpy.nodeName" . -}}
+{{- if gt (len $prefix) 63 -}}
+{{- fail "nodeSet: nodeName (the nodes' name prefix) must be at most 63 characters" -}}
+{{- end -}}
+{{- $prefix | replace "." "-" -}}
+{{- end -}}
+
 {{/* vkpy's image: vkpy itself, its CSR approver and its uninstall hook all run it. */}}
 {{- define "vkpy.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
