@@ -1,5 +1,5 @@
-"""Keeps the cyclic garbage collector's pauses short and bounded: the agent runs the
-collector itself.
+"""Keeps the cyclic garbage collector's pauses short and bounded: the agent schedules
+the full collections itself.
 
 A node with 10,000 pods holds millions of small objects (each watched pod is a tree
 of dicts and lists, and the controller keeps the status it last decided next to
@@ -8,24 +8,27 @@ full collection, and left to itself it runs one whenever enough survivors pile u
 on the shared 2-core machine one full collection over 20,000 pod trees took 5 to 9
 seconds, during which the event loop answers nothing (issue 17).
 
-Long-lived objects need not be scanned again and again, and young ones need not be
-scanned three times. So CPython's own collections are switched off (`gc.disable`),
-and every `period` (1 s) the agent collects once, then moves everything alive to
-the permanent generation (`gc.freeze`). That collection scans only what was made
-since the last freeze and is still alive, a second's worth however many pods the
-node holds, and each object is scanned about once (CPython's schedule scanned the
-survivors of a young generation again in the older ones: at 10,000 pods under
-churn, 16 young collections a second, and full ones over some 50,000 objects).
-Cyclic garbage made in between waits at most a `period`. Pods are trees without
-cycles, so one that goes away later is still freed at once by reference counting;
-what a freeze keeps from the collector is cyclic garbage among objects that were
-alive at a freeze, so every `full_every` (an hour) everything is unfrozen and
-collected once, the one long pause, logged with what it freed.
+Long-lived objects need not be scanned again and again. So CPython's own full
+collections are switched off (the third threshold set out of reach; the young
+generations are still collected as CPython decides, each collection bounded by the
+few thousand objects made since the last), and every `period` (1 s) the agent
+collects the oldest generation itself, then moves everything alive to the permanent
+generation (`gc.freeze`). That collection scans only what survived since the last
+freeze, a second's worth (about 5,000 objects at 100 pods/s of churn, a few
+milliseconds), however many pods the node holds. Pods are trees without cycles, so
+one that goes away later is still freed at once by reference counting; what a
+freeze keeps from the collector is cyclic garbage among objects that were alive at
+a freeze, so every `full_every` (an hour) everything is unfrozen and collected once,
+the one long pause, logged with what it freed.
 
-Before (freezing every 10 s, CPython's automatic full collections): with 10,000 pods
-under churn, full collections of about 50,000 objects each, 30-60 ms of CPU and up to
-0.5-1 s of wall time on the loaded machine. Pauses are counted in
-`vkpy_gc_pause_seconds` by generation, to see this working.
+Measured with bench/big_node.py (10,000 pods, 100 pods/s of churn, load 6-10):
+before (freezing every 10 s, CPython's automatic full collections), full collections
+of about 50,000 objects each, 30-60 ms of CPU and up to 0.5-1 s of wall time; after,
+one collection a second, each under 250 ms of wall time at that load. Switching
+CPython's young collections off as well (everything collected once a second) cut
+the collector's total time by a third but left the settled RSS 80 MiB higher (a
+second's cyclic garbage at a time scatters the allocator's arenas), so they stay on.
+Pauses are counted in `vkpy_gc_pause_seconds` by generation, to see this working.
 """
 
 from __future__ import annotations
@@ -51,12 +54,15 @@ class Collector(Protocol):
 
     def collect(self, generation: int = 2) -> int: ...
 
-    def isenabled(self) -> bool: ...
+    def get_threshold(self) -> tuple[int, int, int]: ...
 
-    def enable(self) -> None: ...
+    def set_threshold(
+        self, threshold0: int, threshold1: int = ..., threshold2: int = ..., /
+    ) -> None: ...
 
-    def disable(self) -> None: ...
 
+NEVER = 2**31 - 1
+"""A third threshold CPython's collector never reaches: no automatic full collection."""
 
 _started: dict[int, float] = {}
 
@@ -79,9 +85,9 @@ def count_pauses() -> None:
 
 @dataclass
 class ScheduledCollections:
-    """Collections on the agent's schedule: what is new every `period`, then a freeze;
-    everything every `full_every`. CPython's automatic collections stay off while `run`
-    runs (back on, and everything unfrozen, when it ends)."""
+    """Full collections on the agent's schedule: the new survivors every `period`, then
+    a freeze; everything every `full_every`. CPython's automatic full collections stay
+    off while `run` runs (restored, and everything unfrozen, when it ends)."""
 
     period: float = 1.0
     full_every: float = 3600.0
@@ -89,8 +95,8 @@ class ScheduledCollections:
     collector: Collector = field(default_factory=lambda: gc)
 
     async def run(self) -> None:
-        was_enabled = self.collector.isenabled()
-        self.collector.disable()
+        thresholds = self.collector.get_threshold()
+        self.collector.set_threshold(thresholds[0], thresholds[1], NEVER)
         try:
             last_full = self.clock.monotonic()
             self.collector.collect()  # what start-up made (modules, the first pod list)
@@ -110,6 +116,5 @@ class ScheduledCollections:
                     self.collector.collect()
                 self.collector.freeze()
         finally:
+            self.collector.set_threshold(*thresholds)
             self.collector.unfreeze()
-            if was_enabled:
-                self.collector.enable()

@@ -1,5 +1,5 @@
-"""The agent runs the collector itself: what is new every period, then a freeze;
-everything (unfrozen) only rarely; CPython's own collections off meanwhile."""
+"""The agent runs the full collections itself: the new survivors every period, then a
+freeze; everything (unfrozen) only rarely; CPython's own full collections off meanwhile."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import weakref
 from prometheus_client import REGISTRY
 
 from tests.unit.fake_clock import FakeClock
-from vkpy.gc_pauses import ScheduledCollections, count_pauses
+from vkpy.gc_pauses import NEVER, ScheduledCollections, count_pauses
 
 
 class Recording:
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
         self.calls: list[tuple[str, float]] = []
-        self.enabled = True
+        self.thresholds = (700, 10, 10)
 
     def freeze(self) -> None:
         self.calls.append(("freeze", self.clock.monotonic()))
@@ -30,14 +30,11 @@ class Recording:
         self.calls.append((f"collect {generation}", self.clock.monotonic()))
         return 0
 
-    def isenabled(self) -> bool:
-        return self.enabled
+    def get_threshold(self) -> tuple[int, int, int]:
+        return self.thresholds
 
-    def enable(self) -> None:
-        self.enabled = True
-
-    def disable(self) -> None:
-        self.enabled = False
+    def set_threshold(self, threshold0: int, threshold1: int = 10, threshold2: int = 10, /) -> None:
+        self.thresholds = (threshold0, threshold1, threshold2)
 
 
 async def test_collects_the_new_survivors_and_freezes_each_period_and_everything_rarely() -> None:
@@ -47,7 +44,7 @@ async def test_collects_the_new_survivors_and_freezes_each_period_and_everything
     schedule = ScheduledCollections(period=1, full_every=3, clock=clock, collector=recording)
     task = asyncio.create_task(schedule.run())
     await clock.advance(0)
-    assert not recording.enabled  # no collection but the agent's own
+    assert recording.thresholds == (700, 10, NEVER)  # no automatic full collection
     await clock.advance(6.5)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -55,7 +52,7 @@ async def test_collects_the_new_survivors_and_freezes_each_period_and_everything
     assert [(what, when - t0) for what, when in recording.calls] == [
         ("collect 2", 0),  # what start-up made
         ("freeze", 0),
-        ("collect 2", 1),  # only what was made since the last freeze is scanned
+        ("collect 2", 1),  # only what survived since the last freeze is scanned
         ("freeze", 1),
         ("collect 2", 2),
         ("freeze", 2),
@@ -71,7 +68,7 @@ async def test_collects_the_new_survivors_and_freezes_each_period_and_everything
         ("freeze", 6),
         ("unfreeze", 6.5),  # stopped: everything back to the collector
     ]
-    assert recording.enabled  # and CPython's own schedule back
+    assert recording.thresholds == (700, 10, 10)  # and its own schedule restored
 
 
 def test_every_collection_is_timed_by_generation() -> None:
@@ -87,12 +84,13 @@ def test_every_collection_is_timed_by_generation() -> None:
     assert samples() == before + 1
 
 
-async def test_real_collector_frees_a_cycle_made_after_a_freeze_within_a_period() -> None:
+async def test_real_collector_frees_a_cycle_dropped_after_a_freeze_within_a_period() -> None:
     clock = FakeClock()
+    before = gc.get_threshold()
     task = asyncio.create_task(ScheduledCollections(period=1, clock=clock).run())
     await clock.advance(0)
     try:
-        assert not gc.isenabled()
+        assert gc.get_threshold() == (before[0], before[1], NEVER)
         assert gc.get_freeze_count() > 0
 
         class Node:
@@ -101,6 +99,7 @@ async def test_real_collector_frees_a_cycle_made_after_a_freeze_within_a_period(
         first, second = Node(), Node()
         first.other, second.other = second, first
         gone = weakref.ref(first)
+        gc.collect(1)  # past the young generations, as a long request's objects are
         del first, second
         await clock.advance(1)
         assert gone() is None
@@ -108,5 +107,5 @@ async def test_real_collector_frees_a_cycle_made_after_a_freeze_within_a_period(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    assert gc.isenabled()
+    assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
