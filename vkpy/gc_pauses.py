@@ -26,7 +26,7 @@ before (freezing every 10 s, CPython's automatic full collections), full collect
 of about 50,000 objects each, 30-60 ms of CPU and up to 0.5-1 s of wall time; after,
 one collection a second, each under 250 ms of wall time at that load. Switching
 CPython's young collections off as well (everything collected once a second) cut
-the collector's total time by a third but left the settled RSS 80 MiB higher (a
+the collector's total time to about a third but left the settled RSS 80 MiB higher (a
 second's cyclic garbage at a time scatters the allocator's arenas), so they stay on.
 Pauses are counted in `vkpy_gc_pause_seconds` by generation, to see this working.
 """
