@@ -9,11 +9,12 @@ holding a node costs exactly a kubelet's Lease renewals and nothing new runs.
 
 Each replica also keeps a Lease of its own (`vkpy-set-<set>-<identity>`, labelled
 with the set) so the others can count the live replicas. Every retry period a
-replica renews that Lease, lists the set's Leases in one request, and follows
+replica renews that Lease, reads the set's Leases, and follows
 vkpy.node.shard_plan: it gives back what exceeds its fair share (ceil(nodes /
-replicas)) and takes free, released or expired Leases up to it. A watch on the same
+replicas)) and takes free, released or expired Leases up to it. A watch on the set's
 Leases records each change as it arrives, so a Lease's expiry is timed from its
-holder's last renewal, not from the round that next lists it. A replica that dies
+holder's last renewal, not from the round that next reads it; the rounds read the
+Leases from that watch (one LIST at its start, not one per round). A replica that dies
 stops renewing; once a Lease of it has not changed for its duration it counts as
 dead and the others take its nodes, each as its Lease runs out (a timer to the
 soonest expiry starts a round), so a node is served again within the lease
@@ -40,13 +41,14 @@ from vkpy.fleet import (
     FleetNode,
     build_node,
     create_backend,
+    heartbeat_connections,
     node_dependencies,
     run_logged,
     set_listener,
 )
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import EventRecorder
-from vkpy.kube.watch import Watcher, WatchOptions
+from vkpy.kube.watch import Watcher, WatchHandler, WatchOptions
 from vkpy.node.leader import LeaderElector, LeadershipLost
 from vkpy.node.lease import NAMESPACE as NODE_LEASES
 from vkpy.node.node_controller import NodeController
@@ -76,6 +78,34 @@ def replica_lease(set_name: str, identity: str) -> str:
     return f"vkpy-set-{set_name}-{dns_label(identity, 100)}"
 
 
+class _LeaseCache:
+    """One namespace's Leases of the set as its watch last saw them (what the rounds
+    read), passing each change on to the set's sightings."""
+
+    def __init__(self, namespace: str, sightings: WatchHandler) -> None:
+        self.namespace = namespace
+        self.items: dict[str, KubeObject] = {}
+        self.synced = False
+        self._sightings = sightings
+
+    def _keep(self, lease: KubeObject) -> str:
+        lease.setdefault("metadata", {}).setdefault("namespace", self.namespace)
+        return str(meta(lease).get("name"))
+
+    def replace(self, items: list[KubeObject]) -> None:
+        self.items = {self._keep(lease): lease for lease in items}
+        self.synced = True
+        self._sightings.replace(items)
+
+    def apply(self, event_type: str, obj: KubeObject) -> None:
+        name = self._keep(obj)
+        if event_type == "DELETED":
+            self.items.pop(name, None)
+        else:
+            self.items[name] = obj
+        self._sightings.apply(event_type, obj)
+
+
 @dataclass
 class _Slot:
     """One node of the set: its Lease's elector, and its parts while served here."""
@@ -84,6 +114,9 @@ class _Slot:
     elector: LeaderElector
     serving: FleetNode | None = None
     task: asyncio.Task[None] | None = None
+    failed_at: float = -math.inf
+    """When serving it here last failed (monotonic): not taken again for a Lease
+    duration after, so another replica gets it."""
 
     def held(self) -> bool:
         return self.task is not None and not self.task.done()
@@ -111,6 +144,10 @@ class ShardedFleet:
         self.watch = SharedPodWatch(client, clock, keep=[m.node.name for m in members])
         self._objects = ApiObjectSource(client)
         self.slots: dict[str, _Slot] = {}
+        # The Leases are the set's heartbeat: renewed through a pool of their own (the
+        # kubelet's heartbeat client), so pod work filling the main pool cannot make a
+        # replica lose its nodes.
+        self.heartbeats = client.separate_pool(heartbeat_connections(len(members)))
         for member in members:
             node_lease = replace(
                 self._election,
@@ -119,11 +156,11 @@ class ShardedFleet:
                 labels={SET_LABEL: self.set},
             )
             owner = functools.partial(self._owner, member.node.name)
-            elector = LeaderElector(client, node_lease, clock, owner=owner)
+            elector = LeaderElector(self.heartbeats, node_lease, clock, owner=owner)
             self.slots[member.node.name] = _Slot(member, elector)
         self._replicas_namespace = self._election.namespace
         self._me = LeaderElector(
-            client,
+            self.heartbeats,
             replace(
                 self._election,
                 name=replica_lease(self.set, self.identity),
@@ -132,6 +169,8 @@ class ShardedFleet:
             clock,
         )
         self._others = Sightings()
+        self._leases: dict[str, _LeaseCache] = {}
+        """The set's Leases by namespace, as the watch last saw them."""
         self._lapsed: dict[str, float] = {}
         """Replicas (by identity) seen letting a node's Lease run out, and when: dead
         for the count until their own Lease changes after that."""
@@ -204,11 +243,13 @@ class ShardedFleet:
         sooner when a Lease held elsewhere runs out or is released.
 
         A watch on the set's Leases (one per namespace they are in, selected by the
-        set's label, as the rounds list them) records each change as it arrives, so a
-        Lease's expiry is timed from its holder's last renewal and not from the next
-        round that lists it (up to a retry period later)."""
+        set's label) records each change as it arrives, so a Lease's expiry is timed
+        from its holder's last renewal and not from the next round that reads it (up
+        to a retry period later); the rounds read the Leases from it, once it has
+        listed them, rather than list them again every retry period."""
         async with asyncio.TaskGroup() as nodes:
             for namespace in self._namespaces():
+                cache = self._leases[namespace] = _LeaseCache(namespace, self)
                 watcher = Watcher(
                     self._client,
                     WatchOptions(
@@ -216,7 +257,7 @@ class ShardedFleet:
                         label_selector=self._selector(),
                         resource="leases",
                     ),
-                    self,
+                    cache,
                     sleep=self._clock.sleep,
                 )
                 name = f"lease-watch/{namespace}"
@@ -319,7 +360,11 @@ class ShardedFleet:
             await self._me.try_acquire_or_renew()
         except ApiError as error:
             log.warning("cannot renew this replica's Lease", extra={"error": str(error)})
-        listed = await self._list()
+        caches = [self._leases.get(n) for n in self._namespaces()]
+        if all(c is not None and c.synced for c in caches):
+            listed = [lease for c in caches if c is not None for lease in c.items.values()]
+        else:
+            listed = await self._list()  # before the watch has listed them
         now = self._clock.monotonic()
         replicas: dict[str, str] = {}
         node_leases: dict[str, KubeObject] = {}
@@ -336,7 +381,12 @@ class ShardedFleet:
             name: Claim(slot.elector.holder(), slot.elector.vacant())
             for name, slot in self.slots.items()
         }
-        todo = plan(self.identity, list(self.slots), claims, self.replicas, self.held())
+        failed = {
+            name
+            for name, slot in self.slots.items()
+            if now - slot.failed_at < self._election.lease_duration
+        }
+        todo = plan(self.identity, list(self.slots), claims, self.replicas, self.held(), failed)
         if todo.give_back:
             log.info(
                 "giving nodes back",
@@ -387,6 +437,7 @@ class ShardedFleet:
         name = slot.member.node.name
         fenced = self._client.fenced(slot.elector.write_budget)
         node: FleetNode | None = None
+        failed = False
         try:
             node = build_node(
                 self._settings, slot.member, fenced, self.events, self._objects, self.watch
@@ -400,7 +451,8 @@ class ShardedFleet:
         except LeadershipLost as error:
             log.warning("node lost", extra={"node": name, "error": str(error)})
         except Exception:
-            log.exception("node failed; giving it up", extra={"node": name})
+            log.exception("node failed; giving it up to another replica", extra={"node": name})
+            failed = True
         finally:
             self.watch.detach(name)
             slot.serving = None
@@ -408,6 +460,9 @@ class ShardedFleet:
                 if node.node in self.controllers:
                     self.controllers.remove(node.node)
                 await node.provider.close()
+        if failed:
+            slot.failed_at = self._clock.monotonic()
+            await slot.elector.release()  # its writes ended with the controllers above
 
     async def _run_node(self, node: FleetNode) -> None:
         async with self._gate:
@@ -441,6 +496,8 @@ class ShardedFleet:
         await _each(self._give_back, [s for s in self.slots.values() if s.task is not None])
         await self._me.release()
         await self.events.flush(2.0)
+        if self.heartbeats is not self._client:
+            await self.heartbeats.close()
 
 
 async def _each(work: Callable[[_Slot], Awaitable[None]], slots: list[_Slot]) -> None:

@@ -50,6 +50,9 @@ def test_takes_only_free_expired_or_own_leases_up_to_the_share() -> None:
         take=tuple(sorted(got.take, key=lambda n: rank("a", n), reverse=True)[:3])
     )
     assert plan("a", nodes, claims, replicas=2, held={"free", "mine", "unknown"}) == Plan()
+    # a node that failed here is left for another replica, even one released as its own
+    avoided = plan("a", nodes, claims, replicas=1, held=set(), avoid={"free", "mine"})
+    assert set(avoided.take) == {"expired", "unknown"}
 
 
 def test_sightings_count_a_holder_alive_while_its_lease_changes() -> None:

@@ -18,6 +18,7 @@ import pytest
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube, ts
 from tests.unit.test_cli import settings
+from vkpy.kube.client import ApiError
 from vkpy.shard import ShardedFleet
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
@@ -63,7 +64,7 @@ async def renew(kube: FakeKube, lease: dict[str, Any]) -> None:
 
 
 def holder(kube: FakeKube, node: str) -> str:
-    return str(kube.objects[f"{LEASES}/{node}"]["spec"]["holderIdentity"])
+    return str(kube.objects[f"{LEASES}/{node}"]["spec"].get("holderIdentity") or "")
 
 
 @pytest.fixture
@@ -190,3 +191,48 @@ async def test_a_replica_counted_out_counts_again_once_its_own_lease_changes(
         await clock.advance(10.5)
         assert fleet.replicas == 2
         assert len(fleet.held()) == 1  # its share of two again
+
+
+@pytest.mark.parametrize("world", [2], indirect=True)
+async def test_the_rounds_read_the_leases_from_the_watch_not_a_list_each_time(
+    world: tuple[FakeKube, FakeClock, ShardedFleet],
+) -> None:
+    """At 1000 nodes a LIST of the set's Leases every retry period is a thousand
+    objects a replica has from its watch already: once the watch has listed them,
+    the rounds read what it saw, and still see a peer join."""
+    kube, clock, fleet = world
+    async with sharing(fleet):
+        await clock.advance(1)
+        lists_then = len(kube.requests_to("GET", r"/leases$"))
+        assert sorted(fleet.held()) == ["s-0", "s-1"]  # alone: both nodes
+        await kube.create(LEASES, replica_lease("b", clock.time()))
+        for _ in range(5):  # five rounds; b renews its own Lease at each
+            await clock.advance(2.5)
+            await renew(kube, replica_lease("b", clock.time()))
+        assert fleet.replicas == 2  # the rounds saw b join (through the watch)
+        assert len(fleet.held()) == 1  # and gave b its share back
+        assert len(kube.requests_to("GET", r"/leases$")) == lists_then  # no LIST since
+
+
+@pytest.mark.parametrize("world", [2], indirect=True)
+async def test_a_node_that_fails_here_is_released_for_another_replica_and_retried_later(
+    world: tuple[FakeKube, FakeClock, ShardedFleet],
+) -> None:
+    """Its Node refused (e.g. a label the API server rejects, a backend that will not
+    start on this machine): the replica gives the node's Lease up instead of taking it
+    again at each round, so a replica where it works gets it; after a Lease duration
+    it may try again itself."""
+    kube, clock, fleet = world
+    kube.fail("POST", r"/api/v1/nodes$", ApiError(422, "Invalid", "bad label"), times=1)
+    async with sharing(fleet):
+        await clock.advance(1)
+        assert len(fleet.held()) == 1  # one of the two failed
+        failed = next(n for n in ("s-0", "s-1") if n not in fleet.held())
+        assert holder(kube, failed) == ""  # released, takeable by any other replica
+        posts = len(kube.requests_to("POST", r"/api/v1/nodes$"))
+        await clock.advance(DURATION - 5)  # rounds pass: not taken again here
+        assert holder(kube, failed) == ""
+        assert len(kube.requests_to("POST", r"/api/v1/nodes$")) == posts
+        await clock.advance(10)  # a Lease duration after: tried again, and it works now
+        assert holder(kube, failed) == "a"
+        assert sorted(fleet.held()) == ["s-0", "s-1"]

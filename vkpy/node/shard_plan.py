@@ -11,7 +11,10 @@ take and what to give back, so the rules must make independent decisions converg
   taken at once by whoever is under its share), so a joining replica gets its share;
 - a replica under its share takes nodes whose Lease is free, expired or its own,
   preferring the nodes it ranks highest: each replica ranks nodes differently (a hash
-  of its identity and the node's name), so replicas rarely race for the same Lease.
+  of its identity and the node's name), so replicas rarely race for the same Lease;
+- a node that failed on a replica (its backend would not start, its Node could not be
+  registered) is released and that replica does not take it again for a while, so
+  another replica, perhaps on a machine where it works, gets it.
 
 With every replica seeing the same count, each holds at most its fair share; while
 views differ (a replica just joined or died) a replica may hold one share computed
@@ -61,11 +64,13 @@ def plan(
     claims: Mapping[str, Claim],
     replicas: int,
     held: Collection[str],
+    avoid: Collection[str] = (),
 ) -> Plan:
     """What this replica (`identity`, holding `held`) should do now.
 
     `claims` holds what is known of each node's Lease (a node missing from it has no
-    Lease yet: takeable); `replicas` counts the live replicas, this one included."""
+    Lease yet: takeable); `replicas` counts the live replicas, this one included;
+    `avoid` are nodes not to take now (they failed here)."""
     share = fair_share(len(nodes), replicas)
     mine = [n for n in nodes if n in held]
     if len(mine) > share:
@@ -77,7 +82,9 @@ def plan(
     takeable = [
         n
         for n in nodes
-        if n not in held and (n not in claims or claims[n].vacant or claims[n].holder == identity)
+        if n not in held
+        and n not in avoid
+        and (n not in claims or claims[n].vacant or claims[n].holder == identity)
     ]
     best_first = sorted(takeable, key=lambda n: rank(identity, n), reverse=True)
     return Plan(take=tuple(best_first[:want]))
