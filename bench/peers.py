@@ -589,7 +589,13 @@ async def measure(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> 
                 count = args.pods if name != "virtual-kubelet" else args.vk_pods or args.pods
                 print(f"round {round_no + 1}: {name} with {count} pods", file=sys.stderr)
                 run = await one_run(client, systems[name], count, round_no, args)
-                print(f"  {run.running} Running, {run.error or 'ok'}", file=sys.stderr)
+                print(
+                    f"  {run.running} Running, {run.error or 'ok'}; "
+                    f"{run.running / run.bound_seconds if run.bound_seconds else 0:.1f} pods/s, "
+                    f"CPU {run.cpu_seconds * 1000 / count:.2f} ms per pod, "
+                    f"load {os.getloadavg()[0]:.1f}",
+                    file=sys.stderr,
+                )
                 runs.append(run)
     finally:
         await client.close()

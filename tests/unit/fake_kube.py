@@ -263,7 +263,7 @@ class FakeKube:
             raise self._missing(path)
         return copy.deepcopy(self.objects[path])
 
-    async def create(self, path: str, body: Obj) -> Obj:
+    async def create(self, path: str, body: Obj, decode: bool = True) -> Obj:
         self._check("POST", path, body)
         if path.endswith("/token"):
             seconds = int(body["spec"].get("expirationSeconds") or 3600)
@@ -294,7 +294,7 @@ class FakeKube:
         obj["metadata"]["uid"] = current["metadata"].get("uid")
         return self._put(path, obj, "MODIFIED")
 
-    async def patch(self, path: str, body: Any, content_type: str = "") -> Obj:
+    async def patch(self, path: str, body: Any, content_type: str = "", decode: bool = True) -> Obj:
         self._check("PATCH", path, body)
         match = POD_PATH.match(path)
         current = self.objects.get(path.removesuffix("/status"))
@@ -314,7 +314,9 @@ class FakeKube:
             return self._put(node_path, obj, "MODIFIED")
         return self._put(path, _merge(current, body), "MODIFIED")
 
-    async def delete(self, path: str, body: Obj | None = None, query: Any = None) -> Obj:
+    async def delete(
+        self, path: str, body: Obj | None = None, query: Any = None, decode: bool = True
+    ) -> Obj:
         self._check("DELETE", path, body)
         current = self.objects.get(path)
         if current is None:

@@ -190,8 +190,12 @@ class KubeClient:
         body: object = None,
         content_type: str = "application/json",
         timeout: float | None = None,
+        decode: bool = True,
     ) -> KubeObject:
-        """Send one request and return the decoded JSON body; raise ApiError on failure."""
+        """Send one request and return the decoded JSON body; raise ApiError on failure.
+        `decode=False`: the caller does not use the answer (an Event written, a pod
+        deleted), so its body (a whole pod, for a DELETE) is read but not decoded and
+        `{}` is returned."""
         limit = timeout or self._options.request_timeout
         if self._write_budget is not None and method not in READS:
             budget = self._write_budget()
@@ -216,37 +220,49 @@ class KubeClient:
                 raw = await response.read()
                 if response.status >= 400:
                     raise _api_error(response.status, raw.decode("utf-8", "replace"))
+                if not decode:
+                    return {}
                 result: KubeObject = jsoncodec.loads(raw) if raw.strip() else {}
                 return result
         except (TimeoutError, aiohttp.ClientError, OSError) as error:
             raise ApiError(0, "Unreachable", f"{method} {path}: {error!r}") from error
         finally:
-            metrics.API_REQUESTS.labels(method, outcome).inc()
-            metrics.API_LATENCY.labels(method).observe(time.monotonic() - started)
+            metrics.labelled(metrics.API_REQUESTS, method, outcome).inc()
+            metrics.labelled(metrics.API_LATENCY, method).observe(time.monotonic() - started)
 
     async def get(self, path: str, query: Query | None = None) -> KubeObject:
         return await self.request("GET", path, query=query)
 
-    async def create(self, path: str, body: KubeObject) -> KubeObject:
-        return await self.request("POST", path, body=body)
+    async def create(self, path: str, body: KubeObject, decode: bool = True) -> KubeObject:
+        return await self.request("POST", path, body=body, decode=decode)
 
     async def replace(self, path: str, body: KubeObject) -> KubeObject:
         return await self.request("PUT", path, body=body)
 
     async def patch(
-        self, path: str, body: object, content_type: str = STRATEGIC_MERGE_PATCH
+        self,
+        path: str,
+        body: object,
+        content_type: str = STRATEGIC_MERGE_PATCH,
+        decode: bool = True,
     ) -> KubeObject:
-        return await self.request("PATCH", path, body=body, content_type=content_type)
+        return await self.request(
+            "PATCH", path, body=body, content_type=content_type, decode=decode
+        )
 
     async def delete(
-        self, path: str, body: KubeObject | None = None, query: Query | None = None
+        self,
+        path: str,
+        body: KubeObject | None = None,
+        query: Query | None = None,
+        decode: bool = True,
     ) -> KubeObject:
-        return await self.request("DELETE", path, body=body, query=query)
+        return await self.request("DELETE", path, body=body, query=query, decode=decode)
 
     async def stream_lines(self, path: str, query: Query, timeout: float) -> AsyncIterator[bytes]:
         """GET a streaming endpoint (a watch) and yield its lines as they arrive."""
         headers = await self._headers(None)
-        metrics.API_REQUESTS.labels("WATCH", "started").inc()
+        metrics.labelled(metrics.API_REQUESTS, "WATCH", "started").inc()
         try:
             async with self.session.get(
                 self._host + path,

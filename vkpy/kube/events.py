@@ -111,7 +111,7 @@ class EventRecorder:
                 _Pending(involved, event_type, reason, message[:1024], self._host)
             )
         except asyncio.QueueFull:
-            metrics.EVENTS.labels("dropped").inc()
+            metrics.labelled(metrics.EVENTS, "dropped").inc()
 
     def for_host(self, host: str) -> EventRecorder:
         """A recorder for another node of this process that shares this one's queue,
@@ -125,12 +125,12 @@ class EventRecorder:
         while True:
             pending = await self._queue.get()
             if not self._bucket.take():
-                metrics.EVENTS.labels("dropped").inc()
+                metrics.labelled(metrics.EVENTS, "dropped").inc()
                 continue
             try:
                 await self._send(pending)
             except ApiError as error:
-                metrics.EVENTS.labels("failed").inc()
+                metrics.labelled(metrics.EVENTS, "failed").inc()
                 log.debug(
                     "event not written", extra={"reason": pending.reason, "error": str(error)}
                 )
@@ -157,9 +157,10 @@ class EventRecorder:
                     f"/api/v1/namespaces/{namespace}/events/{name}",
                     {"count": count + 1, "lastTimestamp": now},
                     content_type=MERGE_PATCH,
+                    decode=False,
                 )
                 self._remember(key, (name, first, count + 1))
-                metrics.EVENTS.labels("aggregated").inc()
+                metrics.labelled(metrics.EVENTS, "aggregated").inc()
                 return
             except ApiError as error:
                 if not error.not_found:
@@ -180,9 +181,9 @@ class EventRecorder:
             "lastTimestamp": now,
             "count": 1,
         }
-        await self._client.create(f"/api/v1/namespaces/{namespace}/events", body)
+        await self._client.create(f"/api/v1/namespaces/{namespace}/events", body, decode=False)
         self._remember(key, (name, now, 1))
-        metrics.EVENTS.labels("sent").inc()
+        metrics.labelled(metrics.EVENTS, "sent").inc()
 
     def _remember(self, key: tuple[str, ...], value: tuple[str, str, int]) -> None:
         self._recent[key] = value

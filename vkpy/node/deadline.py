@@ -21,8 +21,10 @@ DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadlin
 def deadline_at(pod: KubeObject) -> float | None:
     """When (epoch seconds) the pod's active deadline passes, if it has one."""
     deadline = spec(pod).get("activeDeadlineSeconds")
+    if deadline is None:  # most pods: no time to parse (it showed in a burst's profile)
+        return None
     started = parse_or_none(status(pod).get("startTime"))
-    if deadline is None or started is None:
+    if started is None:
         return None
     return started.timestamp() + float(deadline)
 

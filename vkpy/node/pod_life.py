@@ -146,16 +146,16 @@ class PodLife:
         started = self._clock.monotonic()
         try:
             result = await coro
-            metrics.POD_OPERATIONS.labels(operation, "ok").inc()
+            metrics.labelled(metrics.POD_OPERATIONS, operation, "ok").inc()
             return result
         except RetryableError as error:
-            metrics.POD_OPERATIONS.labels(operation, "retry").inc()
+            metrics.labelled(metrics.POD_OPERATIONS, operation, "retry").inc()
             raise Retry(f"{operation} {ref}: {error}") from error
         except ProviderError:
-            metrics.POD_OPERATIONS.labels(operation, "error").inc()
+            metrics.labelled(metrics.POD_OPERATIONS, operation, "error").inc()
             raise
         finally:
-            metrics.POD_OPERATION_DURATION.labels(operation).observe(
+            metrics.labelled(metrics.POD_OPERATION_DURATION, operation).observe(
                 self._clock.monotonic() - started
             )
 
@@ -381,9 +381,9 @@ class PodLife:
         try:
             state = await self._provider.get_pod_status(ref)
         except RetryableError as error:
-            metrics.POD_OPERATIONS.labels("status", "retry").inc()
+            metrics.labelled(metrics.POD_OPERATIONS, "status", "retry").inc()
             raise Retry(f"status {ref}: {error}") from error
-        metrics.POD_OPERATIONS.labels("status", "ok").inc()
+        metrics.labelled(metrics.POD_OPERATIONS, "status", "ok").inc()
         return state
 
     def _lost(self, r: PodRecord, pod: KubeObject) -> PodState | None:
@@ -438,7 +438,9 @@ class PodLife:
             await self._report_ended(r, ended)
         try:
             await self._client.delete(
-                pod_path(r.ref), {"gracePeriodSeconds": 0, "preconditions": {"uid": r.ref.uid}}
+                pod_path(r.ref),
+                {"gracePeriodSeconds": 0, "preconditions": {"uid": r.ref.uid}},
+                decode=False,  # the watch tells what became of it
             )
             log.info("pod deleted", extra={"pod": str(r.ref), "uid": r.ref.uid})
         except ApiError as error:

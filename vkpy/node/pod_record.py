@@ -97,7 +97,10 @@ _IGNORED_METADATA = ("resourceVersion", "managedFields", "generation")
 
 
 def _metadata(pod: KubeObject) -> KubeObject:
-    return {k: v for k, v in meta(pod).items() if k not in _IGNORED_METADATA}
+    out = dict(meta(pod))  # a C copy, then three pops: cheaper than a comprehension
+    for key in _IGNORED_METADATA:
+        out.pop(key, None)
+    return out
 
 
 def _others_conditions(pod: KubeObject) -> list[KubeObject]:

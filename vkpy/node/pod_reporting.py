@@ -48,17 +48,17 @@ class PodReporter:
         Retry for failures worth retrying."""
         patch = status_patch(pod, desired)
         if patch is None:
-            metrics.STATUS_UPDATES.labels("unchanged").inc()
+            metrics.labelled(metrics.STATUS_UPDATES, "unchanged").inc()
             return None
         ref = pod_ref(pod)
         try:
             updated = await self._client.patch(pod_path(ref) + "/status", patch)
         except ApiError as error:
-            metrics.STATUS_UPDATES.labels("failed").inc()
+            metrics.labelled(metrics.STATUS_UPDATES, "failed").inc()
             if error.not_found or error.conflict:
                 return None
             raise Retry(f"status patch {ref}: {error}") from error
-        metrics.STATUS_UPDATES.labels("written").inc()
+        metrics.labelled(metrics.STATUS_UPDATES, "written").inc()
         self._container_events(pod, desired)
         return updated
 

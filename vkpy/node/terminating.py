@@ -38,17 +38,27 @@ async def stop_reporting(
     clock: Clock,
     interval: float = REPORT_INTERVAL,
 ) -> None:
-    """Run `stop` to its end (its errors are raised), reporting every `interval`."""
+    """Run `stop` to its end (its errors are raised), reporting every `interval`.
+
+    The wait is one future woken by the stop's end or by a timer: no sleeping task
+    and no `asyncio.wait` per pod, which showed in a deletion burst's profile."""
     stopping = asyncio.ensure_future(stop)
+    loop = asyncio.get_running_loop()
     try:
-        while True:
-            pause = asyncio.ensure_future(clock.sleep(interval))
+        while not stopping.done():
+            woken: asyncio.Future[None] = loop.create_future()
+
+            def wake(_: object = None, woken: asyncio.Future[None] = woken) -> None:
+                if not woken.done():
+                    woken.set_result(None)
+
+            timer = clock.call_later(interval, wake)
+            stopping.add_done_callback(wake)
             try:
-                await asyncio.wait({stopping, pause}, return_when=asyncio.FIRST_COMPLETED)
+                await woken
             finally:
-                pause.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pause
+                timer.cancel()
+                stopping.remove_done_callback(wake)
             if stopping.done():
                 break
             try:
