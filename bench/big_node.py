@@ -8,12 +8,16 @@ churn at 100 a second. Steps:
    time); wait until the bench's watch sees all Running; RSS 5 s later (settled).
 2. Churn for `--seconds`: every tenth of a second `--churn`/10 new pods are created
    and as many of the oldest deleted, so N stay (the rate reached is reported: on a
-   loaded machine the API server may not keep up). Meanwhile, one after another:
-   GET /pods straight to vkpy's port (the admin's client certificate, as the API
-   server would ask), GET /containerLogs of a running pod straight to vkpy, and
-   `kubectl logs --tail=10` of a running pod through the API server (kubectl's own
-   start included, so it is the user's wall time, not vkpy's).
-3. p50/p99 of each, RSS during and after the churn, vkpy's CPU.
+   loaded machine the API server may not keep up). Meanwhile four timing clients,
+   each a process of its own (bench/api_probe.py) so that no timing waits behind this
+   process's churn and its watch of N pods, ask one after another about a running pod
+   (its name sent to them twice a second): GET /pods straight to vkpy's port (the
+   admin's client certificate, as the API server would ask), GET /containerLogs
+   straight to vkpy, GET pods/log through the API server (the request `kubectl logs`
+   makes and waits for), and `kubectl logs --tail=10` (wall time, kubectl's own
+   process start included: the user's wait, not vkpy's).
+3. p50/p99 of each, vkpy's own handler and collector histograms, how late each
+   client's own loop was, RSS during and after the churn, vkpy's CPU.
 
 Traffic goes to 127.0.0.1 only. Starts its own control plane unless --kubeconfig.
 
@@ -25,10 +29,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -96,7 +100,6 @@ async def churn(
 
 
 DURATION = "vkpy_kubelet_api_request_duration_seconds_bucket"
-GC_PAUSE = "vkpy_gc_pause_seconds_bucket"
 SERVER_ROUTES = ("/pods", "/containerLogs/{namespace}/{pod}/{container}")
 
 
@@ -114,11 +117,6 @@ async def handler_buckets(
         labels, _, value = line[len(DURATION) + 1 :].rpartition("} ")
         fields = dict(part.split("=", 1) for part in labels.split(","))
         out[(fields["route"].strip('"'), fields["le"].strip('"'))] = float(value)
-    for line in text.splitlines():  # the collector's full pauses, as route "gc"
-        if line.startswith(GC_PAUSE + "{") and 'generation="2"' in line:
-            labels, _, value = line[len(GC_PAUSE) + 1 :].rpartition("} ")
-            bound = labels.split('le="', 1)[1].split('"', 1)[0]
-            out[("gc", bound)] = float(value)
     return out
 
 
@@ -146,11 +144,65 @@ async def loop_lag(samples: list[float], until_done: asyncio.Task[None]) -> None
         samples.append(time.perf_counter() - began - 0.05)
 
 
-async def kubectl_logs(access: ClusterAccess, namespace: str, name: str) -> float:
-    argv = access.kubectl_argv("logs", "-n", namespace, name, "--tail=10")
-    started = time.perf_counter()
-    await asyncio.to_thread(subprocess.run, argv, capture_output=True, check=True)
-    return time.perf_counter() - started
+PROBES = {
+    "pods": "GET /pods straight to vkpy p50 / p99",
+    "logs": "GET /containerLogs straight to vkpy p50 / p99",
+    "apiserver-logs": "GET pods/log through the API server (what kubectl logs waits for) p50 / p99",
+    "kubectl": "kubectl logs --tail=10, wall time including kubectl's process start, p50 / p99",
+}
+
+
+async def start_probe(
+    what: str, base: str, access: ClusterAccess, namespace: str, workdir: Path
+) -> asyncio.subprocess.Process:
+    """One timing client in a process of its own (bench/api_probe.py)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).with_name("api_probe.py")),
+        what,
+        f"--kubelet={base}",
+        f"--kubeconfig={access.kubeconfig}",
+        f"--kubectl={access.kubectl}",
+        f"--namespace={namespace}",
+        f"--workdir={workdir / ('probe-' + what)}",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+
+
+async def gc_pauses(session: aiohttp.ClientSession, base: str) -> dict[tuple[str, str], float]:
+    """vkpy's `vkpy_gc_pause_seconds` by (generation, bucket bound or "sum")."""
+    async with session.get(base + "/metrics") as response:
+        text = await response.text()
+    out: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if not line.startswith("vkpy_gc_pause_seconds"):
+            continue
+        name, _, value = line.rpartition(" ")
+        generation = name.split('generation="', 1)[1].split('"', 1)[0]
+        if "_bucket{" in name:
+            out[(generation, name.split('le="', 1)[1].split('"', 1)[0])] = float(value)
+        elif name.startswith("vkpy_gc_pause_seconds_sum"):
+            out[(generation, "sum")] = float(value)
+    return out
+
+
+def gc_summary(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float], generation: str
+) -> str:
+    """How many collections, their total, and the bucket bound the longest fell under."""
+
+    def delta(key: str) -> float:
+        return after.get((generation, key), 0.0) - before.get((generation, key), 0.0)
+
+    count = delta("+Inf")
+    if not count:
+        return "none"
+    bounds = sorted(
+        (float(k[1]), k[1]) for k in after if k[0] == generation and k[1] not in ("sum", "+Inf")
+    )
+    longest = next((f"{b * 1000:g} ms" for b, key in bounds if delta(key) >= count), "over 10 s")
+    return f"{count:.0f}, {delta('sum') * 1000:.0f} ms in all, the longest under {longest}"
 
 
 async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) -> dict[str, str]:
@@ -189,77 +241,69 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
 
         live: deque[str] = deque(names)
         counts = {"created": 0, "deleted": 0}
-        pods_times: list[float] = []
-        log_times: list[float] = []
-        kubectl_times: list[float] = []
         rss_during: list[float] = []
         base = f"https://127.0.0.1:{port}"
         cpu1 = cpu_seconds(pid)
         load = f"{os.getloadavg()[0]:.1f}"
         buckets0 = await handler_buckets(session, base)
-        lags: list[float] = []
+        gc0 = await gc_pauses(session, base)
+        probes = {
+            what: await start_probe(what, base, access, namespace, workdir) for what in PROBES
+        }
         churning = asyncio.create_task(
             churn(client, namespace, node, live, args.churn, args.seconds, counts)
         )
-        failures = {"pods": 0, "logs": 0, "kubectl": 0}
+        lags: list[float] = []
 
-        def running_pod() -> str:
-            return live[len(live) // 2] if live else names[-1]
-
-        async def timed(what: str, times: list[float], url: str) -> None:
+        async def feed() -> None:
+            """A running pod's name to every probe, twice a second (the oldest are
+            deleted first, so the middle one stays for a while)."""
             while not churning.done():
-                began = time.perf_counter()
-                async with session.get(url.format(pod=running_pod())) as response:
-                    await response.read()
-                if response.status == 200:
-                    times.append(time.perf_counter() - began)
-                else:
-                    failures[what] += 1
-                await asyncio.sleep(0.1)
-
-        async def through_kubectl() -> None:
-            while not churning.done():
-                try:
-                    kubectl_times.append(await kubectl_logs(access, namespace, running_pod()))
-                except subprocess.CalledProcessError:
-                    failures["kubectl"] += 1
+                name = (live[len(live) // 2] if live else names[-1]) + "\n"
+                for probe in probes.values():
+                    assert probe.stdin is not None
+                    probe.stdin.write(name.encode())
+                await asyncio.sleep(0.5)
+            for probe in probes.values():
+                assert probe.stdin is not None
+                probe.stdin.close()
 
         async def memory() -> None:
             while not churning.done():
                 rss_during.append(rss_mib(pid))
                 await asyncio.sleep(0.5)
 
-        logs_url = base + f"/containerLogs/{namespace}/{{pod}}/app?tailLines=10"
-        await asyncio.gather(
-            timed("pods", pods_times, base + "/pods"),
-            timed("logs", log_times, logs_url),
-            through_kubectl(),
-            memory(),
-            loop_lag(lags, churning),
-        )
+        await asyncio.gather(feed(), memory(), loop_lag(lags, churning))
         await churning
+        results = {what: json.loads((await p.communicate())[0]) for what, p in probes.items()}
         buckets1 = await handler_buckets(session, base)
+        gc1 = await gc_pauses(session, base)
         out["churn"] = (
             f"{counts['created'] / args.seconds:.1f} created and "
             f"{counts['deleted'] / args.seconds:.1f} deleted a second (asked {args.churn}), "
-            f"load average {load} at its start"
+            f"load average {load} at its start, {os.getloadavg()[0]:.1f} at its end"
         )
-        out["GET /pods straight to vkpy p50 / p99"] = quantiles(pods_times)
-        out["GET /containerLogs straight to vkpy p50 / p99"] = quantiles(log_times)
-        out["kubectl logs --tail=10 (wall, kubectl start included) p50 / p99"] = quantiles(
-            kubectl_times
-        )
+        for what, label in PROBES.items():
+            out[label] = quantiles(results[what]["times"])
         for route in SERVER_ROUTES:
             out[f"vkpy's handler time for {route} (its own histogram)"] = handler_share(
                 buckets0, buckets1, route
             )
-        out["vkpy's full garbage collections (generation 2) during the churn"] = handler_share(
-            buckets0, buckets1, "gc"
-        ).replace("requests", "collections")
-        out["the bench's own event loop late by, p50 / p99"] = quantiles(lags).replace(
-            "requests", "samples"
+        for generation in ("0", "1", "2"):
+            out[f"vkpy's garbage collections of generation {generation} during the churn"] = (
+                gc_summary(gc0, gc1, generation)
+            )
+        out["each probe's own event loop late by, p99 (pods, logs, API server, kubectl)"] = (
+            ", ".join(
+                quantiles(results[w]["lateness"]).split(" (")[0].split(" / ")[-1] for w in PROBES
+            )
         )
-        out["requests that failed (pods, logs, kubectl)"] = str(tuple(failures.values()))
+        out["the bench's own event loop (churn and watch) late by, p50 / p99"] = quantiles(
+            lags
+        ).replace("requests", "samples")
+        out["requests that failed (pods, logs, API server, kubectl)"] = str(
+            tuple(results[w]["failures"] for w in PROBES)
+        )
         out["vkpy CPU during the churn"] = (
             f"{(cpu_seconds(pid) - cpu1) / args.seconds * 100:.0f}% of one core"
         )

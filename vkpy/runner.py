@@ -174,7 +174,7 @@ async def run(settings: Settings) -> int:
         log.error("cannot load the Kubernetes client configuration", extra={"error": str(error)})
         return 2
     gc_pauses.count_pauses()
-    freezer = asyncio.create_task(gc_pauses.FreezeLongLived().run(), name="gc-freeze")
+    freezer = asyncio.create_task(gc_pauses.ScheduledCollections().run(), name="gc-schedule")
     try:
         settings = with_node_address(settings, client.host)
         if settings.node_set:

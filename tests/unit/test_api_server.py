@@ -155,6 +155,18 @@ async def test_logs_are_streamed_with_timestamps_and_limits(start_api: StartApi)
     assert query.since is not None
 
 
+async def test_a_log_bigger_than_one_buffer_comes_whole(start_api: StartApi) -> None:
+    lines = [f"line {i:06d} {'x' * 50}\n".encode() for i in range(20000)]  # 1.2 MB
+    provider = ScriptedProvider(lines=lines)
+    api = await start_api(provider)
+    status, body = await api.get(LOGS)
+    assert status == 200
+    assert body.encode() == b"".join(lines)
+    status, body = await api.get(LOGS + "?limitBytes=700000")
+    assert body.encode() == b"".join(lines)[:700000]
+    await asyncio.wait_for(provider.closed.wait(), 5)
+
+
 async def test_follow_flushes_each_line_and_ends_with_the_stream(start_api: StartApi) -> None:
     provider = ScriptedProvider(lines=[b"first\n"])
     api = await start_api(provider)

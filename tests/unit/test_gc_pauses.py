@@ -1,21 +1,24 @@
-"""The agent freezes long-lived objects every period and collects fully only rarely."""
+"""The agent runs the full collections itself: the new survivors every period, then a
+freeze; everything (unfrozen) only rarely; CPython's own full collections off meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import gc
+import weakref
 
 from prometheus_client import REGISTRY
 
 from tests.unit.fake_clock import FakeClock
-from vkpy.gc_pauses import FreezeLongLived, count_pauses
+from vkpy.gc_pauses import NEVER, ScheduledCollections, count_pauses
 
 
 class Recording:
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
         self.calls: list[tuple[str, float]] = []
+        self.thresholds = (700, 10, 10)
 
     def freeze(self) -> None:
         self.calls.append(("freeze", self.clock.monotonic()))
@@ -27,30 +30,45 @@ class Recording:
         self.calls.append((f"collect {generation}", self.clock.monotonic()))
         return 0
 
+    def get_threshold(self) -> tuple[int, int, int]:
+        return self.thresholds
 
-async def test_freezes_each_period_and_collects_everything_every_full_period() -> None:
+    def set_threshold(self, threshold0: int, threshold1: int = 10, threshold2: int = 10, /) -> None:
+        self.thresholds = (threshold0, threshold1, threshold2)
+
+
+async def test_collects_the_new_survivors_and_freezes_each_period_and_everything_rarely() -> None:
     clock = FakeClock()
     recording = Recording(clock)
     t0 = clock.monotonic()
-    freezer = FreezeLongLived(period=60, full_every=180, clock=clock, collector=recording)
-    task = asyncio.create_task(freezer.run())
-    await clock.advance(400)
+    schedule = ScheduledCollections(period=1, full_every=3, clock=clock, collector=recording)
+    task = asyncio.create_task(schedule.run())
+    await clock.advance(0)
+    assert recording.thresholds == (700, 10, NEVER)  # no automatic full collection
+    await clock.advance(6.5)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert [(what, when - t0) for what, when in recording.calls] == [
+        ("collect 2", 0),  # what start-up made
         ("freeze", 0),
-        ("freeze", 60),
-        ("freeze", 120),
-        ("unfreeze", 180),
-        ("collect 2", 180),
-        ("freeze", 180),
-        ("freeze", 240),
-        ("freeze", 300),
-        ("unfreeze", 360),
-        ("collect 2", 360),
-        ("freeze", 360),
+        ("collect 2", 1),  # only what survived since the last freeze is scanned
+        ("freeze", 1),
+        ("collect 2", 2),
+        ("freeze", 2),
+        ("unfreeze", 3),  # the rare full collection, of everything
+        ("collect 2", 3),
+        ("freeze", 3),
+        ("collect 2", 4),
+        ("freeze", 4),
+        ("collect 2", 5),
+        ("freeze", 5),
+        ("unfreeze", 6),
+        ("collect 2", 6),
+        ("freeze", 6),
+        ("unfreeze", 6.5),  # stopped: everything back to the collector
     ]
+    assert recording.thresholds == (700, 10, 10)  # and its own schedule restored
 
 
 def test_every_collection_is_timed_by_generation() -> None:
@@ -64,3 +82,30 @@ def test_every_collection_is_timed_by_generation() -> None:
     before = samples()
     gc.collect()
     assert samples() == before + 1
+
+
+async def test_real_collector_frees_a_cycle_dropped_after_a_freeze_within_a_period() -> None:
+    clock = FakeClock()
+    before = gc.get_threshold()
+    task = asyncio.create_task(ScheduledCollections(period=1, clock=clock).run())
+    await clock.advance(0)
+    try:
+        assert gc.get_threshold() == (before[0], before[1], NEVER)
+        assert gc.get_freeze_count() > 0
+
+        class Node:
+            other: object = None
+
+        first, second = Node(), Node()
+        first.other, second.other = second, first
+        gone = weakref.ref(first)
+        gc.collect(1)  # past the young generations, as a long request's objects are
+        del first, second
+        await clock.advance(1)
+        assert gone() is None
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0

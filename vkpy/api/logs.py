@@ -32,7 +32,12 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from vkpy import metrics
-from vkpy.api.log_options import LogOptionsError, format_timestamp, parse_log_options
+from vkpy.api.log_options import (
+    LogOptions,
+    LogOptionsError,
+    format_timestamp,
+    parse_log_options,
+)
 from vkpy.api.state import deps as deps_of
 from vkpy.api.state import plain
 from vkpy.objects import KubeObject, meta, spec, status
@@ -105,9 +110,11 @@ async def _next(records: AsyncIterator[LogRecord]) -> LogRecord | None:
         return None
 
 
-async def _close(records: AsyncIterator[LogRecord], first: asyncio.Task[LogRecord | None]) -> None:
+async def _close(
+    records: AsyncIterator[LogRecord], first: asyncio.Task[LogRecord | None] | None
+) -> None:
     """Close the backend's stream (after the first read, if it is still running)."""
-    if not first.done():
+    if first is not None and not first.done():
         first.cancel()
         await asyncio.wait({first})
     aclose = getattr(records, "aclose", None)
@@ -158,6 +165,70 @@ def _has_container(pod: dict[str, object], name: str) -> bool:
     return False
 
 
+async def _answer(
+    request: web.Request,
+    records: AsyncIterator[LogRecord],
+    since: datetime | None,
+    options: LogOptions,
+    pod: KubeObject,
+    container: str,
+) -> web.StreamResponse:
+    """A request that does not follow: read in the handler's own task, answered in one
+    response when the logs fit in HIGH_WATER bytes (`kubectl logs --tail` does), else
+    streamed in HIGH_WATER chunks. No task or wait of its own, so the request costs
+    the event loop one turn (under churn each turn waits behind the node's other
+    work: the follow path's tasks made a `--tail=10` wait for four)."""
+    limit = options.limit_bytes
+    parts: list[bytes] = []
+    size = 0
+    response: web.StreamResponse | None = None
+    try:
+        try:
+            async for record in records:
+                if since is not None and record.time < since:
+                    continue
+                data = (
+                    format_timestamp(record.time) + record.data
+                    if options.timestamps
+                    else record.data
+                )
+                if limit is not None:
+                    if len(data) >= limit:
+                        parts.append(data[:limit])
+                        size += min(len(data), limit)
+                        break
+                    limit -= len(data)
+                parts.append(data)
+                size += len(data)
+                if size >= HIGH_WATER:
+                    if response is None:
+                        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+                        response.enable_chunked_encoding()
+                        await response.prepare(request)
+                    await response.write(b"".join(parts))
+                    metrics.CONTAINER_LOG_BYTES.inc(size)
+                    parts, size = [], 0
+        except ProviderError as error:
+            if response is None and not parts:
+                return _error_response(error, pod, container, options.previous)
+            log.warning(
+                "container log stream failed", extra={"container": container, "error": str(error)}
+            )
+        metrics.CONTAINER_LOG_BYTES.inc(size)
+        if response is None:
+            return web.Response(body=b"".join(parts), headers={"Content-Type": "text/plain"})
+        await response.write(b"".join(parts))
+        await response.write_eof()
+        return response
+    except ConnectionError:
+        if response is None:
+            raise
+        log.debug("log client went away", extra={"container": container})
+        return response
+    finally:
+        await _close(records, None)
+
+
 async def container_logs(request: web.Request) -> web.StreamResponse:
     deps = deps_of(request)
     namespace = request.match_info["namespace"]
@@ -181,6 +252,8 @@ async def container_logs(request: web.Request) -> web.StreamResponse:
         records = provider.container_logs(ref, query)
     except ProviderError as error:
         return _error_response(error, pod, container, options.previous)
+    if not options.follow:
+        return await _answer(request, records, query.since, options, pod, container)
     first = asyncio.ensure_future(_next(records))
     try:
         done, _ = await asyncio.wait({first}, timeout=FIRST_RECORD_WAIT)

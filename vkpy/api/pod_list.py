@@ -16,7 +16,11 @@ of the node and no more (about the size of one answer).
 Even unencoded, 22 MB is costly to move: on the loaded 2-core machine one join of the
 pieces took 80 ms and the TLS layer copies the bytes again. So the route sends the
 body in chunks (`chunks`), letting the event loop serve other requests in between,
-instead of building and writing it in one go.
+instead of building and writing it in one go. Each chunk costs the answer a turn of
+the event loop, and under churn a turn waits behind everything else that is ready:
+with 1 MiB chunks a 22 MB answer took 22 turns, most of its time (a 13 MB `/pods`
+took 0.76 s with curl as the client while pods were being created). Chunks of 4 MiB
+take 6 turns, each holding the loop for a few milliseconds of TLS encryption.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ def length(pieces: list[bytes]) -> int:
     return len(_HEAD) + sum(map(len, pieces)) + max(0, len(pieces) - 1) + len(_TAIL)
 
 
-def chunks(pieces: list[bytes], size: int = 1 << 20) -> Iterator[bytes]:
+def chunks(pieces: list[bytes], size: int = 4 << 20) -> Iterator[bytes]:
     """The PodList of the pods' `pieces`, in chunks of about `size` bytes."""
     group: list[bytes] = [_HEAD]
     filled = len(_HEAD)
