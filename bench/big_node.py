@@ -285,6 +285,10 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         )
         for what, label in PROBES.items():
             out[label] = quantiles(results[what]["times"])
+            if what == "pods":
+                out["GET /pods straight to vkpy, time to the response headers, p50 / p99"] = (
+                    quantiles(results[what]["headers"])
+                )
         for route in SERVER_ROUTES:
             out[f"vkpy's handler time for {route} (its own histogram)"] = handler_share(
                 buckets0, buckets1, route
