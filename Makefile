@@ -68,6 +68,7 @@ bench: venv controlplane
 	$(PY) bench/pods.py --pods $${PODS:-1000}
 	$(PY) bench/kubelet_api.py
 	$(PY) bench/exec.py
+	$(PY) bench/restart.py --pods $${RESTART_PODS:-2000} --rounds 1
 
 # Not part of `make test`: builds e2e.test and runs a few hundred specs (about an hour).
 conformance: venv controlplane

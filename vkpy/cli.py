@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from vkpy import __version__, event_loop, node_set
+from vkpy import __version__, event_loop, node_set, open_files
 from vkpy import log as vklog
 from vkpy.api.config import AUTHORIZATION_MODES, ConnectionLimits
 from vkpy.api.tls_options import TLSOptionsError, tls_options
@@ -553,6 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, event_loop.EventLoopError) as error:
         print(f"vkpy: error: {error}", file=sys.stderr)
         return 2
+    open_files.raise_soft_limit()  # as Go's runtime does for the kubelet
     from vkpy import runner  # noqa: PLC0415 - keeps --help fast
 
     with asyncio.Runner(loop_factory=event_loop.loop_factory(loop)) as run:

@@ -21,6 +21,7 @@ import pytest
 from tests.unit.streams_server import BareProvider
 from vkpy.api import ApiDependencies, ApiSettings, KubeletServer
 from vkpy.api.config import ConnectionLimits
+from vkpy.api.listener import REFUSED
 from vkpy.providers.base import ContainerStats, PodRef, PodStats
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
@@ -165,3 +166,67 @@ async def test_each_node_has_a_kubelets_connection_limits(
     finally:
         for session in sessions:
             await session.close()
+
+
+async def test_the_sets_ports_together_stay_within_the_process_cap(tmp_path: Path) -> None:
+    """Per-port caps alone would let a client hold N times a kubelet's connections on
+    a set of N nodes, up to the open-file limit, and leave the agent no descriptor for
+    its own heartbeats: all ports together stop at the process's cap (by default a
+    share of the open-file limit; here 3), refusing the rest as `process`."""
+    ports = free_ports(3)
+    pods = {"pa": pod("pa", "node-a")}
+    shared = ApiDependencies(
+        node_name="node-a",
+        addresses=("127.0.0.1",),
+        pods=lambda: list(pods.values()),
+        find_pod=lambda ns, name, uid: None,
+        provider=NodeBackend(pod_name="pa"),
+        client=Reviews(),  # type: ignore[arg-type]
+        events=None,  # type: ignore[arg-type]
+        node_ports={port: f"node-{n}" for n, port in enumerate(ports)},
+    )
+    limits = replace(LIMITS, max_connections_process=3)
+    server = KubeletServer(
+        ApiSettings(
+            listen_address="127.0.0.1", port=ports[0], cert_dir=str(tmp_path), limits=limits
+        ),
+        replace(shared, for_node=lambda name: replace(shared, node_name=name, node_ports={})),
+    )
+    task = asyncio.create_task(server.run())
+    await asyncio.wait_for(server.listening.wait(), 10)
+    refused = REFUSED.labels("process")._value.get()
+    sessions = [aiohttp.ClientSession() for _ in range(2)]
+    try:
+        held = 0
+        for session in sessions:  # 2 per port would be within each port's caps
+            for port in ports:
+                try:
+                    async with session.get(f"https://127.0.0.1:{port}/healthz", ssl=False):
+                        held += 1
+                except aiohttp.ClientConnectionError:
+                    pass
+        assert held == 3
+        assert REFUSED.labels("process")._value.get() - refused == 3
+        await sessions[0].close()  # the one holding them goes: they count no more
+
+        async def answered() -> bool:
+            async with aiohttp.ClientSession() as again:
+                try:
+                    url = f"https://127.0.0.1:{ports[2]}/healthz"
+                    async with again.get(url, ssl=False):
+                        return True  # an answer (401: no credentials), not a reset
+                except aiohttp.ClientConnectionError:
+                    return False
+
+        for _ in range(100):  # until the server has seen the closes
+            if await answered():
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("still refused after the connections closed")
+    finally:
+        for session in sessions:
+            await session.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

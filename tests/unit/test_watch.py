@@ -156,6 +156,21 @@ async def test_the_first_state_comes_from_a_streaming_list_without_a_list() -> N
     assert "sendInitialEvents" not in resumed
 
 
+async def test_the_client_go_feature_variable_turns_streaming_lists_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KUBE_FEATURE_WatchListClient", "false")
+    api = FakeApi(
+        [{"metadata": {"resourceVersion": "10"}, "items": [pod("a", "9")]}],
+        [[{"type": "ADDED", "object": pod("b", "11")}]],
+    )
+    recorder = Recorder()
+    watcher = Watcher(api, STREAMING, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    await run_until(watcher, api, watches=2)
+    assert recorder.seen == [("LIST", "a"), ("ADDED", "b")]
+    assert [q.get("sendInitialEvents") for q in api.watch_queries] == [None, None]
+
+
 async def test_a_stream_cut_before_the_initial_state_is_whole_starts_over() -> None:
     api = FakeApi(
         [],

@@ -39,6 +39,9 @@ class ConnectionLimits:
     max_connections_per_client: int = 256
     """Open connections from one client address at most (the API server reaches the
     node from one address per replica, so this leaves room for its streams)."""
+    max_connections_process: int = 0
+    """Open connections over all the process's ports (a node set's) at most; 0: a
+    share of the open-file limit (vkpy.open_files.connection_budget)."""
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ thousand file descriptors. So vkpy listens itself (a plain asyncio TCP server) a
 puts every accepted connection through, in order:
 
 1. the caps (`ConnectionLimits.max_connections`, and `max_connections_per_client`
-   for one client address): over either, the connection is reset at once, before
-   any TLS work, counted in vkpy_kubelet_api_connections_refused_total and logged at
-   most once a minute;
+   for one client address, per port; and over all ports of the process a share of
+   its open-file limit, vkpy.open_files): over any, the connection is reset at once,
+   before any TLS work, counted in vkpy_kubelet_api_connections_refused_total and
+   logged at most once a minute;
 2. TLS with a handshake deadline and a 16 KiB read buffer (`TLSConnection`);
 3. HTTP (`KubeletConnection`, aiohttp's handler with more): a deadline for each
    request's head, from the connection's start or from the first byte of a later
@@ -55,7 +56,7 @@ REFUSAL_LOG_INTERVAL = 60.0
 CONNECTIONS = Gauge("vkpy_kubelet_api_connections_open", "Kubelet API connections open now.")
 REFUSED = Counter(
     "vkpy_kubelet_api_connections_refused_total",
-    "Kubelet API connections reset on arrival, by cap (total, client).",
+    "Kubelet API connections reset on arrival, by cap (total, client, process).",
     ["cap"],
 )
 TIMED_OUT = Counter(
@@ -71,10 +72,22 @@ class ListenError(Exception):
 
 
 class ConnectionGate:
-    """Counts open connections, in total and per client address, and admits or refuses."""
+    """Counts open connections, in total and per client address, and admits or refuses.
 
-    def __init__(self, limits: ConnectionLimits, clock: Callable[[], float] = time.monotonic):
+    A port's gate has the process's gate as `parent` (every port of a node set
+    counts against it too): over the process's cap a connection is refused as
+    "process" whatever its port's count."""
+
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        clock: Callable[[], float] = time.monotonic,
+        parent: ConnectionGate | None = None,
+        total_cap: str = "total",
+    ):
         self.limits = limits
+        self.parent = parent
+        self._total_cap = total_cap
         self.total = 0
         self.by_client: dict[str, int] = {}
         self._clock = clock
@@ -82,17 +95,22 @@ class ConnectionGate:
         self._last_log = -REFUSAL_LOG_INTERVAL
 
     def admit(self, client: str) -> bool:
+        if self.parent is not None and not self.parent.admit(client):
+            return False
         cap = ""
         if self.total >= self.limits.max_connections:
-            cap = "total"
+            cap = self._total_cap
         elif self.by_client.get(client, 0) >= self.limits.max_connections_per_client:
             cap = "client"
         if cap:
             self._refused(cap, client)
+            if self.parent is not None:
+                self.parent.release(client)
             return False
         self.total += 1
         self.by_client[client] = self.by_client.get(client, 0) + 1
-        CONNECTIONS.inc()
+        if self.parent is None:
+            CONNECTIONS.inc()
         return True
 
     def release(self, client: str) -> None:
@@ -102,7 +120,10 @@ class ConnectionGate:
             self.by_client[client] = left
         else:
             self.by_client.pop(client, None)
-        CONNECTIONS.dec()
+        if self.parent is None:
+            CONNECTIONS.dec()
+        else:
+            self.parent.release(client)
 
     def _refused(self, cap: str, client: str) -> None:
         REFUSED.labels(cap).inc()

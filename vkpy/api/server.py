@@ -17,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from vkpy import open_files
 from vkpy.api.audit import audit_streams
 from vkpy.api.authn import Authenticator, TokenReviewer
 from vkpy.api.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
@@ -193,24 +195,35 @@ class KubeletServer:
         await runner.setup()
         try:
             assert runner.server is not None
+            limits = self.settings.limits
+            budget = limits.max_connections_process or open_files.connection_budget(
+                open_files.soft_limit()
+            )
+            process = ConnectionGate(
+                replace(limits, max_connections=budget, max_connections_per_client=budget),
+                total_cap="process",
+            )
             listening, self.gate = await listen(
                 runner.server,
                 self.settings.listen_address,
                 self.settings.port,
                 self.tls.context,
-                self.settings.limits,
+                limits,
+                ConnectionGate(limits, parent=process),
             )
             self.port = _listening_port(listening)
             for port in sorted(set(self.deps.node_ports) - {self.port}):
                 # A node set: each node's own port, with a kubelet's connection caps of
                 # its own. A client such as metrics-server keeps a connection to every
                 # node; caps shared by the set reset all but 256 of them (issue 17).
+                # All count against the process's share of its open files.
                 server, _ = await listen(
                     runner.server,
                     self.settings.listen_address,
                     port,
                     self.tls.context,
-                    self.settings.limits,
+                    limits,
+                    ConnectionGate(limits, parent=process),
                 )
                 more.append(server)
             log.info(

@@ -17,13 +17,16 @@ as an ADDED event, one at a time, then a bookmark marked `k8s.io/initial-events-
 and goes on as a watch. A LIST of 10,000 pods is one body held whole, then decoded
 whole, next to the objects kept; the stream holds one event at a time. A server that
 refuses it (400, 403, 422: the WatchList feature off) or ignores it (no end bookmark
-while nothing more comes) gets a LIST, from then on.
+while nothing more comes) gets a LIST, from then on. As with client-go, the
+environment variable `KUBE_FEATURE_WatchListClient=false` turns it off (a LIST
+always; bench/restart.py compares the two).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +39,14 @@ from vkpy.objects import KubeObject, meta
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+
+WATCH_LIST_GATE = "KUBE_FEATURE_WatchListClient"
+
+
+def watch_list_client() -> bool:
+    """Whether streaming lists are asked for: on unless the environment turns the
+    feature off, under client-go's name for it."""
+    return os.environ.get(WATCH_LIST_GATE, "true").strip().lower() != "false"
 
 
 class WatchHandler(Protocol):
@@ -94,7 +105,7 @@ class Watcher:
         self._resource_version = ""
         self._progress = False
         """Whether a list or a watch event came through since the last failure."""
-        self._streaming = options.stream_initial
+        self._streaming = options.stream_initial and watch_list_client()
         """Whether the first state (and each relist) comes from a streaming list."""
         self.synced = asyncio.Event()
 

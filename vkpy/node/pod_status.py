@@ -214,6 +214,7 @@ def _conditions(
         # disruption from a failure by it.
         values.append(Condition(DISRUPTION_TARGET, True, "TerminationByKubelet", state.message))
     have = {c.get("type"): c for c in current}
+    now = timestamp(ctx.now)  # once, not per condition
     out = []
     for item in values:
         value = "True" if item.ok else "False"
@@ -223,7 +224,7 @@ def _conditions(
             "type": item.kind,
             "status": value,
             "lastProbeTime": None,
-            "lastTransitionTime": changed_at or timestamp(ctx.now),
+            "lastTransitionTime": changed_at or now,
         }
         if item.reason:
             condition["reason"] = item.reason
@@ -262,7 +263,7 @@ def status_patch(pod: KubeObject, desired: KubeObject) -> KubeObject | None:
         have = current.get(field)
         if field == "startTime" and have:
             continue
-        if _normalize(want) != _normalize(have):
+        if want != have and _normalize(want) != _normalize(have):  # equal: most fields
             changes[field] = want
     have_conditions = {c.get("type"): c for c in current.get("conditions") or []}
     changed_conditions = [

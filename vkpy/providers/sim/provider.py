@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from vkpy import __version__
+from vkpy import __version__, jsoncodec
 from vkpy.clock import SYSTEM_CLOCK, Clock, Timer
 from vkpy.providers.base import (
     ByteSink,
@@ -405,11 +405,10 @@ class SimProvider:
     # --- internals -----------------------------------------------------------------
 
     async def _persist(self, record: timeline.Record) -> None:
-        """Write the record to the state dir, off the event loop, batched with the
-        records of other pods (record_files.py)."""
+        """Write the record to the state dir (record_files.py)."""
         if self._files is None:
             return
-        text = json.dumps({f.name: getattr(record, f.name) for f in fields(record)})
+        text = jsoncodec.dumps_text({f.name: getattr(record, f.name) for f in fields(record)})
         await self._files.write(record.uid, text)
 
     def _notify(self, ref: PodRef) -> None:
