@@ -12,7 +12,9 @@ these processes (started by big_node.py), whose loop does nothing else:
   to vkpy);
 - `kubectl`: `kubectl logs --tail=10`, wall time including kubectl's own start.
 
-The pod to ask about comes on stdin, one name a line (the newest wins; the parent
+Each request is timed to its whole answer read, and to its response headers (for
+`/pods`, whose 22 MB body the client reads with Python's TLS, the difference is the
+transfer). The pod to ask about comes on stdin, one name a line (the newest wins; the parent
 sends a running one as the churn goes on); end of stdin ends the run, and the times
 (seconds), failures and this loop's own lateness go to stdout as one JSON object.
 Requests go one after another, 0.1 s apart (kubectl: back to back). Loopback only.
@@ -63,7 +65,7 @@ async def main() -> int:
     ssl = admin_context(args.kubeconfig, args.workdir)
     current = [""]
     done = asyncio.Event()
-    result: dict[str, Any] = {"times": [], "failures": 0, "lateness": []}
+    result: dict[str, Any] = {"times": [], "headers": [], "failures": 0, "lateness": []}
     reader = asyncio.create_task(read_names(current, done))
     late = asyncio.create_task(lateness(result["lateness"], done))
     ns = args.namespace
@@ -93,8 +95,11 @@ async def main() -> int:
                 ok = await process.wait() == 0
             else:
                 async with session.get(urls[args.what].format(pod=current[0])) as response:
+                    headers = time.perf_counter() - began
                     await response.read()
                 ok = response.status == 200
+                if ok:
+                    result["headers"].append(headers)
             if ok:
                 result["times"].append(time.perf_counter() - began)
             else:

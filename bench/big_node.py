@@ -100,6 +100,7 @@ async def churn(
 
 
 DURATION = "vkpy_kubelet_api_request_duration_seconds_bucket"
+LOOP_LAG = "vkpy_event_loop_lag_seconds_bucket"
 SERVER_ROUTES = ("/pods", "/containerLogs/{namespace}/{pod}/{container}")
 
 
@@ -117,6 +118,10 @@ async def handler_buckets(
         labels, _, value = line[len(DURATION) + 1 :].rpartition("} ")
         fields = dict(part.split("=", 1) for part in labels.split(","))
         out[(fields["route"].strip('"'), fields["le"].strip('"'))] = float(value)
+    for line in text.splitlines():  # how late vkpy's loop ran what was ready, as "loop"
+        if line.startswith(LOOP_LAG + "{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            out[("loop", bound)] = float(line.rpartition(" ")[2])
     return out
 
 
@@ -285,10 +290,17 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         )
         for what, label in PROBES.items():
             out[label] = quantiles(results[what]["times"])
+            if what == "pods":
+                out["GET /pods straight to vkpy, time to the response headers, p50 / p99"] = (
+                    quantiles(results[what]["headers"])
+                )
         for route in SERVER_ROUTES:
             out[f"vkpy's handler time for {route} (its own histogram)"] = handler_share(
                 buckets0, buckets1, route
             )
+        out["vkpy's event loop late by (a 0.1 s sleep's wake-up, its own histogram)"] = (
+            handler_share(buckets0, buckets1, "loop").replace("requests", "samples")
+        )
         for generation in ("0", "1", "2"):
             out[f"vkpy's garbage collections of generation {generation} during the churn"] = (
                 gc_summary(gc0, gc1, generation)

@@ -1,5 +1,5 @@
-"""Keeps the cyclic garbage collector's pauses short and bounded: the agent schedules
-the full collections itself.
+"""Keeps the cyclic garbage collector's pauses short and bounded: the agent runs the
+collector on its own schedule.
 
 A node with 10,000 pods holds millions of small objects (each watched pod is a tree
 of dicts and lists, and the controller keeps the status it last decided next to
@@ -9,32 +9,33 @@ on the shared 2-core machine one full collection over 20,000 pod trees took 5 to
 seconds, during which the event loop answers nothing (issue 17).
 
 Long-lived objects need not be scanned again and again. So CPython's own full
-collections are switched off (the third threshold set out of reach; the young
-generations are still collected as CPython decides, each collection bounded by the
-few thousand objects made since the last), and every `period` (1 s) the agent
-collects the oldest generation itself, then moves everything alive to the permanent
-generation (`gc.freeze`). That collection scans only what survived since the last
-freeze, a second's worth (about 5,000 objects at 100 pods/s of churn, a few
-milliseconds), however many pods the node holds. Pods are trees without cycles, so
-one that goes away later is still freed at once by reference counting; what a
-freeze keeps from the collector is cyclic garbage among objects that were alive at
-a freeze, so every `full_every` (an hour) everything is unfrozen and collected once,
-the one long pause, logged with what it freed.
+collections are switched off (the third threshold set out of reach; its young
+collections stay, rarer, as a bound on a burst's garbage), and every `period` (1 s)
+the agent collects everything not frozen itself, then moves everything alive to the
+permanent generation (`gc.freeze`). That collection scans only what was made since
+the last freeze and is still alive, a second's worth, however many pods the node
+holds. Pods are trees without cycles, so one that goes away later is still freed at
+once by reference counting; what a freeze keeps from the collector is cyclic
+garbage among objects that were alive at a freeze, so every `full_every` (an hour)
+everything is unfrozen and collected once, the one long pause, logged with what it
+freed.
 
-Measured with bench/big_node.py (10,000 pods, 100 pods/s of churn, load 6-10):
-before (freezing every 10 s, CPython's automatic full collections), full collections
-of about 50,000 objects each, 30-60 ms of CPU and up to 0.5-1 s of wall time; after,
-one collection a second, each under 250 ms of wall time at that load. Switching
-CPython's young collections off as well (everything collected once a second) cut
-the collector's total time to about a third but left the settled RSS 80 MiB higher (a
-second's cyclic garbage at a time scatters the allocator's arenas), so they stay on.
-The young collections run after 10,000 allocations instead of CPython's 700: a
-burst of pods decodes about 800 tracked objects per pod (four watch events, each a
-whole pod), and most of them (a pod's older versions, a request's temporaries) are
-freed by reference counting within milliseconds; at 700 the collector scanned them
-first, 7% of the agent's CPU in a 1000-pod burst (py-spy --native). Measured with
-bench/peers.py (vkpy alone, interleaved, load 2.7-4.3): 3.71 and 3.59 ms of CPU per
-pod at 700, 3.42 and 3.44 at 10,000.
+Measured with bench/big_node.py (10,000 pods, 100 pods/s of churn, load 6-7;
+docs/scale.md): before (freezing every 10 s, CPython's automatic collections), full
+collections of about 50,000 objects each, 30-60 ms of CPU and up to 0.5-1 s of wall
+time, and 16 young collections a second; the collector's wall time in the minute of
+churn 5.4 s with the schedule above at CPython's young threshold (700), 2.3 s with
+a young collection every 10,000 allocations (`young`: the agent's collection each
+second comes first, so young ones only catch a burst), the longest pause under
+250 ms at that load, settled RSS unchanged (224 MiB). Switching CPython's collections
+off altogether left the settled RSS 80 MiB higher (a second's cyclic garbage at a
+time during the 10,000-pod burst scatters the allocator's arenas), so the young
+collections stay, as a bound. In a burst of 1000 pods (bench/peers.py, vkpy alone,
+interleaved, load 2.7-4.3) the same change took the agent's CPU per pod from 3.71
+and 3.59 ms to 3.42 and 3.44: about 800 tracked objects are decoded per pod (four
+watch events, each a whole pod), mostly freed by reference counting before a young
+collection at 10,000 comes, and at 700 the collector was 7% of the agent's CPU
+(py-spy --native).
 Pauses are counted in `vkpy_gc_pause_seconds` by generation, to see this working.
 """
 
@@ -99,7 +100,8 @@ class ScheduledCollections:
     period: float = 1.0
     full_every: float = 3600.0
     young: int = 10_000
-    """Allocations between young collections (CPython's default is 700)."""
+    """Allocations between two of CPython's young collections (its default, 700, made
+    16 a second under churn, each survivor then scanned again by the older ones)."""
     clock: Clock = SYSTEM_CLOCK
     collector: Collector = field(default_factory=lambda: gc)
 

@@ -88,6 +88,12 @@ GC_PAUSE = Histogram(
     ["generation"],
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
+EVENT_LOOP_LAG = Histogram(
+    "vkpy_event_loop_lag_seconds",
+    "How late the event loop woke a task from a short sleep: what every request and "
+    "controller step waits for before it runs, on top of its own time.",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
 KUBELET_API_AUTH = Counter(
     "vkpy_kubelet_api_auth_total",
     "Authentication and authorization decisions, by step (authn, authz), "

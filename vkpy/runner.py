@@ -25,7 +25,7 @@ import time
 from collections.abc import Coroutine
 from dataclasses import replace
 
-from vkpy import gc_pauses
+from vkpy import gc_pauses, loop_lag
 from vkpy.api import ApiDependencies, KubeletServer, ListenError
 from vkpy.api.health import HealthServer
 from vkpy.fleet import Fleet
@@ -175,6 +175,7 @@ async def run(settings: Settings) -> int:
         return 2
     gc_pauses.count_pauses()
     freezer = asyncio.create_task(gc_pauses.ScheduledCollections().run(), name="gc-schedule")
+    lag = asyncio.create_task(loop_lag.LoopLag().run(), name="loop-lag")
     try:
         settings = with_node_address(settings, client.host)
         if settings.node_set:
@@ -198,6 +199,7 @@ async def run(settings: Settings) -> int:
         return await _serve(settings, client, provider)
     finally:
         freezer.cancel()
+        lag.cancel()
         await client.close()
 
 
