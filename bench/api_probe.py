@@ -10,6 +10,9 @@ these processes (started by big_node.py), whose loop does nothing else:
 - `apiserver-logs`: GET /api/v1/namespaces/{ns}/pods/{pod}/log?tailLines=10 to the
   API server, the request `kubectl logs` makes and waits for (the API server proxies it
   to vkpy);
+- `apiserver-pod`: GET /api/v1/namespaces/{ns}/pods/{pod} to the API server, a
+  request that never reaches vkpy: the API server's own time under the same churn,
+  the floor under `apiserver-logs`;
 - `kubectl`: `kubectl logs --tail=10`, wall time including kubectl's own start.
 
 Each request is timed to its whole answer read, and to its response headers (for
@@ -53,7 +56,9 @@ async def lateness(samples: list[float], done: asyncio.Event) -> None:
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["pods", "logs", "apiserver-logs", "kubectl"])
+    parser.add_argument(
+        "what", choices=["pods", "logs", "apiserver-logs", "apiserver-pod", "kubectl"]
+    )
     parser.add_argument("--kubelet", required=True, help="https://127.0.0.1:<port>")
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--kubectl", required=True)
@@ -73,6 +78,7 @@ async def main() -> int:
         "pods": args.kubelet + "/pods",
         "logs": args.kubelet + f"/containerLogs/{ns}/{{pod}}/app?tailLines=10",
         "apiserver-logs": server + f"/api/v1/namespaces/{ns}/pods/{{pod}}/log?tailLines=10",
+        "apiserver-pod": server + f"/api/v1/namespaces/{ns}/pods/{{pod}}",
     }
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl)) as session:
         while not done.is_set():
