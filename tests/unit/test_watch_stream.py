@@ -101,7 +101,7 @@ async def api() -> AsyncIterator[tuple[FakeApiServer, KubeClient]]:
     server = FakeApiServer()
     app = web.Application()
     app.router.add_get("/api/v1/pods", server.pods)
-    runner = web.AppRunner(app, handler_cancellation=True)
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
