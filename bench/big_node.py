@@ -34,7 +34,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from collections import deque
 from datetime import UTC, datetime
@@ -46,7 +45,7 @@ from kubelet_api import admin_context
 from peers import PodWatch, Vkpy, create_all, node_ready, rss_mib
 from pods import cpu_seconds, peak_rss_mib, until
 
-from vkpy.devcluster import ClusterAccess, given_or_started
+from vkpy.devcluster import ClusterAccess
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -345,6 +344,10 @@ def report(out: dict[str, str], args: argparse.Namespace) -> str:
     )
 
 
+async def reported(args: argparse.Namespace, access: ClusterAccess, workdir: Path) -> str:
+    return report(await bench(args, access, workdir), args)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=10000)
@@ -353,15 +356,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="to all Running (s)")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
     published.add_options(parser)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="vkpy-big-") as tmp:
-        workdir = Path(tmp)
-        with given_or_started(args.kubeconfig, workdir) as access:
-            out = asyncio.run(bench(args, access, workdir))
-    text = report(out, args)
-    print(text)
-    published.append(text, args)
-    return 0
+    return published.run_on_a_cluster(parser.parse_args(), "vkpy-big-", reported)
 
 
 if __name__ == "__main__":

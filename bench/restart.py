@@ -24,7 +24,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +33,7 @@ import published
 from peers import PodWatch, Vkpy, create_all, node_ready, rss_mib
 from pods import cpu_seconds, free_port, peak_rss_mib, until
 
-from vkpy.devcluster import ClusterAccess, given_or_started
+from vkpy.devcluster import ClusterAccess
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 
 MODES = {"streaming list": "true", "LIST": "false"}
@@ -164,14 +163,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="to all Running (s)")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
     published.add_options(parser)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="vkpy-restart-") as tmp:
-        workdir = Path(tmp)
-        with given_or_started(args.kubeconfig, workdir) as access:
-            text = asyncio.run(bench(args, access, workdir))
-    print(text)
-    published.append(text, args)
-    return 0
+    return published.run_on_a_cluster(parser.parse_args(), "vkpy-restart-", bench)
 
 
 if __name__ == "__main__":
