@@ -262,7 +262,8 @@ async def _wait_for_streams(
         if remaining <= 0:
             break
         try:
-            stream = await asyncio.wait_for(session.accept(), remaining)
+            async with asyncio.timeout(remaining):
+                stream = await session.accept()
         except TimeoutError:
             break
         if stream is None:

@@ -258,7 +258,8 @@ class SpdySession:
             self._flush()
             await self._io.drain()
             try:
-                await asyncio.wait_for(self._eof.wait(), self._settings.close_grace)
+                async with asyncio.timeout(self._settings.close_grace):
+                    await self._eof.wait()
             except TimeoutError:
                 log.debug(
                     "client kept the connection open after GOAWAY", extra={"conn": self._what}

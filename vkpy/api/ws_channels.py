@@ -184,7 +184,8 @@ class ChannelSession:
     async def close(self) -> None:
         """Close the WebSocket (normal closure) and stop reading."""
         with contextlib.suppress(ConnectionError, RuntimeError, TimeoutError):
-            await asyncio.wait_for(self._ws.close(), self._settings.close_grace)
+            async with asyncio.timeout(self._settings.close_grace):
+                await self._ws.close()
         self._lose("closed")
         if not self._reader.done():
             self._reader.cancel()

@@ -48,7 +48,8 @@ async def _first_size(io: StreamIO) -> TerminalSize | None:
     if not io.tty or io.resize is None:
         return None
     with contextlib.suppress(TimeoutError, StopAsyncIteration):
-        return await asyncio.wait_for(anext(io.resize), FIRST_SIZE_WAIT)
+        async with asyncio.timeout(FIRST_SIZE_WAIT):
+            return await anext(io.resize)
     return None
 
 

@@ -151,7 +151,8 @@ class Actions:
             start_new_session=True,
         )
         try:
-            out = await asyncio.wait_for(_capped_output(process), timeout)
+            async with asyncio.timeout(timeout):
+                out = await _capped_output(process)
         except TimeoutError:
             _kill_session(process.pid)
             await process.wait()
@@ -216,7 +217,8 @@ class Actions:
         if port is None:
             return Outcome(False, f"port {tcp.get('port')!r} is not a container port")
         host = str(tcp.get("host") or pod_host)
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(host, port)
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
+from vkpy.cancelling import cancel_and_wait
 from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig, PodEvent
 from vkpy.providers.process.actions import Outcome
 from vkpy.providers.process.backoff import CrashBackoff, go_duration
@@ -339,9 +340,7 @@ class ContainerRunner:
         try:
             await supervised.wait()
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            await cancel_and_wait(watcher)
         self.started_event.clear()
         instance = self.dir.instance(self.instance)
         self.exit = self._ended(collect(instance, record), self.instance)
@@ -472,13 +471,15 @@ class ContainerRunner:
         remaining = max(grace - (time.monotonic() - began), MIN_GRACE)
         supervised.signal(signal.SIGTERM)
         try:
-            await asyncio.wait_for(supervised.wait(), remaining)
+            async with asyncio.timeout(remaining):
+                await supervised.wait()
             return
         except TimeoutError:
             pass
         supervised.signal(SIGNAL_KILL)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(supervised.wait(), KILL_WAIT)
+            async with asyncio.timeout(KILL_WAIT):
+                await supervised.wait()
 
     async def stop(self, grace: float) -> None:
         """Stop the container for good (its run loop is already cancelled)."""
@@ -489,10 +490,7 @@ class ContainerRunner:
         try:
             await self.kill(grace)
         finally:
-            if readiness is not None:
-                readiness.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await readiness
+            await cancel_and_wait(readiness)
         for task in list(self._helpers):
             task.cancel()
         if self.supervised is not None and self.run_record is not None:
@@ -526,7 +524,8 @@ class ContainerRunner:
         A start under way is let finish (its supervisor is adopted next time)."""
         if self._launching is not None and not self._launching.done():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._launching), KILL_WAIT)
+                async with asyncio.timeout(KILL_WAIT):
+                    await asyncio.shield(self._launching)
         for task in list(self._helpers):
             task.cancel()
         if self.supervised is not None:

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from vkpy.cancelling import cancel_and_wait
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent, PodRef, PodState
 from vkpy.providers.process.container import ContainerRunner
 from vkpy.providers.process.ephemeral import ephemeral_config, prepare_ephemeral_root
@@ -211,11 +212,7 @@ class PodRuntime:
         self._sidecars.append(task)
 
     async def _stop_sidecars(self) -> None:
-        for task in self._sidecars:
-            task.cancel()
-        for task in self._sidecars:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._sidecars)
         self._sidecars.clear()
         for runner in reversed(self.inits):
             if runner.role == "sidecar":
@@ -223,12 +220,7 @@ class PodRuntime:
         self._changed()
 
     async def _cancel(self) -> None:
-        tasks = [t for t in (self._task, *self._sidecars, *self._ephemeral_tasks) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(self._task, *self._sidecars, *self._ephemeral_tasks)
         self._task = None
         self._sidecars.clear()
         self._ephemeral_tasks.clear()
