@@ -581,7 +581,9 @@ class AciEmulator:
         async def serve() -> int:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(self._dir / "server.pem", self._dir / "server-key.pem")
-            self._runner = web.AppRunner(self.emulator.app())
+            # A client killed mid-stream (an exec, a log follow) leaves its handler open:
+            # stopping waits for such handlers this long, not aiohttp's default minute.
+            self._runner = web.AppRunner(self.emulator.app(), shutdown_timeout=2)
             await self._runner.setup()
             site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=context)
             await site.start()
