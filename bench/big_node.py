@@ -22,6 +22,10 @@ churn at 100 a second. Steps:
 Traffic goes to 127.0.0.1 only. Starts its own control plane unless --kubeconfig.
 
     python bench/big_node.py --pods 10000 --churn 100 --seconds 60
+    python bench/big_node.py --pods 10000 --churn 100 --seconds 60 --vkpy-cpus 1
+
+`--vkpy-cpus` gives vkpy CPUs of its own (bench/cpu_split.py), as in a cluster where
+vkpy's pod is not sharing the API server's cores.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from pathlib import Path
 
 import aiohttp
 import published
+from cpu_split import parse_cpus, split
 from kubelet_api import admin_context
 from peers import PodWatch, Vkpy, create_all, node_ready, rss_mib
 from pods import cpu_seconds, peak_rss_mib, until
@@ -229,6 +234,8 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         assert system.process is not None
         pid = system.process.pid
         port = next(a.split("=", 1)[1] for a in system.last_argv if a.startswith("--port="))
+        if args.vkpy_cpus:
+            out["CPUs"] = split(pid, parse_cpus(args.vkpy_cpus))
         await until("node Ready", lambda: node_ready(client, node), 120)
         await watch.ready.wait()
         names = [f"b{n:06d}" for n in range(args.pods)]
@@ -333,12 +340,13 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
 
 def report(out: dict[str, str], args: argparse.Namespace) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in out.items())
+    cpus = f" --vkpy-cpus {args.vkpy_cpus}" if args.vkpy_cpus else ""
     return (
         f"### One node, {args.pods} pods, churn {args.churn}/s "
         f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()})\n\n"
         f"`python bench/big_node.py --pods {args.pods} --churn {args.churn} "
-        f"--seconds {args.seconds:g}` (sim backend; targets: settled RSS < 400 MiB, "
+        f"--seconds {args.seconds:g}{cpus}` (sim backend; targets: settled RSS < 400 MiB, "
         "/pods and kubectl logs p99 < 100 ms under 100 pods/s churn)\n\n"
         "| measure | value |\n|---|---|\n" + rows + "\n"
     )
@@ -355,6 +363,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--timeout", type=float, default=1800, help="to all Running (s)")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
+    parser.add_argument(
+        "--vkpy-cpus",
+        help="CPUs for vkpy alone, e.g. 1 (as its pod's CPU request would give it); the "
+        "control plane and the clients run on the others (bench/cpu_split.py)",
+    )
     published.add_options(parser)
     return published.run_on_a_cluster(parser.parse_args(), "vkpy-big-", reported)
 
