@@ -10,33 +10,23 @@ waits for children it cancelled itself must not take their CancelledError for it
 own and carry on.
 """
 
+# ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.unit.test_process_actions import instance  # noqa: F401 - the fixture
 from vkpy.cancelling import cancel_and_wait
 from vkpy.providers.process import actions as actions_module
 from vkpy.providers.process.actions import Actions, Outcome
-from vkpy.providers.process.layout import InstanceDir, write_json
+from vkpy.providers.process.layout import InstanceDir
 from vkpy.providers.process.probes import ProbeSpec, ProbeTracker, run_probe
-from vkpy.providers.process.records import ProcessContext
 
 HANG = 5.0
 """A task still running this long after its cancel has swallowed it."""
-
-
-@pytest.fixture
-def instance(tmp_path: Path) -> InstanceDir:
-    path = tmp_path / "instance"
-    path.mkdir()
-    context = ProcessContext(env=(("PATH", os.environ.get("PATH", "/usr/bin:/bin")),), cwd="/")
-    write_json(path / "spec.json", {"context": context.to_dict()})
-    return InstanceDir(path, 0)
 
 
 async def _ends(task: asyncio.Task[object]) -> bool:
