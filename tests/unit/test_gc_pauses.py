@@ -1,5 +1,6 @@
 """The agent runs the full collections itself: the new survivors every period, then a
-freeze; everything (unfrozen) only rarely; CPython's own full collections off meanwhile."""
+freeze; everything (unfrozen) only when the frozen objects have doubled since the last
+time; CPython's own full collections off meanwhile."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class Recording:
         self.clock = clock
         self.calls: list[tuple[str, float]] = []
         self.thresholds = (700, 10, 10)
+        self.frozen: list[int] = []
+        """What get_freeze_count answers, one value per call."""
 
     def freeze(self) -> None:
         self.calls.append(("freeze", self.clock.monotonic()))
@@ -30,6 +33,9 @@ class Recording:
         self.calls.append((f"collect {generation}", self.clock.monotonic()))
         return 0
 
+    def get_freeze_count(self) -> int:
+        return self.frozen.pop(0)
+
     def get_threshold(self) -> tuple[int, int, int]:
         return self.thresholds
 
@@ -37,11 +43,13 @@ class Recording:
         self.thresholds = (threshold0, threshold1, threshold2)
 
 
-async def test_collects_the_new_survivors_and_freezes_each_period_and_everything_rarely() -> None:
+async def test_collects_the_new_survivors_each_period_and_everything_when_doubled() -> None:
     clock = FakeClock()
     recording = Recording(clock)
+    # Frozen objects: after start-up, then at each period (and after a full collection).
+    recording.frozen = [100, 150, 200, 120, 230, 240, 240, 300, 479]
     t0 = clock.monotonic()
-    schedule = ScheduledCollections(period=1, full_every=3, clock=clock, collector=recording)
+    schedule = ScheduledCollections(period=1, growth=2, clock=clock, collector=recording)
     task = asyncio.create_task(schedule.run())
     await clock.advance(0)
     assert recording.thresholds == (10_000, 10, NEVER)  # young ones rarer, no full one
@@ -50,24 +58,25 @@ async def test_collects_the_new_survivors_and_freezes_each_period_and_everything
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert [(what, when - t0) for what, when in recording.calls] == [
-        ("collect 2", 0),  # what start-up made
+        ("collect 2", 0),  # what start-up made: 100 objects frozen
         ("freeze", 0),
-        ("collect 2", 1),  # only what survived since the last freeze is scanned
+        ("collect 2", 1),  # 150: only what survived since the last freeze is scanned
         ("freeze", 1),
+        ("unfreeze", 2),  # 200, twice 100: the full collection, of everything
         ("collect 2", 2),
-        ("freeze", 2),
-        ("unfreeze", 3),  # the rare full collection, of everything
-        ("collect 2", 3),
+        ("freeze", 2),  # 120 left
+        ("collect 2", 3),  # 230
         ("freeze", 3),
+        ("unfreeze", 4),  # 240, twice 120
         ("collect 2", 4),
-        ("freeze", 4),
-        ("collect 2", 5),
+        ("freeze", 4),  # 240 left: nothing was garbage
+        ("collect 2", 5),  # 300
         ("freeze", 5),
-        ("unfreeze", 6),
-        ("collect 2", 6),
+        ("collect 2", 6),  # 479, not yet twice 240
         ("freeze", 6),
         ("unfreeze", 6.5),  # stopped: everything back to the collector
     ]
+    assert recording.frozen == []
     assert recording.thresholds == (700, 10, 10)  # and its own schedule restored
 
 
@@ -109,3 +118,33 @@ async def test_real_collector_frees_a_cycle_dropped_after_a_freeze_within_a_peri
             await task
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+async def test_real_collector_frees_a_frozen_cycle_once_the_frozen_objects_have_grown() -> None:
+    """A cycle that was alive at a freeze escapes the periodic collections; it is freed
+    when the heap has grown enough to be worth a full collection."""
+    clock = FakeClock()
+    task = asyncio.create_task(ScheduledCollections(period=1, growth=1.5, clock=clock).run())
+    await clock.advance(0)
+    try:
+
+        class Node:
+            other: object = None
+
+        first, second = Node(), Node()
+        first.other, second.other = second, first
+        gone = weakref.ref(first)
+        await clock.advance(1)  # frozen while alive
+        del first, second
+        await clock.advance(1)
+        assert gone() is not None, "a frozen cycle is not scanned by the periodic collection"
+        grown = [[] for _ in range(gc.get_freeze_count())]  # the node took more pods
+        await clock.advance(1)  # frozen: now more than 1.5 times what it was
+        assert gone() is not None
+        await clock.advance(1)
+        assert gone() is None
+        del grown
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
