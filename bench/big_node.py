@@ -216,6 +216,19 @@ def gc_summary(
     return f"{count:.0f}, {delta('sum') * 1000:.0f} ms in all, the longest under {longest}"
 
 
+async def collector_state(session: aiohttp.ClientSession, base: str) -> tuple[float, float]:
+    """vkpy's frozen objects and full collections so far (vkpy_gc_frozen_objects,
+    vkpy_gc_full_collections_total)."""
+    async with session.get(base + "/metrics") as response:
+        text = await response.text()
+    values = {"vkpy_gc_frozen_objects": 0.0, "vkpy_gc_full_collections_total": 0.0}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in values:
+            values[name] = float(value)
+    return values["vkpy_gc_frozen_objects"], values["vkpy_gc_full_collections_total"]
+
+
 async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) -> dict[str, str]:
     client = await KubeClient.connect(ClientOptions(kubeconfig=str(access.kubeconfig)))
     args.event_loop, args.vkpy_arg = "asyncio", []
@@ -251,11 +264,16 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         out["vkpy CPU for the burst"] = f"{cpu_seconds(pid) - cpu0:.1f} s"
         await asyncio.sleep(5)
         out["settled RSS"] = f"{rss_mib(pid):.1f} MiB"
+        base = f"https://127.0.0.1:{port}"
+        frozen0, full0 = await collector_state(session, base)
+        out["vkpy's frozen objects and full collections after the burst"] = (
+            f"{frozen0:,.0f} objects, {full0:.0f} full collections"
+        )
 
         live: deque[str] = deque(names)
         counts = {"created": 0, "deleted": 0}
         rss_during: list[float] = []
-        base = f"https://127.0.0.1:{port}"
+        frozen_during: list[float] = []
         cpu1 = cpu_seconds(pid)
         load = f"{os.getloadavg()[0]:.1f}"
         buckets0 = await handler_buckets(session, base)
@@ -282,8 +300,12 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
                 probe.stdin.close()
 
         async def memory() -> None:
+            ticks = 0
             while not churning.done():
                 rss_during.append(rss_mib(pid))
+                if ticks % 4 == 0:  # every 2 s: /metrics is not free
+                    frozen_during.append((await collector_state(session, base))[0])
+                ticks += 1
                 await asyncio.sleep(0.5)
 
         await asyncio.gather(feed(), memory(), loop_lag(lags, churning))
@@ -325,6 +347,10 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
             f"{(cpu_seconds(pid) - cpu1) / args.seconds * 100:.0f}% of one core"
         )
         out["RSS during the churn, max"] = f"{max(rss_during):.1f} MiB"
+        frozen1, full1 = await collector_state(session, base)
+        out["vkpy's frozen objects during the churn (max, at its end) and full collections"] = (
+            f"{max(frozen_during):,.0f}, {frozen1:,.0f}; {full1 - full0:.0f} full collections"
+        )
         out["RSS after the churn"] = f"{rss_mib(pid):.1f} MiB"
         out["peak RSS"] = f"{peak_rss_mib(pid):.1f} MiB"
     finally:

@@ -122,10 +122,13 @@ class ScheduledCollections:
             self.collector.collect()  # what start-up made (modules, the first pod list)
             self.collector.freeze()
             after_full = self.collector.get_freeze_count()
+            metrics.GC_FROZEN.set(after_full)
             while True:
                 await self.clock.sleep(self.period)
                 frozen = self.collector.get_freeze_count()
+                metrics.GC_FROZEN.set(frozen)
                 if frozen >= self.growth * after_full:
+                    metrics.GC_FULL.inc()
                     self.collector.unfreeze()
                     began = time.perf_counter()
                     freed = self.collector.collect()

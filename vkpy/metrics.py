@@ -88,6 +88,16 @@ GC_PAUSE = Histogram(
     ["generation"],
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
+GC_FROZEN = Gauge(
+    "vkpy_gc_frozen_objects",
+    "Objects in the collector's permanent generation (alive at a freeze, and any cyclic "
+    "garbage among them since the last full collection): the full collection runs when "
+    "this has doubled.",
+)
+GC_FULL = Counter(
+    "vkpy_gc_full_collections_total",
+    "Full garbage collections (everything unfrozen, the long pause).",
+)
 EVENT_LOOP_LAG = Histogram(
     "vkpy_event_loop_lag_seconds",
     "How late the event loop woke a task from a short sleep: what every request and "
