@@ -139,6 +139,7 @@ class ScheduledCollections:
                     freed = self.collector.collect()
                     self.collector.freeze()
                     after_full = self.collector.get_freeze_count()
+                    metrics.GC_FROZEN.set(after_full)
                     log.info(
                         "full garbage collection",
                         extra={

@@ -92,7 +92,7 @@ GC_FROZEN = Gauge(
     "vkpy_gc_frozen_objects",
     "Objects in the collector's permanent generation (alive at a freeze, and any cyclic "
     "garbage among them since the last full collection): the full collection runs when "
-    "this has doubled.",
+    "this has grown fourfold since the last one.",
 )
 GC_FULL = Counter(
     "vkpy_gc_full_collections_total",

@@ -49,6 +49,7 @@ async def test_collects_the_new_survivors_each_period_and_everything_when_double
     # Frozen objects: after start-up, then at each period (and after a full collection).
     recording.frozen = [100, 150, 200, 120, 230, 240, 240, 300, 479]
     t0 = clock.monotonic()
+    fulls_before = REGISTRY.get_sample_value("vkpy_gc_full_collections_total") or 0.0
     schedule = ScheduledCollections(period=1, growth=2, clock=clock, collector=recording)
     task = asyncio.create_task(schedule.run())
     await clock.advance(0)
@@ -77,6 +78,8 @@ async def test_collects_the_new_survivors_each_period_and_everything_when_double
         ("unfreeze", 6.5),  # stopped: everything back to the collector
     ]
     assert recording.frozen == []
+    assert REGISTRY.get_sample_value("vkpy_gc_full_collections_total") == fulls_before + 2
+    assert REGISTRY.get_sample_value("vkpy_gc_frozen_objects") == 479  # as an operator sees it
     assert recording.thresholds == (700, 10, 10)  # and its own schedule restored
 
 
