@@ -113,3 +113,29 @@ async def test_cancel_and_wait_waits_for_the_children_and_logs_their_failures(
     [record] = [r for r in caplog.records if r.name == "vkpy.cancelling"]
     assert record.getMessage() == "task failed while being stopped"
     assert record.task == "cleanup" and record.exc_info is not None  # type: ignore[attr-defined]
+
+
+async def test_a_bounded_wait_gives_up_on_a_task_that_ignores_its_cancel(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The kubelet API's stream calls are stopped with a bound: a backend call that
+    swallows its cancel must not hold the connection's cleanup for ever."""
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue  # swallowed
+
+    task = asyncio.create_task(stubborn(), name="stubborn call")
+    await asyncio.sleep(0)
+    waiting = asyncio.create_task(cancel_and_wait(task, timeout=0.05))
+    assert await _ends(waiting), "the bounded wait did not give up"
+    assert not task.done()
+    [record] = [r for r in caplog.records if r.name == "vkpy.cancelling"]
+    assert record.getMessage() == "task did not finish after cancellation"
+    assert record.task == "stubborn call"  # type: ignore[attr-defined]
+    release.set()
+    await task

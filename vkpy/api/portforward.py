@@ -36,10 +36,10 @@ from vkpy.api.streaming import (
     SESSIONS_TOTAL,
     ByteQueue,
     StreamSettings,
-    cancel_and_wait,
 )
 from vkpy.api.upgrade import UpgradedConnection, is_spdy_upgrade, is_websocket_upgrade
 from vkpy.api.ws_channels import ChannelSession, choose_protocol, prepare_websocket
+from vkpy.cancelling import cancel_and_wait
 from vkpy.providers.base import ByteSink, ByteSource, PortForwardProvider, Provider
 from vkpy.providers.errors import ProviderError
 from vkpy.streams import channels
@@ -150,8 +150,7 @@ class _SpdyForwarder:
             for timer in self._timers.values():
                 timer.cancel()
             self._timers.clear()
-            for task in list(self._tasks):
-                await cancel_and_wait(task, self._settings.cancel_timeout, "port-forward")
+            await cancel_and_wait(*self._tasks, timeout=self._settings.cancel_timeout)
 
     async def _add(self, stream: SpdyStream) -> None:
         self._streams[stream.id] = stream
@@ -318,8 +317,7 @@ async def _serve_websocket(
         if pending:
             label = "client_gone"
     finally:
-        for task in tasks:
-            await cancel_and_wait(task, settings.cancel_timeout, what)
+        await cancel_and_wait(*tasks, timeout=settings.cancel_timeout)
         SESSIONS.labels("portforward", "websocket").dec()
         _log_end(request, "websocket", target, label, started, ports=",".join(map(str, ports)))
         await session.close()

@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import Counter, Gauge
 
+from vkpy.cancelling import cancel_and_wait
 from vkpy.providers.errors import NotFoundError, ProviderError, UnsupportedError
 from vkpy.streams.remotecommand import ExitCode, InternalError, Outcome, Success
 
@@ -143,10 +144,10 @@ async def run_backend_call(
         waiting: set[asyncio.Future[Any]] = {task, client_gone}
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
-        await cancel_and_wait(task, cancel_timeout, what)
+        await cancel_and_wait(task, timeout=cancel_timeout)
         raise
     if not task.done():
-        await cancel_and_wait(task, cancel_timeout, what)
+        await cancel_and_wait(task, timeout=cancel_timeout)
         return None
     error = task.exception()
     if error is not None:
@@ -159,23 +160,6 @@ async def run_backend_call(
     if code is None or code == 0 or not exit_codes:
         return Success()
     return ExitCode(code)
-
-
-async def cancel_and_wait(task: asyncio.Task[Any], timeout: float, what: str) -> None:
-    """Cancel `task` and wait (bounded) for it to finish its cleanup."""
-    if task.done():
-        if not task.cancelled() and task.exception() is not None:
-            log.debug("backend call ended with an error", extra={"call": what})
-        return
-    task.cancel()
-    done, _ = await asyncio.wait({task}, timeout=timeout)
-    if not done:
-        log.error("backend call did not finish after cancellation", extra={"call": what})
-        return
-    if not task.cancelled() and task.exception() is not None:
-        log.debug(
-            "cancelled backend call raised", extra={"call": what, "error": str(task.exception())}
-        )
 
 
 class ByteQueue:
