@@ -108,13 +108,15 @@ LOOP_LAG = "vkpy_event_loop_lag_seconds_bucket"
 SERVER_ROUTES = ("/pods", "/containerLogs/{namespace}/{pod}/{container}")
 
 
-async def handler_buckets(
-    session: aiohttp.ClientSession, base: str
-) -> dict[tuple[str, str], float]:
+async def scrape(session: aiohttp.ClientSession, base: str) -> str:
+    """vkpy's /metrics, once per snapshot (the parsers below read the same text)."""
+    async with session.get(base + "/metrics") as response:
+        return await response.text()
+
+
+def handler_buckets(text: str) -> dict[tuple[str, str], float]:
     """vkpy's own histogram of its handlers' time, by (route, bucket bound): the time a
     request spends in vkpy once its handler runs (not the queue before, nor the write)."""
-    async with session.get(base + "/metrics") as response:
-        text = await response.text()
     out: dict[tuple[str, str], float] = {}
     for line in text.splitlines():
         if not line.startswith(DURATION + "{"):
@@ -181,10 +183,8 @@ async def start_probe(
     )
 
 
-async def gc_pauses(session: aiohttp.ClientSession, base: str) -> dict[tuple[str, str], float]:
+def gc_pauses(text: str) -> dict[tuple[str, str], float]:
     """vkpy's `vkpy_gc_pause_seconds` by (generation, bucket bound or "sum")."""
-    async with session.get(base + "/metrics") as response:
-        text = await response.text()
     out: dict[tuple[str, str], float] = {}
     for line in text.splitlines():
         if not line.startswith("vkpy_gc_pause_seconds"):
@@ -216,11 +216,9 @@ def gc_summary(
     return f"{count:.0f}, {delta('sum') * 1000:.0f} ms in all, the longest under {longest}"
 
 
-async def collector_state(session: aiohttp.ClientSession, base: str) -> tuple[float, float]:
+def collector_state(text: str) -> tuple[float, float]:
     """vkpy's frozen objects and full collections so far (vkpy_gc_frozen_objects,
     vkpy_gc_full_collections_total)."""
-    async with session.get(base + "/metrics") as response:
-        text = await response.text()
     values = {"vkpy_gc_frozen_objects": 0.0, "vkpy_gc_full_collections_total": 0.0}
     for line in text.splitlines():
         name, _, value = line.partition(" ")
@@ -265,7 +263,8 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         await asyncio.sleep(5)
         out["settled RSS"] = f"{rss_mib(pid):.1f} MiB"
         base = f"https://127.0.0.1:{port}"
-        frozen0, full0 = await collector_state(session, base)
+        metrics0 = await scrape(session, base)
+        frozen0, full0 = collector_state(metrics0)
         out["vkpy's frozen objects and full collections after the burst"] = (
             f"{frozen0:,.0f} objects, {full0:.0f} full collections"
         )
@@ -275,8 +274,7 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         rss_during: list[float] = []
         cpu1 = cpu_seconds(pid)
         load = f"{os.getloadavg()[0]:.1f}"
-        buckets0 = await handler_buckets(session, base)
-        gc0 = await gc_pauses(session, base)
+        buckets0, gc0 = handler_buckets(metrics0), gc_pauses(metrics0)
         probes = {
             what: await start_probe(what, base, access, namespace, workdir) for what in PROBES
         }
@@ -306,8 +304,8 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         await asyncio.gather(feed(), memory(), loop_lag(lags, churning))
         await churning
         results = {what: json.loads((await p.communicate())[0]) for what, p in probes.items()}
-        buckets1 = await handler_buckets(session, base)
-        gc1 = await gc_pauses(session, base)
+        metrics1 = await scrape(session, base)
+        buckets1, gc1 = handler_buckets(metrics1), gc_pauses(metrics1)
         out["churn"] = (
             f"{counts['created'] / args.seconds:.1f} created and "
             f"{counts['deleted'] / args.seconds:.1f} deleted a second (asked {args.churn}), "
@@ -342,7 +340,7 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
             f"{(cpu_seconds(pid) - cpu1) / args.seconds * 100:.0f}% of one core"
         )
         out["RSS during the churn, max"] = f"{max(rss_during):.1f} MiB"
-        frozen1, full1 = await collector_state(session, base)
+        frozen1, full1 = collector_state(metrics1)
         out["vkpy's frozen objects at the churn's end, and full collections during it"] = (
             f"{frozen1:,.0f} objects, {full1 - full0:.0f} full collections"
         )

@@ -16,6 +16,8 @@ import contextlib
 import os
 from pathlib import Path
 
+from vkpy.providers.process import proc
+
 PROC = Path("/proc")
 
 
@@ -31,11 +33,9 @@ def parse_cpus(text: str) -> set[int]:
 def _parents() -> dict[int, int]:
     out: dict[int, int] = {}
     for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            out[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])
+        info = proc.stat(int(entry.name)) if entry.name.isdigit() else None
+        if info is not None:
+            out[info.pid] = info.ppid
     return out
 
 

@@ -1,6 +1,6 @@
 """The agent runs the full collections itself: the new survivors every period, then a
-freeze; everything (unfrozen) only when the frozen objects have doubled since the last
-time; CPython's own full collections off meanwhile."""
+freeze; everything (unfrozen) only when the frozen objects have grown `growth`-fold
+since the last time; CPython's own full collections off meanwhile."""
 
 from __future__ import annotations
 

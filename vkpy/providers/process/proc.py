@@ -25,6 +25,7 @@ class ProcStat:
 
     pid: int
     state: str
+    ppid: int
     pgrp: int
     session: int
     utime: int
@@ -43,6 +44,7 @@ def parse_stat(text: str) -> ProcStat:
     return ProcStat(
         pid=int(pid_text),
         state=fields[0],
+        ppid=int(fields[1]),
         pgrp=int(fields[2]),
         session=int(fields[3]),
         utime=int(fields[11]),
