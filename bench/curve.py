@@ -3,11 +3,12 @@
 For each N (default 100, 1000, 5000) one peers run (bench/peers.py, same control
 plane, systems interleaved, N pods bound to one node and then deleted) gives pods/s,
 CPU per pod and RSS for vkpy and kwok. Reported as one table per measure, N by
-system with the vkpy / kwok ratio, plus SVG plots against N (`--svg DIR`: pods/s,
+system with the vkpy / kwok ratio, plus plots against N (`--plots DIR`: pods/s,
 CPU seconds for the whole burst, settled RSS), so a reader sees whether the cost is
-linear and where it bends. Appended to docs/benchmarks.md unless --no-write.
+linear and where it bends, as SVG and PNG (bench/svgplot.py). Appended to
+docs/benchmarks.md unless --no-write.
 
-    python bench/curve.py --pods 100 1000 5000 --svg docs/plots
+    python bench/curve.py --pods 100 1000 5000 --plots docs/plots
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import published
 from peers import Measured, fmt, measure
-from svgplot import lines_svg
+from svgplot import write
 
 from vkpy.devcluster import given_or_started
 
@@ -54,8 +55,6 @@ def table(points: dict[int, Measured]) -> str:
 
 
 def plots(points: dict[int, Measured], folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-
     def series(measure: str, scale: bool = False) -> dict[str, list[tuple[float, float]]]:
         return {
             s: [
@@ -66,15 +65,21 @@ def plots(points: dict[int, Measured], folder: Path) -> None:
             for s in SYSTEMS
         }
 
-    (folder / "curve-pods-per-second.svg").write_text(
-        lines_svg(series("pods/s to Running"), "pods (N)", "pods/s to Running")
+    write(
+        folder,
+        "curve-pods-per-second",
+        series("pods/s to Running"),
+        "pods (N)",
+        "pods/s to Running",
     )
-    (folder / "curve-cpu.svg").write_text(
-        lines_svg(series("CPU ms per pod", scale=True), "pods (N)", "CPU seconds, whole burst")
+    write(
+        folder,
+        "curve-cpu",
+        series("CPU ms per pod", scale=True),
+        "pods (N)",
+        "CPU seconds, whole burst",
     )
-    (folder / "curve-rss.svg").write_text(
-        lines_svg(series("settled RSS MiB"), "pods (N)", "settled RSS (MiB)")
-    )
+    write(folder, "curve-rss", series("settled RSS MiB"), "pods (N)", "settled RSS (MiB)")
 
 
 async def run(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> dict[int, Measured]:
@@ -99,15 +104,17 @@ def main() -> int:
     parser.add_argument("--event-loop", default="asyncio", choices=["asyncio", "uvloop"])
     parser.add_argument("--vkpy-arg", action="append", default=[], help="extra vkpy flag")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
-    parser.add_argument("--svg", type=Path, help="write the SVG plots into this folder")
+    parser.add_argument(
+        "--plots", "--svg", type=Path, help="write the plots (SVG and PNG) into this folder"
+    )
     published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-curve-") as tmp:
         workdir = Path(tmp)
         with given_or_started(args.kubeconfig, workdir) as access:
             points = asyncio.run(run(args, access.kubeconfig, workdir))
-    if args.svg:
-        plots(points, args.svg)
+    if args.plots:
+        plots(points, args.plots)
     versions = next(iter(points.values())).versions
     text = (
         f"### Cost against N, vkpy and kwok ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "

@@ -15,9 +15,13 @@ in a rotating order so machine noise hits all alike, on a fresh node of its own:
 Reported per system, medians over rounds, and as ratios to kwok: pods/s, latency
 percentiles, the system's CPU per pod (from /proc, steps 1 and 2), peak and settled
 RSS, and the API requests per pod by verb during steps 1 and 2 from the API server's
-own counters, less the benchmark's own creates and deletes. Appended to
-docs/benchmarks.md with the machine, its load, and the versions; `--svg DIR` also
-writes the latency CDF and RSS over time as small SVG files.
+own counters, less the benchmark's own creates and deletes. Beside pods/s, what caps
+it on a shared machine: how fast the API server took the benchmark's creates, how long
+after the last one the last pod was Running, and the CPU the API server and etcd spent
+per pod in steps 1 and 2 (from /proc, when the cluster is a dev cluster whose
+state.json is beside its kubeconfig). Appended to
+docs/benchmarks.md with the machine, its load, and the versions; `--plots DIR` also
+writes the latency CDF and RSS over time there, as SVG and PNG (bench/svgplot.py).
 
     python bench/peers.py --pods 300 --rounds 3
 """
@@ -44,7 +48,7 @@ from typing import Any
 
 import published
 from pods import apiserver_requests_by_code, cpu_seconds, free_port, peak_rss_mib, until
-from svgplot import cdf_svg, lines_svg
+from svgplot import cdf_series, write
 
 from vkpy.api.certs import self_signed
 from vkpy.devcluster import given_or_started
@@ -610,16 +614,22 @@ async def measure(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> 
 async def bench(args: argparse.Namespace, kubeconfig: Path, workdir: Path) -> str:
     measured = await measure(args, kubeconfig, workdir)
     results, runs = measured.results, measured.runs
-    if args.svg:
-        args.svg.mkdir(parents=True, exist_ok=True)
+    if args.plots:
         last = {r.system: r for r in runs}
-        (args.svg / "peers-latency-cdf.svg").write_text(
-            cdf_svg(
-                {s: [x * 1000 for x in r.latencies] for s, r in last.items()}, "create→Running (ms)"
-            )
+        latencies = {s: [x * 1000 for x in r.latencies] for s, r in last.items()}
+        write(
+            args.plots,
+            "peers-latency-cdf",
+            cdf_series(latencies),
+            "create→Running (ms)",
+            "share of pods Running",
         )
-        (args.svg / "peers-rss.svg").write_text(
-            lines_svg({s: r.rss_series for s, r in last.items()}, "seconds", "RSS (MiB)")
+        write(
+            args.plots,
+            "peers-rss",
+            {s: r.rss_series for s, r in last.items()},
+            "seconds",
+            "RSS (MiB)",
         )
     return report(results, runs, measured.versions, args, measured.loads)
 
@@ -635,7 +645,9 @@ def main() -> int:
     parser.add_argument("--event-loop", default="asyncio", choices=["asyncio", "uvloop"])
     parser.add_argument("--vkpy-arg", action="append", default=[], help="extra vkpy flag")
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
-    parser.add_argument("--svg", type=Path, help="write SVG plots into this folder")
+    parser.add_argument(
+        "--plots", "--svg", type=Path, help="write the plots (SVG and PNG) into this folder"
+    )
     published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-peers-") as tmp:

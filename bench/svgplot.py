@@ -1,13 +1,17 @@
-"""Small SVG line plots for the benchmarks, as text (no plotting library, no binaries).
+"""The benchmarks' line plots: SVG drawn here as text, and PNG drawn by matplotlib.
 
-The benchmark reports want a latency CDF per system and RSS over time. SVG is text,
-small and diff-able, so plots can sit next to docs/benchmarks.md without breaking the
-rule against committed binaries; this draws polylines with axes and a legend.
+The benchmark reports want a latency CDF per system and RSS over time, as PNGs next to
+docs/benchmarks.md (issue 17). A PNG is a binary, and the project commits none: so
+`write` puts both forms in the folder, the SVG (text, small, diff-able, drawn here
+without a plotting library) is what docs link and git keeps, and the PNG (matplotlib,
+from the `demo` extra; skipped without it) is for viewers that want a raster image
+and is ignored by git (docs/plots/.gitignore).
 """
 
 from __future__ import annotations
 
 from html import escape
+from pathlib import Path
 
 WIDTH, HEIGHT = 640, 360
 LEFT, RIGHT, TOP, BOTTOM = 60, 150, 20, 40
@@ -72,7 +76,7 @@ def lines_svg(series: dict[str, list[tuple[float, float]]], x_label: str, y_labe
     return "\n".join(out) + "\n"
 
 
-def cdf_svg(samples: dict[str, list[float]], x_label: str) -> str:
+def cdf_series(samples: dict[str, list[float]]) -> dict[str, list[tuple[float, float]]]:
     """The cumulative share of samples at or below x, per named sample set (at most
     200 points each, so the file stays small)."""
     series: dict[str, list[tuple[float, float]]] = {}
@@ -84,4 +88,36 @@ def cdf_svg(samples: dict[str, list[float]], x_label: str) -> str:
         points = [(v, (i + 1) / len(ordered)) for i, v in enumerate(ordered)][::step]
         points.append((ordered[-1], 1.0))
         series[name] = points
-    return lines_svg(series, x_label, "share of pods Running")
+    return series
+
+
+def write(
+    folder: Path,
+    stem: str,
+    series: dict[str, list[tuple[float, float]]],
+    x_label: str,
+    y_label: str,
+) -> list[Path]:
+    """`stem`.svg and (with matplotlib) `stem`.png of `series` in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [folder / f"{stem}.svg"]
+    written[0].write_text(lines_svg(series, x_label, y_label))
+    try:
+        import matplotlib  # noqa: PLC0415 - the optional `demo` extra
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return written
+    figure, axes = plt.subplots(figsize=(WIDTH / 100, HEIGHT / 100))
+    for name, values in series.items():
+        axes.plot([x for x, _ in values], [y for _, y in values], label=name)
+    axes.set_xlabel(x_label)
+    axes.set_ylabel(y_label)
+    axes.grid(color="#ddd")
+    axes.legend(loc="best")
+    figure.tight_layout()
+    written.append(folder / f"{stem}.png")
+    figure.savefig(written[-1], dpi=100)
+    plt.close(figure)
+    return written
