@@ -118,6 +118,8 @@ class Run:
     pod_deletes: float = 0.0
     pod_delete_404: float = 0.0
     rss_series: list[tuple[float, float]] = field(default_factory=list)
+    created_seconds: float = 0.0
+    control_plane_cpu: float = float("nan")
     error: str = ""
 
 
@@ -330,6 +332,21 @@ class PodWatch:
             self.running.setdefault(name, time.monotonic())
 
 
+def control_plane_pids(kubeconfig: Path) -> list[int]:
+    """The API server's and etcd's pids, from the dev cluster's state beside
+    `kubeconfig` (none for another cluster)."""
+    state = kubeconfig.parent / "state.json"
+    if not state.exists():
+        return []
+    records = json.loads(state.read_text()).get("processes", [])
+    return [int(r["pid"]) for r in records if r.get("name") in ("etcd", "kube-apiserver")]
+
+
+def control_plane_cpu(pids: list[int]) -> float:
+    """CPU seconds the API server and etcd have used (NaN without them)."""
+    return sum(cpu_seconds(pid) for pid in pids) if pids else float("nan")
+
+
 async def create_all(
     client: KubeClient, namespace: str, names: list[str], node: str, bound: bool
 ) -> dict[str, float]:
@@ -386,9 +403,12 @@ async def one_run(
         sampler = asyncio.create_task(sample())
         before = await apiserver_requests_by_code(client)
         cpu0 = cpu_seconds(pid)
+        servers = control_plane_pids(system.kubeconfig)
+        servers_cpu0 = control_plane_cpu(servers)
         names = [f"b{n:05d}" for n in range(count)]
         started = time.monotonic()
         created = await create_all(client, namespace, names, node, bound=True)
+        run.created_seconds = time.monotonic() - started
         limit = args.timeout
 
         async def all_running(names: list[str] = names) -> bool:
@@ -420,6 +440,7 @@ async def one_run(
         await asyncio.sleep(3)  # trailing writes (Events) that belong to these pods
         after = await apiserver_requests_by_code(client)
         run.cpu_seconds = cpu_seconds(pid) - cpu0
+        run.control_plane_cpu = control_plane_cpu(servers) - servers_cpu0
         delta = after - before
         own: Counter[str] = Counter({"POST": count, "DELETE": count, "LIST": 0})
         by_verb: Counter[str] = Counter()
@@ -484,6 +505,10 @@ def summary(runs: list[Run]) -> dict[str, float]:
 
     out = {
         "pods/s to Running": med(lambda r: r.running / r.bound_seconds if r.bound_seconds else 0),
+        "creates taken by the API server /s": med(lambda r: r.pods / r.created_seconds),
+        "last Running after the last create ms": med(
+            lambda r: (r.bound_seconds - r.created_seconds) * 1000
+        ),
         "p50 create→Running ms": med(lambda r: pct(r.latencies, 50) * 1000),
         "p90 create→Running ms": med(lambda r: pct(r.latencies, 90) * 1000),
         "p99 create→Running ms": med(lambda r: pct(r.latencies, 99) * 1000),
@@ -497,6 +522,7 @@ def summary(runs: list[Run]) -> dict[str, float]:
             )
         ),
         "CPU ms per pod": med(lambda r: r.cpu_seconds * 1000 / r.pods),
+        "API server and etcd CPU ms per pod": med(lambda r: r.control_plane_cpu * 1000 / r.pods),
         "peak RSS MiB": med(lambda r: r.peak_rss),
         "settled RSS MiB": med(lambda r: r.settled_rss),
         "pod DELETEs per pod": med(lambda r: r.pod_deletes),
