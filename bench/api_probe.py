@@ -6,6 +6,9 @@ quiet machine, and every timing included it. Each series is now measured by one 
 these processes (started by big_node.py), whose loop does nothing else:
 
 - `pods`: GET /pods straight to vkpy's port (the admin's client certificate);
+- `pods-curl`: the same GET by curl, a client in C with OpenSSL, as a Go client (the
+  API server, a monitoring agent) reads it; timed by curl itself from the end of its
+  TLS handshake, so the figure is a request on an open connection, like the others;
 - `logs`: GET /containerLogs/{ns}/{pod}/app?tailLines=10 straight to vkpy;
 - `apiserver-logs`: GET /api/v1/namespaces/{ns}/pods/{pod}/log?tailLines=10 to the
   API server, the request `kubectl logs` makes and waits for (the API server proxies it
@@ -54,10 +57,37 @@ async def lateness(samples: list[float], done: asyncio.Event) -> None:
         samples.append(time.perf_counter() - began - 0.05)
 
 
+async def curl(url: str, workdir: Path) -> tuple[float, float] | None:
+    """One GET of `url` by curl: (seconds to the response headers, seconds to the whole
+    body) from the end of the TLS handshake, or None when it failed."""
+    process = await asyncio.create_subprocess_exec(
+        "curl",
+        "--silent",
+        "--insecure",
+        "--cert",
+        str(workdir / "admin.crt"),
+        "--key",
+        str(workdir / "admin.key"),
+        "--output",
+        "/dev/null",
+        "--write-out",
+        "%{http_code} %{time_appconnect} %{time_starttransfer} %{time_total}",
+        url,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await process.communicate()
+    if process.returncode != 0:
+        return None
+    code, connected, first, total = out.decode().split()
+    if code != "200":
+        return None
+    return float(first) - float(connected), float(total) - float(connected)
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "what", choices=["pods", "logs", "apiserver-logs", "apiserver-pod", "kubectl"]
+        "what", choices=["pods", "pods-curl", "logs", "apiserver-logs", "apiserver-pod", "kubectl"]
     )
     parser.add_argument("--kubelet", required=True, help="https://127.0.0.1:<port>")
     parser.add_argument("--kubeconfig", type=Path, required=True)
@@ -86,7 +116,10 @@ async def main() -> int:
                 await asyncio.sleep(0.1)
                 continue
             began = time.perf_counter()
-            if args.what == "kubectl":
+            timed: tuple[float, float] | None = None
+            if args.what == "pods-curl":
+                timed = await curl(urls["pods"], args.workdir)
+            elif args.what == "kubectl":
                 process = await asyncio.create_subprocess_exec(
                     args.kubectl,
                     f"--kubeconfig={args.kubeconfig}",
@@ -98,18 +131,20 @@ async def main() -> int:
                     stdout=asyncio.subprocess.DEVNULL,
                     stderr=asyncio.subprocess.DEVNULL,
                 )
-                ok = await process.wait() == 0
+                if await process.wait() == 0:
+                    timed = (float("nan"), time.perf_counter() - began)
             else:
                 async with session.get(urls[args.what].format(pod=current[0])) as response:
                     headers = time.perf_counter() - began
                     await response.read()
-                ok = response.status == 200
-                if ok:
-                    result["headers"].append(headers)
-            if ok:
-                result["times"].append(time.perf_counter() - began)
-            else:
+                if response.status == 200:
+                    timed = (headers, time.perf_counter() - began)
+            if timed is None:
                 result["failures"] += 1
+            else:
+                if args.what != "kubectl":
+                    result["headers"].append(timed[0])
+                result["times"].append(timed[1])
             if args.what != "kubectl":
                 await asyncio.sleep(0.1)
     await reader

@@ -25,7 +25,9 @@ Traffic goes to 127.0.0.1 only. Starts its own control plane unless --kubeconfig
     python bench/big_node.py --pods 10000 --churn 100 --seconds 60 --vkpy-cpus 1
 
 `--vkpy-cpus` gives vkpy CPUs of its own (bench/cpu_split.py), as in a cluster where
-vkpy's pod is not sharing the API server's cores.
+vkpy's pod is not sharing the API server's cores. `--pods-client curl` times `/pods`
+with curl (C and OpenSSL, as a Go client reads it) instead of Python's TLS, whose own
+cost reading 22 MB is part of the default figure.
 """
 
 from __future__ import annotations
@@ -276,7 +278,14 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
         load = f"{os.getloadavg()[0]:.1f}"
         buckets0, gc0 = handler_buckets(metrics0), gc_pauses(metrics0)
         probes = {
-            what: await start_probe(what, base, access, namespace, workdir) for what in PROBES
+            what: await start_probe(
+                "pods-curl" if what == "pods" and args.pods_client == "curl" else what,
+                base,
+                access,
+                namespace,
+                workdir,
+            )
+            for what in PROBES
         }
         churning = asyncio.create_task(
             churn(client, namespace, node, live, args.churn, args.seconds, counts)
@@ -360,6 +369,7 @@ async def bench(args: argparse.Namespace, access: ClusterAccess, workdir: Path) 
 def report(out: dict[str, str], args: argparse.Namespace) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in out.items())
     cpus = f" --vkpy-cpus {args.vkpy_cpus}" if args.vkpy_cpus else ""
+    cpus += " --pods-client curl" if args.pods_client == "curl" else ""
     return (
         f"### One node, {args.pods} pods, churn {args.churn}/s "
         f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
@@ -386,6 +396,12 @@ def main() -> int:
         "--vkpy-cpus",
         help="CPUs for vkpy alone, e.g. 1 (as its pod's CPU request would give it); the "
         "control plane and the clients run on the others (bench/cpu_split.py)",
+    )
+    parser.add_argument(
+        "--pods-client",
+        choices=["python", "curl"],
+        default="python",
+        help="what times GET /pods: Python's aiohttp (default) or curl (bench/api_probe.py)",
     )
     published.add_options(parser)
     return published.run_on_a_cluster(parser.parse_args(), "vkpy-big-", reported)
