@@ -124,10 +124,8 @@ class ScheduledCollections:
         thresholds = self.collector.get_threshold()
         self.collector.set_threshold(max(thresholds[0], self.young), thresholds[1], NEVER)
         try:
-            self.collector.collect()  # what start-up made (modules, the first pod list)
-            self.collector.freeze()
-            after_full = self.collector.get_freeze_count()
-            metrics.GC_FROZEN.set(after_full)
+            # What start-up made (modules, the first pod list): nothing is frozen yet.
+            _, after_full = self._collect_and_freeze()
             while True:
                 await self.clock.sleep(self.period)
                 frozen = self.collector.get_freeze_count()
@@ -136,10 +134,7 @@ class ScheduledCollections:
                     metrics.GC_FULL.inc()
                     self.collector.unfreeze()
                     began = time.perf_counter()
-                    freed = self.collector.collect()
-                    self.collector.freeze()
-                    after_full = self.collector.get_freeze_count()
-                    metrics.GC_FROZEN.set(after_full)
+                    freed, after_full = self._collect_and_freeze()
                     log.info(
                         "full garbage collection",
                         extra={
@@ -155,3 +150,11 @@ class ScheduledCollections:
         finally:
             self.collector.set_threshold(*thresholds)
             self.collector.unfreeze()
+
+    def _collect_and_freeze(self) -> tuple[int, int]:
+        """Collect what is not frozen, freeze the rest: (objects freed, frozen now)."""
+        freed = self.collector.collect()
+        self.collector.freeze()
+        frozen = self.collector.get_freeze_count()
+        metrics.GC_FROZEN.set(frozen)
+        return freed, frozen
