@@ -51,7 +51,7 @@ from pods import apiserver_requests_by_code, cpu_seconds, free_port, peak_rss_mi
 from svgplot import cdf_series, write
 
 from vkpy.api.certs import self_signed
-from vkpy.devcluster import given_or_started
+from vkpy.devcluster import ClusterError, DevCluster, given_or_started
 from vkpy.devcluster.binaries import tool_dir
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 from vkpy.kube.watch import Watcher, WatchOptions
@@ -333,13 +333,13 @@ class PodWatch:
 
 
 def control_plane_pids(kubeconfig: Path) -> list[int]:
-    """The API server's and etcd's pids, from the dev cluster's state beside
-    `kubeconfig` (none for another cluster)."""
-    state = kubeconfig.parent / "state.json"
-    if not state.exists():
+    """The API server's and etcd's pids, from the state of the dev cluster whose
+    folder holds `kubeconfig` (none for another cluster)."""
+    try:
+        state = DevCluster(kubeconfig.parent).state
+    except ClusterError:
         return []
-    records = json.loads(state.read_text()).get("processes", [])
-    return [int(r["pid"]) for r in records if r.get("name") in ("etcd", "kube-apiserver")]
+    return [r.pid for r in state.processes if r.name in ("etcd", "kube-apiserver")]
 
 
 def control_plane_cpu(pids: list[int]) -> float:
