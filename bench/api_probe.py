@@ -116,7 +116,7 @@ async def main() -> int:
                 await asyncio.sleep(0.1)
                 continue
             began = time.perf_counter()
-            timed: tuple[float, float] | None = None
+            timed: tuple[float | None, float] | None = None  # (to headers, to the end)
             if args.what == "pods-curl":
                 timed = await curl(urls["pods"], args.workdir)
             elif args.what == "kubectl":
@@ -132,7 +132,7 @@ async def main() -> int:
                     stderr=asyncio.subprocess.DEVNULL,
                 )
                 if await process.wait() == 0:
-                    timed = (float("nan"), time.perf_counter() - began)
+                    timed = (None, time.perf_counter() - began)
             else:
                 async with session.get(urls[args.what].format(pod=current[0])) as response:
                     headers = time.perf_counter() - began
@@ -142,7 +142,7 @@ async def main() -> int:
             if timed is None:
                 result["failures"] += 1
             else:
-                if args.what != "kubectl":
+                if timed[0] is not None:
                     result["headers"].append(timed[0])
                 result["times"].append(timed[1])
             if args.what != "kubectl":
