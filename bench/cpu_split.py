@@ -30,20 +30,11 @@ def parse_cpus(text: str) -> set[int]:
     return out
 
 
-def _parents() -> dict[int, int]:
-    out: dict[int, int] = {}
-    for entry in PROC.iterdir():
-        info = proc.stat(int(entry.name)) if entry.name.isdigit() else None
-        if info is not None:
-            out[info.pid] = info.ppid
-    return out
-
-
 def tree(root: int) -> set[int]:
     """`root` and every process below it."""
     children: dict[int, list[int]] = {}
-    for pid, parent in _parents().items():
-        children.setdefault(parent, []).append(pid)
+    for info in proc.every():
+        children.setdefault(info.ppid, []).append(info.pid)
     out, todo = set(), [root]
     while todo:
         pid = todo.pop()

@@ -13,6 +13,7 @@ Standard library only: the supervisor imports it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -75,16 +76,17 @@ def is_same_process(pid: int, ticks: int) -> bool:
     return info is not None and info.start_ticks == ticks and info.state not in ("Z", "X")
 
 
+def every() -> Iterator[ProcStat]:
+    """Every process on the host (those that end while being read are left out)."""
+    for name in os.listdir("/proc"):
+        info = stat(int(name)) if name.isdigit() else None
+        if info is not None:
+            yield info
+
+
 def session_members(session: int) -> list[ProcStat]:
     """Every live process of a session (a container's processes share one)."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        info = stat(int(name))
-        if info is not None and info.session == session and info.state not in ("Z", "X"):
-            out.append(info)
-    return out
+    return [i for i in every() if i.session == session and i.state not in ("Z", "X")]
 
 
 def pids_of_users(uids: frozenset[int]) -> list[int]:
