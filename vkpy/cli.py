@@ -545,6 +545,11 @@ def _node_set(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["images"]:  # `python -m vkpy images import FILE`: the node's image store
+        from vkpy.oci.images import command  # noqa: PLC0415 - keeps --help fast
+
+        return command.main(argv[1:], default_state_dir)
     args = parser().parse_args(argv)
     vklog.setup(args.log_level, args.log_format)
     try:
