@@ -91,6 +91,28 @@ def busybox_layout(variant: str = "") -> Path:
     return dest
 
 
+def busybox_layout_without(path: str) -> Path:
+    """The busybox image with a second layer that deletes `path` (an OCI whiteout)."""
+    require_tools()
+    base = busybox_layout()
+    key = hashlib.sha256(f"{base.name}:{RECIPE}:without:{path}".encode()).hexdigest()[:16]
+    dest = cache_dir() / f"busybox-without-{key}"
+    if (dest / "index.json").exists():
+        return dest
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=dest.parent))
+    try:
+        layout, bundle = work / "layout", work / "bundle"
+        shutil.copytree(base, layout, symlinks=True)
+        _run("umoci", "unpack", *_rootless(), "--image", f"{layout}:latest", bundle)
+        (bundle / "rootfs" / path).unlink()
+        _run("umoci", "repack", "--image", f"{layout}:latest", bundle)
+        _run("umoci", "gc", "--layout", layout)
+        os.rename(layout, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
 def _rootless() -> list[str]:
     return [] if os.geteuid() == 0 else ["--rootless"]
 
@@ -118,7 +140,7 @@ class Registry:
         config = [
             "version: 0.1",
             "log: {level: warn, accesslog: {disabled: false}}",
-            f"storage: {{filesystem: {{rootdirectory: {self.root / 'data'}}}, delete: {{enabled: true}}}}",
+            f"storage: {{filesystem: {{rootdirectory: {self.root / 'data'}}}}}",
             f"http: {{addr: '{self.host}'}}",
         ]
         if self.user is not None:
@@ -138,7 +160,7 @@ class Registry:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1)  # noqa: S310
+                urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1)
                 return self
             except urllib.error.HTTPError:
                 return self  # 401: up, and asking for credentials

@@ -112,6 +112,7 @@ class Puller:
         self, ref: ImageReference, image: StoredImage, pulled: bool, started: float
     ) -> PullResult:
         self.store.mark_used([str(ref)])
+        image = self.store.lookup(str(ref)) or image  # with its new last use
         seconds = self.store.clock.monotonic() - started
         return PullResult(ref, image, pulled, image.size, seconds)
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from vkpy.oci.images.errors import ImageToolError
+
+_LOGRUS_MSG = re.compile(r'msg="((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,10 @@ class ToolResult:
     def last_error(self) -> str:
         """The last non-empty line of stderr: skopeo's and umoci's final message."""
         lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
-        return lines[-1] if lines else f"exit status {self.returncode}"
+        if not lines:
+            return f"exit status {self.returncode}"
+        logged = _LOGRUS_MSG.search(lines[-1])  # time="..." level=fatal msg="..."
+        return logged.group(1).replace('\\"', '"') if logged else lines[-1]
 
 
 async def run(

@@ -1,12 +1,12 @@
 """Fixtures for the image tests: built busybox images, real registries, a store.
 
-  busybox        the OCI layout of the busybox image (tests/registry.py)
-  busybox_other  a second, different busybox image
-  registry       a docker-registry without auth, busybox pushed as
-                 library/busybox:1.35 (session-wide: push more under new names)
-  auth_registry  one with htpasswd auth (user `puller`, password AUTH_PASSWORD),
-                 busybox pushed as team/busybox:1.35
-  store          an empty image store in a fresh directory
+busybox        the OCI layout of the busybox image (tests/registry.py)
+busybox_other  a second, different busybox image
+registry       a docker-registry without auth, busybox pushed as
+               library/busybox:1.35 (session-wide: push more under new names)
+auth_registry  one with htpasswd auth (user `puller`, password AUTH_PASSWORD),
+               busybox pushed as team/busybox:1.35
+store          an empty image store in a fresh directory
 """
 
 from __future__ import annotations

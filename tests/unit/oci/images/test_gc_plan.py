@@ -48,9 +48,7 @@ def test_images_in_use_are_kept_however_full_the_disk() -> None:
     disk = DiskUsage(100 * GB, 99 * GB)
     assert names(plan(IMAGES, ["old"], disk, GcPolicy())) == ["mid", "new"]  # short name
     by_id = IMAGES[1].repo_digests[0]
-    assert names(plan(IMAGES, [by_id, "docker.io/library/new:latest"], disk, GcPolicy())) == [
-        "old"
-    ]
+    assert names(plan(IMAGES, [by_id, "docker.io/library/new:latest"], disk, GcPolicy())) == ["old"]
 
 
 def test_thresholds_are_settable_and_checked() -> None:

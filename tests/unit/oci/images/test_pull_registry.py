@@ -1,0 +1,185 @@
+"""Pulls against a real registry (Debian's docker-registry on loopback) with skopeo
+into a real store: by tag and digest, the three pull policies, pull secrets, a
+mirror, a corrupted blob, two pulls at once."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.registry import Registry
+from tests.unit.oci.images.conftest import AUTH_PASSWORD, AUTH_USER
+from vkpy.oci.images import registries
+from vkpy.oci.images.credentials import keyring_from_secrets
+from vkpy.oci.images.errors import ImageNeverPullError, ImagePullError
+from vkpy.oci.images.pull import Puller
+from vkpy.oci.images.store import ImageStore
+
+
+def puller(store: ImageStore, *hosts: Registry, **mirrors: list[str]) -> Puller:
+    config: dict[str, Any] = {r.host: {"insecure": True} for r in hosts}
+    for host, urls in mirrors.items():
+        config[host.replace("_", ".")] = {"mirrors": urls}
+    return Puller(store, registries.from_config(config))
+
+
+def blob_gets(registry: Registry) -> list[str]:
+    return [r for r in registry.requests() if r.startswith("GET") and "/blobs/" in r]
+
+
+async def test_pull_by_tag(store: ImageStore, registry: Registry, busybox: Path) -> None:
+    pushed = registry.push(busybox, "library/busybox:by-tag")
+    result = await puller(store, registry).ensure(f"{registry.host}/library/busybox:by-tag")
+    assert result.pulled
+    assert result.image.image_id == f"{registry.host}/library/busybox@{pushed}"
+    assert result.image.manifest_digest == pushed
+    assert result.size == result.image.size > 1_000_000  # busybox is about 1 MB compressed
+    assert result.seconds > 0
+    config = store.config(f"{registry.host}/library/busybox:by-tag")
+    assert (config.cmd, config.env, config.architecture) == (("sh",), ("PATH=/bin",), "amd64")
+    for layer in store.manifest(pushed)["layers"]:
+        assert store.blob_path(layer["digest"]).is_file()
+
+
+async def test_pull_by_digest(store: ImageStore, registry: Registry, busybox: Path) -> None:
+    pushed = registry.push(busybox, "library/busybox:by-digest")
+    image = f"{registry.host}/library/busybox@{pushed}"
+    result = await puller(store, registry).ensure(image)
+    assert result.pulled
+    assert result.image.refs == (image,)
+    assert result.image.image_id == image
+
+
+async def test_if_not_present_does_not_contact_the_registry(
+    store: ImageStore, registry: Registry
+) -> None:
+    image = f"{registry.host}/library/busybox:1.35"
+    pull = puller(store, registry)
+    assert (await pull.ensure(image, "IfNotPresent")).pulled
+    before = len(registry.requests())
+    again = await pull.ensure(image, "IfNotPresent")
+    assert not again.pulled
+    assert len(registry.requests()) == before
+    assert (await pull.ensure(image)).pulled is False  # a tag other than latest: IfNotPresent
+    assert len(registry.requests()) == before
+
+
+async def test_always_asks_the_registry_but_copies_nothing_it_has(
+    store: ImageStore, registry: Registry, busybox: Path, busybox_other: Path
+) -> None:
+    pull = puller(store, registry)
+    registry.push(busybox, "library/moving:latest")
+    first = await pull.ensure(f"{registry.host}/library/moving")  # :latest → Always
+    before, blobs = len(registry.requests()), len(blob_gets(registry))
+    same = await pull.ensure(f"{registry.host}/library/moving")
+    assert not same.pulled
+    assert len(registry.requests()) > before  # asked which digest the tag names now
+    assert len(blob_gets(registry)) == blobs  # and fetched no blob
+    moved = registry.push(busybox_other, "library/moving:latest")
+    changed = await pull.ensure(f"{registry.host}/library/moving", "Always")
+    assert changed.pulled
+    assert changed.image.manifest_digest == moved != first.image.manifest_digest
+    assert store.lookup(f"{registry.host}/library/moving:latest") == changed.image
+
+
+async def test_never(store: ImageStore, registry: Registry) -> None:
+    image = f"{registry.host}/library/busybox:1.35"
+    pull = puller(store, registry)
+    before = len(registry.requests())
+    with pytest.raises(ImageNeverPullError) as caught:
+        await pull.ensure(image, "Never")
+    assert caught.value.reason == "ErrImageNeverPull"
+    assert "is not present with pull policy of Never" in str(caught.value)
+    assert len(registry.requests()) == before
+    await pull.ensure(image)
+    assert not (await pull.ensure(image, "Never")).pulled
+
+
+async def test_missing_image_is_err_image_pull(store: ImageStore, registry: Registry) -> None:
+    with pytest.raises(ImagePullError) as caught:
+        await puller(store, registry).ensure(f"{registry.host}/library/nothing:1")
+    assert caught.value.reason == "ErrImagePull"
+    assert "manifest unknown" in str(caught.value)
+    assert store.images() == []
+
+
+def pull_secret(host: str, user: str, password: str) -> dict[str, Any]:
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    config = json.dumps({"auths": {host: {"auth": auth}}})
+    return {
+        "metadata": {"name": "regcred"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()},
+    }
+
+
+async def test_pull_secret(store: ImageStore, auth_registry: Registry) -> None:
+    image = f"{auth_registry.host}/team/busybox:1.35"
+    pull = puller(store, auth_registry)
+    with pytest.raises(ImagePullError) as refused:
+        await pull.ensure(image)
+    assert "unauthorized" in str(refused.value).lower()
+    wrong = keyring_from_secrets([pull_secret(auth_registry.host, AUTH_USER, "wrong")])
+    with pytest.raises(ImagePullError) as wrong_refused:
+        await pull.ensure(image, keyring=wrong)
+    assert "wrong" not in str(wrong_refused.value)
+    assert store.images() == []
+    keyring = keyring_from_secrets([pull_secret(auth_registry.host, AUTH_USER, AUTH_PASSWORD)])
+    result = await pull.ensure(image, keyring=keyring)
+    assert result.pulled
+    assert result.image.refs == (image,)
+    leftovers = [p for p in store.root.rglob("*") if p.is_file() and p.stat().st_size < 4096]
+    for path in leftovers:  # the password is in no file the pull left behind
+        assert AUTH_PASSWORD.encode() not in path.read_bytes(), path
+
+
+async def test_mirror_serves_a_host(store: ImageStore, registry: Registry, busybox: Path) -> None:
+    registry.push(busybox, "library/busybox:mirrored")
+    before = len(registry.requests())
+    pull = puller(store, registry, docker_io=[f"http://{registry.host}"])
+    result = await pull.ensure("busybox:mirrored")  # docker.io/library/busybox:mirrored
+    assert result.pulled
+    assert result.image.refs == ("docker.io/library/busybox:mirrored",)
+    assert result.image.image_id.startswith("docker.io/library/busybox@sha256:")
+    assert any("/v2/library/busybox/manifests/" in r for r in registry.requests()[before:])
+
+
+async def test_corrupted_blob_is_rejected(
+    store: ImageStore, registry: Registry, tmp_path: Path
+) -> None:
+    from tests.registry import busybox_layout  # noqa: PLC0415
+
+    layout = busybox_layout("corrupted-on-purpose")
+    pushed = registry.push(layout, "library/corrupt:1")
+    manifest = json.loads(registry.blob_file(pushed).read_bytes())
+    layer = registry.blob_file(manifest["layers"][0]["digest"])
+    data = bytearray(layer.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, one byte different
+    layer.write_bytes(bytes(data))
+    with pytest.raises(ImagePullError) as caught:
+        await puller(store, registry).ensure(f"{registry.host}/library/corrupt:1")
+    assert "Digest did not match" in str(caught.value)
+    assert store.lookup(f"{registry.host}/library/corrupt:1") is None
+
+
+async def test_two_pulls_at_once_both_land(
+    store: ImageStore, registry: Registry, busybox: Path, busybox_other: Path
+) -> None:
+    registry.push(busybox, "library/one:1")
+    registry.push(busybox_other, "library/two:1")
+    pull = puller(store, registry)
+    one, two = await asyncio.gather(
+        pull.ensure(f"{registry.host}/library/one:1"), pull.ensure(f"{registry.host}/library/two:1")
+    )
+    assert {r for i in store.images() for r in i.refs} == {
+        f"{registry.host}/library/one:1",
+        f"{registry.host}/library/two:1",
+    }
+    assert one.image.manifest_digest != two.image.manifest_digest
+    assert os.listdir(store.tmp) == []  # no auth file, digest file or download left
