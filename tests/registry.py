@@ -14,6 +14,7 @@ Needs skopeo, umoci, docker-registry, busybox-static and apache2-utils (htpasswd
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -113,6 +114,51 @@ def busybox_layout_without(path: str) -> Path:
     return dest
 
 
+def multi_arch_layout(amd64: Path, arm64: Path) -> Path:
+    """An OCI layout whose `latest` is an image index of two platforms: `amd64`'s image
+    as linux/amd64 and `arm64`'s, its config relabelled, as linux/arm64."""
+    require_tools()
+    key = hashlib.sha256(f"{amd64.name}:{arm64.name}:{RECIPE}:multi".encode()).hexdigest()[:16]
+    dest = cache_dir() / f"multi-arch-{key}"
+    if (dest / "index.json").exists():
+        return dest
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=dest.parent))
+    try:
+        layout = work / "layout"
+        shutil.copytree(arm64, layout, symlinks=True)
+        _run("umoci", "config", "--image", f"{layout}:latest", "--architecture", "arm64")
+        _run(
+            "skopeo", "--insecure-policy", "copy", "--quiet",
+            f"oci:{amd64}:latest", f"oci:{layout}:amd64",
+        )  # fmt: skip
+        entries = json.loads((layout / "index.json").read_text())["manifests"]
+        by_tag = {e["annotations"]["org.opencontainers.image.ref.name"]: e for e in entries}
+        manifests = []
+        for tag, arch in (("amd64", "amd64"), ("latest", "arm64")):
+            entry = {k: by_tag[tag][k] for k in ("mediaType", "digest", "size")}
+            manifests.append({**entry, "platform": {"architecture": arch, "os": "linux"}})
+        index = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.index.v1+json",
+                "manifests": manifests,
+            }
+        ).encode()
+        digest = hashlib.sha256(index).hexdigest()
+        (layout / "blobs/sha256" / digest).write_bytes(index)
+        top = {
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "digest": f"sha256:{digest}",
+            "size": len(index),
+            "annotations": {"org.opencontainers.image.ref.name": "latest"},
+        }
+        (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [top]}))
+        os.rename(layout, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
 def _rootless() -> list[str]:
     return [] if os.geteuid() == 0 else ["--rootless"]
 
@@ -187,11 +233,12 @@ class Registry:
         return found
 
     def push(self, layout: Path, repository_tag: str) -> str:
-        """Push the layout's `latest` as `<host>/<repository_tag>`; its manifest digest."""
+        """Push the layout's `latest` (every platform of an index) as
+        `<host>/<repository_tag>`; its manifest (or index) digest."""
         digest_file = self.root / "pushed.digest"
         creds = ["--dest-creds", f"{self.user}:{self.password}"] if self.user else []
         _run(
-            "skopeo", "--insecure-policy", "copy", "--dest-tls-verify=false", *creds,
+            "skopeo", "--insecure-policy", "copy", "--all", "--dest-tls-verify=false", *creds,
             "--digestfile", digest_file, f"oci:{layout}:latest",
             f"docker://{self.host}/{repository_tag}",
         )  # fmt: skip

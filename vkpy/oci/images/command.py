@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vkpy.oci.images.errors import ImageError
 from vkpy.oci.images.importer import import_archive
-from vkpy.oci.images.store import ImageStore
+from vkpy.oci.images.store import node_store
 
 
 def parser() -> argparse.ArgumentParser:
@@ -40,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str], default_state_dir: Callable[[str], str]) -> int:
     args = parser().parse_args(argv)
-    store = ImageStore(Path(args.state_dir or default_state_dir(args.node_name)) / "images")
+    store = node_store(Path(args.state_dir or default_state_dir(args.node_name)))
     try:
         if args.action == "import":
             if not args.file.is_file():

@@ -54,6 +54,11 @@ class StoredImage:
         return self.repo_digests[0] if self.repo_digests else self.manifest_digest
 
 
+def node_store(state_dir: Path, tool_paths: tools.Tools | None = None) -> ImageStore:
+    """The store of the node whose state directory is `state_dir`."""
+    return ImageStore(state_dir / "images", tool_paths)
+
+
 class ImageStore:
     def __init__(
         self, root: Path, tool_paths: tools.Tools | None = None, clock: Clock = SYSTEM_CLOCK

@@ -18,7 +18,7 @@ from tests.unit.oci.images.conftest import AUTH_PASSWORD, AUTH_USER
 from vkpy.oci.images import registries
 from vkpy.oci.images.credentials import keyring_from_secrets
 from vkpy.oci.images.errors import ImageNeverPullError, ImagePullError
-from vkpy.oci.images.pull import Puller
+from vkpy.oci.images.pull import Platform, Puller
 from vkpy.oci.images.store import ImageStore
 
 
@@ -183,3 +183,22 @@ async def test_two_pulls_at_once_both_land(
     }
     assert one.image.manifest_digest != two.image.manifest_digest
     assert os.listdir(store.tmp) == []  # no auth file, digest file or download left
+
+
+async def test_multi_arch_index_resolved_to_the_node_platform(
+    tmp_path: Path, registry: Registry, busybox: Path, busybox_other: Path
+) -> None:
+    from tests.registry import multi_arch_layout  # noqa: PLC0415
+
+    index_digest = registry.push(multi_arch_layout(busybox, busybox_other), "library/multi:1")
+    index = json.loads(registry.blob_file(index_digest).read_bytes())
+    by_arch = {m["platform"]["architecture"]: m["digest"] for m in index["manifests"]}
+    image = f"{registry.host}/library/multi:1"
+    conf = registries.from_config({registry.host: {"insecure": True}})
+    for arch in ("amd64", "arm64"):
+        store = ImageStore(tmp_path / arch)
+        result = await Puller(store, conf, Platform("linux", arch)).ensure(image)
+        assert result.image.manifest_digest == by_arch[arch]
+        assert store.config(image).architecture == arch
+        assert result.image.image_id == f"{registry.host}/library/multi@{index_digest}"
+    assert by_arch["amd64"] != by_arch["arm64"]
