@@ -57,7 +57,8 @@ async def run(
     """Run `argv` (under `lock` when given); ImageToolError only if it cannot start."""
     command = list(argv)
     if lock is not None:
-        command = ["flock", "--shared" if shared else "--exclusive", str(lock), *command]
+        mode = "--shared" if shared else "--exclusive"
+        command = ["flock", "--no-fork", mode, str(lock), *command]  # a kill reaches the tool
     try:
         process = await asyncio.create_subprocess_exec(
             *command,

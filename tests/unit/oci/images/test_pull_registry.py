@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -202,3 +203,38 @@ async def test_multi_arch_index_resolved_to_the_node_platform(
         assert store.config(image).architecture == arch
         assert result.image.image_id == f"{registry.host}/library/multi@{index_digest}"
     assert by_arch["amd64"] != by_arch["arm64"]
+
+
+async def test_a_cancelled_pull_leaves_no_skopeo_and_no_lock(
+    store: ImageStore, registry: Registry
+) -> None:
+    from tests.processes import running_with  # noqa: PLC0415
+
+    stop = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(65536)  # a registry that never answers
+        await stop.wait()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        hung = Puller(store, registries.from_config({f"127.0.0.1:{port}": {"insecure": True}}))
+        by_digest = f"127.0.0.1:{port}/library/busybox@sha256:{'0' * 64}"  # copied under the lock
+        task = asyncio.create_task(hung.ensure(by_digest))
+        await asyncio.sleep(1.0)
+        assert running_with(str(store.root)), "skopeo should be waiting on the silent registry"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert running_with(str(store.root)) == []
+        async with asyncio.timeout(30):
+            result = await puller(store, registry).ensure(f"{registry.host}/library/busybox:1.35")
+        assert result.pulled
+    finally:
+        stop.set()
+        server.close()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await server.wait_closed()
