@@ -13,6 +13,7 @@ of the node's store (last use, repository digests).
 - `store`: the node's content-addressed store (an OCI image layout) and its index.
 - `pull`: imagePullPolicy, credentials, platform; typed errors; size and duration.
 - `backoff`: the image pull back-off (10 s doubling to 5 min).
+- `messages`: the kubelet's words for Pulling/Pulled/Failed/BackOff events.
 - `config`: an image's config (Entrypoint, Cmd, Env, WorkingDir, User), typed.
 - `container`: Kubernetes' rules for combining it with command/args/env.
 - `unpack`: a pod's root filesystem unpacked with its id map, and removed.

@@ -17,6 +17,7 @@ kubelet does, and with none the pull is anonymous.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -59,9 +60,11 @@ class PullResult:
 
     ref: ImageReference
     image: StoredImage
-    pulled: bool  # False: the store had it ("already present on machine")
+    pulled: bool  # False: nothing was copied (the store had it)
+    asked_registry: bool  # False: the store's copy, no registry contacted
     size: int  # bytes
-    seconds: float
+    seconds: float  # the pull itself
+    with_waiting: float  # and the wait for the pulls before it (one at a time)
 
 
 class Puller:
@@ -77,6 +80,7 @@ class Puller:
         self.timeout = timeout
         self._conf = store.root / "registries.conf"
         self._conf.write_text(registries.registries_conf(hosts))
+        self._serial = asyncio.Lock()  # the kubelet's serialized image puller
 
     async def ensure(
         self, image: str, policy: str | None = None, keyring: Keyring | None = None
@@ -87,34 +91,45 @@ class Puller:
         policy = policy or default_pull_policy(image)
         if policy not in POLICIES:
             raise ImagePullError(f"unknown imagePullPolicy {policy!r}")
-        started = self.store.clock.monotonic()
+        queued = self.store.clock.monotonic()
         present = self.store.lookup(str(ref))
         if policy == "Never" and present is None:
             raise ImageNeverPullError(
                 f'Container image "{image}" is not present with pull policy of Never'
             )
         if present is not None and policy != "Always":
-            return self._result(ref, present, False, started)
-        credentials: Sequence[Credential | None] = (keyring.lookup(ref) if keyring else []) or [
-            None
-        ]
-        errors = []
-        for credential in credentials:
-            try:
-                pulled = await self._pull(ref, credential, present)
-            except ImagePullError as error:
-                errors.append(str(error))
-                continue
-            return self._result(ref, pulled, pulled is not present, started)
+            return self._result(ref, present, False, False, queued, queued)
+        async with self._serial:
+            started = self.store.clock.monotonic()
+            present = self.store.lookup(str(ref))  # a pull before this one may have got it
+            if present is not None and policy != "Always":
+                return self._result(ref, present, False, False, started, queued)
+            found = keyring.lookup(ref) if keyring else []
+            credentials: Sequence[Credential | None] = found or [None]
+            errors = []
+            for credential in credentials:
+                try:
+                    pulled = await self._pull(ref, credential, present)
+                except ImagePullError as error:
+                    errors.append(str(error))
+                    continue
+                copied = pulled is not present
+                return self._result(ref, pulled, copied, True, started, queued)
         raise ImagePullError("; ".join(dict.fromkeys(errors)))
 
     def _result(
-        self, ref: ImageReference, image: StoredImage, pulled: bool, started: float
+        self,
+        ref: ImageReference,
+        image: StoredImage,
+        pulled: bool,
+        asked: bool,
+        started: float,
+        queued: float,
     ) -> PullResult:
         self.store.mark_used([str(ref)])
         image = self.store.lookup(str(ref)) or image  # with its new last use
-        seconds = self.store.clock.monotonic() - started
-        return PullResult(ref, image, pulled, image.size, seconds)
+        now = self.store.clock.monotonic()
+        return PullResult(ref, image, pulled, asked, image.size, now - started, now - queued)
 
     async def _pull(
         self, ref: ImageReference, credential: Credential | None, present: StoredImage | None

@@ -41,7 +41,8 @@ async def test_pull_by_tag(store: ImageStore, registry: Registry, busybox: Path)
     assert result.image.image_id == f"{registry.host}/library/busybox@{pushed}"
     assert result.image.manifest_digest == pushed
     assert result.size == result.image.size > 1_000_000  # busybox is about 1 MB compressed
-    assert result.seconds > 0
+    assert 0 < result.seconds <= result.with_waiting
+    assert result.asked_registry
     config = store.config(f"{registry.host}/library/busybox:by-tag")
     assert (config.cmd, config.env, config.architecture) == (("sh",), ("PATH=/bin",), "amd64")
     for layer in store.manifest(pushed)["layers"]:
@@ -66,6 +67,7 @@ async def test_if_not_present_does_not_contact_the_registry(
     before = len(registry.requests())
     again = await pull.ensure(image, "IfNotPresent")
     assert not again.pulled
+    assert not again.asked_registry
     assert len(registry.requests()) == before
     assert (await pull.ensure(image)).pulled is False  # a tag other than latest: IfNotPresent
     assert len(registry.requests()) == before
@@ -80,6 +82,7 @@ async def test_always_asks_the_registry_but_copies_nothing_it_has(
     before, blobs = len(registry.requests()), len(blob_gets(registry))
     same = await pull.ensure(f"{registry.host}/library/moving")
     assert not same.pulled
+    assert same.asked_registry
     assert len(registry.requests()) > before  # asked which digest the tag names now
     assert len(blob_gets(registry)) == blobs  # and fetched no blob
     moved = registry.push(busybox_other, "library/moving:latest")
@@ -183,6 +186,8 @@ async def test_two_pulls_at_once_both_land(
         f"{registry.host}/library/two:1",
     }
     assert one.image.manifest_digest != two.image.manifest_digest
+    waited = max(r.with_waiting - r.seconds for r in (one, two))
+    assert waited > 0.02  # one at a time: the second waited for the first
     assert os.listdir(store.tmp) == []  # no auth file, digest file or download left
 
 
