@@ -74,6 +74,8 @@ class ImageStore:
         self._meta = root / "images.json"
         self._meta_lock = root / "images.lock"
         root.mkdir(parents=True, exist_ok=True, mode=0o711)
+        # Images pulled with a pull secret are for the node's pods, not the host's users.
+        self.layout.mkdir(exist_ok=True, mode=0o700)
         self.tmp.mkdir(exist_ok=True, mode=0o700)
         self.lock.touch(exist_ok=True)
         self.policy.write_text(json.dumps(POLICY))

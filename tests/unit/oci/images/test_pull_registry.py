@@ -138,6 +138,7 @@ async def test_pull_secret(store: ImageStore, auth_registry: Registry) -> None:
     result = await pull.ensure(image, keyring=keyring)
     assert result.pulled
     assert result.image.refs == (image,)
+    assert store.layout.stat().st_mode & 0o077 == 0  # host users cannot read private images
     leftovers = [p for p in store.root.rglob("*") if p.is_file() and p.stat().st_size < 4096]
     for path in leftovers:  # the password is in no file the pull left behind
         assert AUTH_PASSWORD.encode() not in path.read_bytes(), path
