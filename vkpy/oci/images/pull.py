@@ -78,8 +78,12 @@ class Puller:
         self.store = store
         self.platform = platform or node_platform()
         self.timeout = timeout
-        self._conf = store.root / "registries.conf"
-        self._conf.write_text(registries.registries_conf(hosts))
+        conf = registries.registries_conf(hosts)
+        # Named by content: pullers with other settings on the same store never clash.
+        self._conf = (
+            store.root / f"registries-{hashlib.sha256(conf.encode()).hexdigest()[:12]}.conf"
+        )
+        self._conf.write_text(conf)
         self._serial = asyncio.Lock()  # the kubelet's serialized image puller
 
     async def ensure(
@@ -139,20 +143,16 @@ class Puller:
             pinned = f"{ref.name}@{repo_digest}"
             if present is not None and pinned in present.repo_digests:
                 return present
-            digestfile = self.store.tmp / f"digest-{os.getpid()}-{id(self)}"
             result = await self._skopeo(
                 [
                     "copy",
                     "--quiet",
                     *(["--src-authfile", str(auth)] if auth else ["--src-no-creds"]),
-                    "--digestfile",
-                    str(digestfile),
                     f"docker://{pinned}",
                     f"oci:{self.store.layout_ref(str(ref))}",
                 ],
                 lock=True,
             )
-            digestfile.unlink(missing_ok=True)
         if result.returncode != 0:
             raise ImagePullError(f"pulling {ref}: {result.last_error()}")
         self.store.record(str(ref), pinned)
