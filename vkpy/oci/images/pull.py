@@ -32,7 +32,7 @@ from vkpy.oci.images import registries, tools
 from vkpy.oci.images.credentials import Credential, Keyring
 from vkpy.oci.images.errors import ImageNeverPullError, ImagePullError
 from vkpy.oci.images.reference import ImageReference, default_pull_policy, parse
-from vkpy.oci.images.store import ImageStore, StoredImage
+from vkpy.oci.images.store import ImageStore, StoredImage, write_file
 
 POLICIES = ("Always", "IfNotPresent", "Never")
 _ARCH = {"x86_64": ("amd64", ""), "aarch64": ("arm64", ""), "armv7l": ("arm", "v7"),
@@ -83,7 +83,7 @@ class Puller:
         self._conf = (
             store.root / f"registries-{hashlib.sha256(conf.encode()).hexdigest()[:12]}.conf"
         )
-        self._conf.write_text(conf)
+        write_file(self._conf, conf)
         self._serial = asyncio.Lock()  # the kubelet's serialized image puller
 
     async def ensure(

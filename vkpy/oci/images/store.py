@@ -54,6 +54,19 @@ class StoredImage:
         return self.repo_digests[0] if self.repo_digests else self.manifest_digest
 
 
+def write_file(path: Path, text: str) -> None:
+    """Replace `path` with `text` in one step (a skopeo of another process may be
+    reading it), and only when it changes."""
+    try:
+        if path.read_text() == text:
+            return
+    except FileNotFoundError:
+        pass
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def node_store(state_dir: Path, tool_paths: tools.Tools | None = None) -> ImageStore:
     """The store of the node whose state directory is `state_dir`."""
     return ImageStore(state_dir / "images", tool_paths)
@@ -78,7 +91,7 @@ class ImageStore:
         self.layout.mkdir(exist_ok=True, mode=0o700)
         self.tmp.mkdir(exist_ok=True, mode=0o700)
         self.lock.touch(exist_ok=True)
-        self.policy.write_text(json.dumps(POLICY))
+        write_file(self.policy, json.dumps(POLICY))
 
     def layout_ref(self, ref: str) -> str:
         """`oci:` / umoci's `--image` form for a reference in this store."""
