@@ -81,7 +81,7 @@ demo: venv controlplane
 test: venv test-tools
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-test-unit: venv
+test-unit: venv system-deps
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
 lint: venv

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vkpy.oci.images.errors import InvalidImageName
 from vkpy.oci.images.reference import default_pull_policy, parse
@@ -82,3 +84,30 @@ def test_invalid_names_are_refused(bad: str) -> None:
 )
 def test_default_pull_policy_follows_the_tag(image: str, policy: str) -> None:
     assert default_pull_policy(image) == policy
+
+
+_component = st.from_regex(r"[a-z0-9]{1,6}(?:(?:[_-]|__)[a-z0-9]{1,6}){0,2}", fullmatch=True)
+_host = st.one_of(
+    st.just(""),
+    st.from_regex(r"[a-z0-9]{1,8}\.[a-z]{2,5}(?::[0-9]{2,5})?", fullmatch=True),
+    st.just("localhost:5000"),
+)
+_tag = st.one_of(st.none(), st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,20}", fullmatch=True))
+_digest = st.one_of(st.none(), st.from_regex(r"sha256:[0-9a-f]{64}", fullmatch=True))
+
+
+@given(_host, st.lists(_component, min_size=1, max_size=3), _tag, _digest)
+def test_normalising_is_idempotent_and_keeps_the_parts(
+    host: str, path: list[str], tag: str | None, digest: str | None
+) -> None:
+    image = "/".join([host, *path] if host else path)
+    if tag:
+        image += f":{tag}"
+    if digest:
+        image += f"@{digest}"
+    ref = parse(image)
+    assert parse(str(ref)) == ref
+    assert ref.digest == digest
+    assert ref.tag == (tag or (None if digest else "latest"))
+    assert ref.registry == (host or "docker.io")
+    assert ref.repository.endswith("/".join(path))
