@@ -66,7 +66,8 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m vkpy",
         description="vkpy: a virtual kubelet. Registers a Node and runs its pods on a backend.",
         epilog="Every flag can also be set as an environment variable VKPY_<FLAG> "
-        "(e.g. VKPY_NODE_NAME); --kubeconfig also reads KUBECONFIG.",
+        "(e.g. VKPY_NODE_NAME); --kubeconfig also reads KUBECONFIG. "
+        "`python -m vkpy images import FILE` loads an image archive into the node's store.",
     )
     p.add_argument("--version", action="version", version=f"vkpy {__version__}")
     _option(

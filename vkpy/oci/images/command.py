@@ -21,8 +21,16 @@ from vkpy.oci.images.store import node_store
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m vkpy images", description=__doc__.splitlines()[0])
-    p.add_argument("--node-name", default=os.environ.get("VKPY_NODE_NAME", "vkpy"))
+    p = argparse.ArgumentParser(
+        prog="python -m vkpy images",
+        description="The node's image store (<state-dir>/images): load image archives "
+        "into it for nodes that reach no registry, list what it holds.",
+    )
+    p.add_argument(
+        "--node-name",
+        default=os.environ.get("VKPY_NODE_NAME", "vkpy"),
+        help="the node whose store it is (default vkpy), for the default --state-dir",
+    )
     p.add_argument(
         "--state-dir",
         default=os.environ.get("VKPY_STATE_DIR"),

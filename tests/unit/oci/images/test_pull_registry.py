@@ -209,6 +209,8 @@ async def test_multi_arch_index_resolved_to_the_node_platform(
         assert store.config(image).architecture == arch
         assert result.image.image_id == f"{registry.host}/library/multi@{index_digest}"
     assert by_arch["amd64"] != by_arch["arm64"]
+    with pytest.raises(ImagePullError, match=r"no image found in (image index|manifest list)"):
+        await Puller(ImageStore(tmp_path / "s390x"), conf, Platform("linux", "s390x")).ensure(image)
 
 
 async def test_a_cancelled_pull_leaves_no_skopeo_and_no_lock(
