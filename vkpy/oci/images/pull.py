@@ -156,6 +156,17 @@ class Puller:
         if result.returncode != 0:
             raise ImagePullError(f"pulling {ref}: {result.last_error()}")
         self.store.record(str(ref), pinned)
+        if str(ref) != pinned:
+            # Also under its digest (as containerd keeps repo digests): when the tag
+            # moves on, the image a pod runs stays addressable by its imageID, and GC
+            # keeps it while that is in use.
+            tagged = await tools.run(
+                [self.store.tools.umoci, "tag", "--image", self.store.layout_ref(str(ref)), pinned],
+                lock=self.store.lock,
+            )
+            if tagged.returncode != 0:
+                raise ImagePullError(f"storing {pinned}: {tagged.last_error()}")
+            self.store.record(pinned, pinned)
         stored = self.store.lookup(str(ref))
         if stored is None:
             raise ImagePullError(f"pulling {ref}: skopeo left no {ref} in the store")

@@ -40,6 +40,10 @@ async def test_pull_by_tag(store: ImageStore, registry: Registry, busybox: Path)
     assert result.pulled
     assert result.image.image_id == f"{registry.host}/library/busybox@{pushed}"
     assert result.image.manifest_digest == pushed
+    assert result.image.refs == (  # the tag, and the digest that stays when the tag moves
+        f"{registry.host}/library/busybox:by-tag",
+        f"{registry.host}/library/busybox@{pushed}",
+    )
     assert result.size == result.image.size > 1_000_000  # busybox is about 1 MB compressed
     assert 0 < result.seconds <= result.with_waiting
     assert result.asked_registry
@@ -90,6 +94,10 @@ async def test_always_asks_the_registry_but_copies_nothing_it_has(
     assert changed.pulled
     assert changed.image.manifest_digest == moved != first.image.manifest_digest
     assert store.lookup(f"{registry.host}/library/moving:latest") == changed.image
+    old = store.lookup(first.image.image_id)  # the image before the move, by its imageID
+    assert old is not None
+    assert old.manifest_digest == first.image.manifest_digest
+    assert old.refs == (first.image.image_id,)
 
 
 async def test_never(store: ImageStore, registry: Registry) -> None:
@@ -137,7 +145,7 @@ async def test_pull_secret(store: ImageStore, auth_registry: Registry) -> None:
     keyring = keyring_from_secrets([pull_secret(auth_registry.host, AUTH_USER, AUTH_PASSWORD)])
     result = await pull.ensure(image, keyring=keyring)
     assert result.pulled
-    assert result.image.refs == (image,)
+    assert image in result.image.refs
     assert store.layout.stat().st_mode & 0o077 == 0  # host users cannot read private images
     leftovers = [p for p in store.root.rglob("*") if p.is_file() and p.stat().st_size < 4096]
     for path in leftovers:  # the password is in no file the pull left behind
@@ -150,8 +158,8 @@ async def test_mirror_serves_a_host(store: ImageStore, registry: Registry, busyb
     pull = puller(store, registry, docker_io=[f"http://{registry.host}"])
     result = await pull.ensure("busybox:mirrored")  # docker.io/library/busybox:mirrored
     assert result.pulled
-    assert result.image.refs == ("docker.io/library/busybox:mirrored",)
     assert result.image.image_id.startswith("docker.io/library/busybox@sha256:")
+    assert result.image.refs == ("docker.io/library/busybox:mirrored", result.image.image_id)
     assert any("/v2/library/busybox/manifests/" in r for r in registry.requests()[before:])
 
 
@@ -185,6 +193,8 @@ async def test_two_pulls_at_once_both_land(
     assert {r for i in store.images() for r in i.refs} == {
         f"{registry.host}/library/one:1",
         f"{registry.host}/library/two:1",
+        one.image.image_id,
+        two.image.image_id,
     }
     assert one.image.manifest_digest != two.image.manifest_digest
     waited = max(r.with_waiting - r.seconds for r in (one, two))

@@ -49,8 +49,12 @@ async def test_gc_removes_the_unused_image_and_keeps_the_used_one(
     # The used image is older (pulled first), so least recently used: kept only
     # because a container uses it.
     removed = await collect(store, [f"{registry.host}/library/used:1"], measure=full)
-    assert [i.refs for i in removed] == [(f"{registry.host}/library/unused:1",)]
-    assert [i.refs for i in store.images()] == [(f"{registry.host}/library/used:1",)]
+    assert [i.refs for i in removed] == [
+        (f"{registry.host}/library/unused:1", unused.image.image_id)
+    ]
+    assert [i.refs for i in store.images()] == [
+        (f"{registry.host}/library/used:1", used.image.image_id)
+    ]
     assert not any(p.exists() for p in unused_only)  # its blobs are gone from disk
     assert all(p.exists() for p in blobs_of(store, used.image.manifest_digest))
     rootfs = await unpack(store, f"{registry.host}/library/used:1", store.root.parent / "pod")
@@ -117,3 +121,28 @@ async def test_a_stored_blob_that_does_not_match_its_digest_does_not_unpack(
     with pytest.raises(ImageToolError, match="digest mismatch"):
         await unpack(store, image, tmp_path / "rootfs")
     assert not (tmp_path / "rootfs").exists()
+
+
+async def test_gc_keeps_the_image_a_pod_runs_after_its_tag_moved(
+    store: ImageStore, registry: Registry, busybox: Path, busybox_other: Path, tmp_path: Path
+) -> None:
+    pull = puller(store, registry)
+    registry.push(busybox, "library/app:latest")
+    running = await pull.ensure(f"{registry.host}/library/app")  # a pod runs this one
+    registry.push(busybox_other, "library/app:latest")
+    newer = await pull.ensure(f"{registry.host}/library/app")  # the tag moved on
+    assert newer.image.manifest_digest != running.image.manifest_digest
+
+    def full(_: Path) -> DiskUsage:
+        return DiskUsage(total=100, used=99)
+
+    removed = await collect(store, [running.image.image_id], measure=full)
+    assert [i.manifest_digest for i in removed] == [newer.image.manifest_digest]
+    [kept] = store.images()
+    assert kept.manifest_digest == running.image.manifest_digest
+    rootfs = await unpack(store, running.image.image_id, tmp_path / "restarted")
+    assert not (rootfs / "etc/variant").exists()  # the first image, not the other
+    assert [i.manifest_digest for i in await collect(store, [], measure=full)] == [
+        running.image.manifest_digest
+    ]
+    assert store.images() == []
