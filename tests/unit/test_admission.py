@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from vkpy.node.admission import Rejection, SysctlPolicy, admit, dotted
+from vkpy.node.podspec.admission import Rejection, SysctlPolicy, admit, dotted
 
 SAFE = SysctlPolicy.from_patterns()
 

@@ -19,9 +19,9 @@ NOT_LOADED = ("cryptography", "botocore", "aiobotocore", "azure", "kubernetes_as
 START = """
 import json, ssl, sys
 from pathlib import Path
-import vkpy.cli, vkpy.runner
-from vkpy.api.serving import self_signed_pair
-from vkpy.api.tls import ServingTLS
+import vkpy.app.cli, vkpy.app.runner
+from vkpy.api.certs.serving import self_signed_pair
+from vkpy.api.certs.tls import ServingTLS
 from vkpy.providers import registry
 
 state = Path(sys.argv[1])

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from tests.unit.tls_site import serving
-from vkpy.api.authn import (
+from vkpy.api.auth.authn import (
     ANONYMOUS,
     TOKEN_REVIEW_PATH,
     AuthenticationError,
@@ -23,7 +23,7 @@ from vkpy.api.authn import (
     bearer_token,
     user_from_certificate,
 )
-from vkpy.api.authz import (
+from vkpy.api.auth.authz import (
     SAR_PATH,
     AlwaysAllow,
     Attributes,
@@ -33,10 +33,10 @@ from vkpy.api.authz import (
     request_attributes,
     subresources,
 )
-from vkpy.api.certs import self_signed
-from vkpy.api.middleware import peer_certificate
-from vkpy.api.tls import ServingTLS
-from vkpy.api.ttl_cache import TtlCache
+from vkpy.api.auth.middleware import peer_certificate
+from vkpy.api.auth.ttl_cache import TtlCache
+from vkpy.api.certs.tls import ServingTLS
+from vkpy.api.certs.x509 import self_signed
 from vkpy.devcluster import CertificateAuthority
 from vkpy.kube.client import ApiError
 

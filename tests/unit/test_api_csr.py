@@ -16,8 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from vkpy.api.csr import CSR_PATH, CURRENT, SIGNER, CertificateRotator
-from vkpy.api.tls import ServingTLS
+from vkpy.api.certs.csr import CSR_PATH, CURRENT, SIGNER, CertificateRotator
+from vkpy.api.certs.tls import ServingTLS
 from vkpy.devcluster import CertificateAuthority
 
 LIFE = datetime.timedelta(hours=10)

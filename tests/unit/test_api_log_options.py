@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from vkpy.api.log_options import (
+from vkpy.api.endpoints.log_options import (
     DECODE_ERROR,
     INVALID_ERROR,
     LogOptions,
@@ -14,7 +14,7 @@ from vkpy.api.log_options import (
     format_timestamp,
     parse_log_options,
 )
-from vkpy.rfc3339 import parse as parse_rfc3339
+from vkpy.core.rfc3339 import parse as parse_rfc3339
 
 
 def parse(**query: str) -> LogOptions:

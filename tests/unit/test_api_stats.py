@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from vkpy.api import resource_metrics
-from vkpy.api.stats import OwnUsage, StatsSampler, api_time
+from vkpy.api.endpoints import resource_metrics
+from vkpy.api.endpoints.stats import OwnUsage, StatsSampler, api_time
 from vkpy.providers.base import ContainerStats, PodRef, PodStats
 
 T0 = 1_800_000_000.0

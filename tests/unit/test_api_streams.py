@@ -27,7 +27,7 @@ from tests.unit.streams_server import (
     StreamsProvider,
     StreamsServer,
 )
-from vkpy.api.streaming import SESSIONS
+from vkpy.api.streaming.shared import SESSIONS
 from vkpy.streams.channels import encode_resize
 from vkpy.streams.spdy import DataReceived, GoAwayReceived, PingReceived
 

@@ -22,7 +22,7 @@ from tests.unit.streams_server import (
     StreamsProvider,
 )
 from tests.unit.test_api_streams import EXEC, query, settled
-from vkpy.api.streaming import SESSIONS
+from vkpy.api.streaming.shared import SESSIONS
 from vkpy.streams.channels import encode_resize
 
 

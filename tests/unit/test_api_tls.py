@@ -16,7 +16,10 @@ from aiohttp import web
 from cryptography import x509
 
 from tests.unit.tls_site import serving
-from vkpy.api.certs import (
+from vkpy.api.certs.serving import client_ca_file, file_certificate, self_signed_pair
+from vkpy.api.certs.tls import ServingTLS
+from vkpy.api.certs.tls_options import TLSOptionsError, tls_options
+from vkpy.api.certs.x509 import (
     CertificateError,
     load_combined,
     load_pair,
@@ -24,9 +27,6 @@ from vkpy.api.certs import (
     self_signed,
     serving_csr,
 )
-from vkpy.api.serving import client_ca_file, file_certificate, self_signed_pair
-from vkpy.api.tls import ServingTLS
-from vkpy.api.tls_options import TLSOptionsError, tls_options
 from vkpy.devcluster import CertificateAuthority
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import cast
 
+from vkpy.core.objects import KubeObject
 from vkpy.kube.events import EventRecorder, InvolvedObject
-from vkpy.node.backend_events import BackendEvents
-from vkpy.objects import KubeObject
+from vkpy.node.pods.backend_events import BackendEvents
 from vkpy.providers.base import PodEvent, PodRef
 
 REF = PodRef("ns", "web", "uid-1")

@@ -18,8 +18,8 @@ import pytest
 from tests.unit.test_node_adoption import Backend, FakeApi
 from vkpy.kube.events import EventRecorder
 from vkpy.node.background import TaskSupervisor
-from vkpy.node.node_controller import NodeController
-from vkpy.node.node_status import NodeSettings
+from vkpy.node.heartbeat.node_controller import NodeController
+from vkpy.node.heartbeat.node_status import NodeSettings
 from vkpy.providers.base import BackgroundTask, RunsTasks
 from vkpy.providers.fargate import FargateConfig, FargateProvider
 

@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from tests.unit.test_process_actions import instance  # noqa: F401 - the fixture
-from vkpy.cancelling import cancel_and_wait
+from vkpy.core.cancelling import cancel_and_wait
 from vkpy.providers.process import actions as actions_module
 from vkpy.providers.process.actions import Actions, Outcome
 from vkpy.providers.process.layout import InstanceDir
@@ -110,7 +110,7 @@ async def test_cancel_and_wait_waits_for_the_children_and_logs_their_failures(
     await cancel_and_wait(stopping, failing, finished, None)
     assert stopping.cancelled() and finished.done() and not finished.cancelled()
     assert isinstance(failing.exception(), RuntimeError)
-    [record] = [r for r in caplog.records if r.name == "vkpy.cancelling"]
+    [record] = [r for r in caplog.records if r.name == "vkpy.core.cancelling"]
     assert record.getMessage() == "task failed while being stopped"
     assert record.task == "cleanup" and record.exc_info is not None  # type: ignore[attr-defined]
 
@@ -134,7 +134,7 @@ async def test_a_bounded_wait_gives_up_on_a_task_that_ignores_its_cancel(
     waiting = asyncio.create_task(cancel_and_wait(task, timeout=0.05))
     assert await _ends(waiting), "the bounded wait did not give up"
     assert not task.done()
-    [record] = [r for r in caplog.records if r.name == "vkpy.cancelling"]
+    [record] = [r for r in caplog.records if r.name == "vkpy.core.cancelling"]
     assert record.getMessage() == "task did not finish after cancellation"
     assert record.task == "stubborn call"  # type: ignore[attr-defined]
     release.set()

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from vkpy import cli
-from vkpy.node.node_status import Taint
+from vkpy.app import cli
+from vkpy.node.heartbeat.node_status import Taint
 
 
 def kubeconfig(tmp_path: Path, server: str = "https://127.0.0.1:6443") -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vkpy import approver, uninstall
+from vkpy.tools import approver, uninstall
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from vkpy.node.config_objects import ConfigError, Kind, key_value, lookup
-from vkpy.node.env import resolve_env
-from vkpy.node.volumes import resolve_volumes
+from vkpy.node.podspec.config_objects import ConfigError, Kind, key_value, lookup
+from vkpy.node.podspec.env import resolve_env
+from vkpy.node.podspec.volumes import resolve_volumes
 
 
 class Source:

@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from vkpy.api.certs import serving_csr
-from vkpy.api.csr_approver import Verdict, review
+from vkpy.api.certs.csr_approver import Verdict, review
+from vkpy.api.certs.x509 import serving_csr
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 SA = "system:serviceaccount:virtual-kubelet:vkpy"

@@ -4,7 +4,7 @@ pyproject.toml bounds both libraries from above to the releases these tests pass
 on. Before raising a bound, run this file against the new release: each failure
 names the internal that changed and the vkpy code that uses it.
 
-- aiohttp: the SPDY upgrade (vkpy/api/upgrade.py) takes over the connection with
+- aiohttp: the SPDY upgrade (vkpy/api/streaming/upgrade.py) takes over the connection with
   `RequestHandler.set_parser(parser)` (the hook of aiohttp's own WebSocket support),
   whose parser is fed `feed_data(bytes) -> (eof, tail)` and `feed_eof()`, and writes
   through `request.transport` with back-pressure from `request.writer.drain()`.
@@ -33,7 +33,7 @@ from aiohttp import web, web_protocol
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from vkpy.api.upgrade import UpgradedConnection
+from vkpy.api.streaming.upgrade import UpgradedConnection
 from vkpy.devcluster import CertificateAuthority
 
 
@@ -44,7 +44,9 @@ def changed(library: str, internal: str, user: str) -> str:
     )
 
 
-SET_PARSER = changed("aiohttp", "RequestHandler.set_parser(parser)", "vkpy/api/upgrade.py")
+SET_PARSER = changed(
+    "aiohttp", "RequestHandler.set_parser(parser)", "vkpy/api/streaming/upgrade.py"
+)
 
 
 def test_aiohttp_request_handler_has_set_parser() -> None:
@@ -91,7 +93,7 @@ async def test_aiohttp_hands_the_upgraded_connection_to_the_parser() -> None:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
         assert head.startswith(b"HTTP/1.1 101"), head
         assert await asyncio.wait_for(reader.readexactly(11), 5) == b"from-server", changed(
-            "aiohttp", "request.transport / request.writer.drain()", "vkpy/api/upgrade.py"
+            "aiohttp", "request.transport / request.writer.drain()", "vkpy/api/streaming/upgrade.py"
         )
         writer.write(b"GET / HTTP/1.1\r\n\r\n")  # must reach us, not aiohttp's HTTP parser
         await writer.drain()

@@ -4,8 +4,8 @@ import base64
 
 import pytest
 
-from vkpy.node.env import ConfigError, expand, resolve_env
-from vkpy.node.pod_config import service_links
+from vkpy.node.podspec.env import ConfigError, expand, resolve_env
+from vkpy.node.podspec.pod_config import service_links
 
 
 class Objects:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import cast
 
+from vkpy.core.objects import KubeObject
 from vkpy.kube.events import EventRecorder, InvolvedObject
-from vkpy.node.ephemeral import EphemeralContainers
-from vkpy.node.pod_status import StatusContext, desired_status, status_patch
-from vkpy.objects import KubeObject
+from vkpy.node.pods.pod_status import StatusContext, desired_status, status_patch
+from vkpy.node.podspec.ephemeral import EphemeralContainers
 from vkpy.providers.base import ContainerState, PodRef, PodState
 from vkpy.providers.sim import SimConfig, SimProvider
 

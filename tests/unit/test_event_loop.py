@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vkpy import event_loop
+from vkpy.app import event_loop
 
 
 def test_auto_takes_uvloop_when_installed() -> None:
@@ -42,7 +42,7 @@ def test_asking_for_uvloop_without_it_exits_2_with_the_install_hint(tmp_path: Pa
         "import importlib.util, builtins\n"
         "real = importlib.util.find_spec\n"
         "importlib.util.find_spec = lambda n, *a: None if n == 'uvloop' else real(n, *a)\n"
-        "from vkpy.cli import main\n"
+        "from vkpy.app.cli import main\n"
         f"sys.exit(main(['--kubeconfig={config}', '--provider=sim', '--event-loop=uvloop']))\n"
     )
     done = subprocess.run(

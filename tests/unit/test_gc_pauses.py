@@ -12,7 +12,7 @@ import weakref
 from prometheus_client import REGISTRY
 
 from tests.unit.fake_clock import FakeClock
-from vkpy.gc_pauses import NEVER, ScheduledCollections, count_pauses
+from vkpy.app.gc_pauses import NEVER, ScheduledCollections, count_pauses
 
 
 class Recording:

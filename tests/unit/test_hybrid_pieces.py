@@ -10,7 +10,7 @@ from pathlib import Path
 from vkpy.devcluster import __main__ as devcluster_cli
 from vkpy.devcluster import metrics_server, nodes, vkpy_image
 from vkpy.devcluster.cluster_pki import ClusterPKI, write_cluster_pki
-from vkpy.node.deletion_cost import ANNOTATION, wants_cost
+from vkpy.node.pods.deletion_cost import ANNOTATION, wants_cost
 
 
 def _pod(**meta: object) -> dict[str, object]:

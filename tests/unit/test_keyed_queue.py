@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.unit.fake_clock import FakeClock, settle
-from vkpy.node.keyed_queue import BACKOFF, KeyedQueue, Retry
+from vkpy.node.pods.keyed_queue import BACKOFF, KeyedQueue, Retry
 
 
 @pytest.fixture

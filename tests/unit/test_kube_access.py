@@ -224,7 +224,7 @@ def test_in_cluster_outside_a_cluster_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_the_agent_does_not_import_the_generated_client() -> None:
     """Importing the whole agent leaves kubernetes-asyncio (and its 38 MiB) unloaded."""
-    code = "import sys, vkpy.cli, vkpy.runner; print('kubernetes_asyncio' in sys.modules)"
+    code = "import sys, vkpy.app.cli, vkpy.app.runner; print('kubernetes_asyncio' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vkpy import cli
+from vkpy.app import cli
+from vkpy.app.runner import with_node_address
 from vkpy.devcluster import CertificateAuthority
 from vkpy.kube.client import ClientOptions, KubeClient
 from vkpy.kube.node_address import node_address_towards
-from vkpy.runner import with_node_address
 
 DECOY_CA = CertificateAuthority.create("decoy").cert_pem
 REAL_CA = CertificateAuthority.create("real").cert_pem

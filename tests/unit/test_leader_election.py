@@ -13,9 +13,9 @@ import pytest
 
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube
+from vkpy.fleet.leader import ElectionSettings, LeaderElector, LeadershipLost
 from vkpy.kube.access import Access
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient, NotLeaderError
-from vkpy.node.leader import ElectionSettings, LeaderElector, LeadershipLost
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vkpy-vk-1"
 

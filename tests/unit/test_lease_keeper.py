@@ -14,7 +14,7 @@ import pytest
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube, Request, _merge
 from vkpy.kube.client import ApiError
-from vkpy.node.lease import LeaseKeeper
+from vkpy.node.heartbeat.lease import LeaseKeeper
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vk-1"
 

@@ -8,7 +8,7 @@ import contextlib
 from prometheus_client import REGISTRY
 
 from tests.unit.fake_clock import FakeClock
-from vkpy.loop_lag import LoopLag
+from vkpy.app.loop_lag import LoopLag
 
 
 def _count() -> float:

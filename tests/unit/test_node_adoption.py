@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from vkpy.clock import SystemClock
+from vkpy.core.clock import SystemClock
 from vkpy.kube.client import ApiError
 from vkpy.kube.events import EventRecorder
-from vkpy.node.node_controller import NodeController
-from vkpy.node.node_status import NodeSettings, Taint
+from vkpy.node.heartbeat.node_controller import NodeController
+from vkpy.node.heartbeat.node_status import NodeSettings, Taint
 from vkpy.providers.base import NodeInfo, NodeResources, PodRef
 
 EXISTING = {

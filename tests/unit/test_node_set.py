@@ -14,14 +14,15 @@ from tests.unit.pod_harness import HOST_IP
 from tests.unit.pod_harness import pod as pod_object
 from tests.unit.scripted_backend import ScriptedBackend
 from tests.unit.test_cli import kubeconfig
-from vkpy import cli, node_set
+from vkpy.app import cli
+from vkpy.app.runner import Probes
+from vkpy.fleet import node_set
 from vkpy.kube.events import EventRecorder
-from vkpy.node.node_status import NodeSettings, Taint
-from vkpy.node.pod_config import ApiObjectSource
-from vkpy.node.pod_controller import PodController
-from vkpy.node.pod_settings import PodControllerSettings
-from vkpy.node.shared_pod_watch import SharedPodWatch
-from vkpy.runner import Probes
+from vkpy.node.heartbeat.node_status import NodeSettings, Taint
+from vkpy.node.pods.pod_controller import PodController
+from vkpy.node.pods.pod_settings import PodControllerSettings
+from vkpy.node.pods.shared_pod_watch import SharedPodWatch
+from vkpy.node.podspec.pod_config import ApiObjectSource
 
 
 def parse(tmp_path: Path, *args: str) -> cli.Settings:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from vkpy import open_files
+from vkpy.core import open_files
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ behind init containers with PodInitializing)."""
 from datetime import UTC, datetime
 from typing import Any
 
-from vkpy.node.pod_status import StatusContext, desired_status
+from vkpy.node.pods.pod_status import StatusContext, desired_status
 from vkpy.providers.base import ContainerState, PodState
 
 NOW = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)

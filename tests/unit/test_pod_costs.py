@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY
 from tests.unit.fake_clock import settle
 from tests.unit.pod_harness import Harness
 from tests.unit.pod_harness import pod as pod_object
-from vkpy.node.pod_controller import PodController
+from vkpy.node.pods.pod_controller import PodController
 
 PODS = 20
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from vkpy.api.pod_list import PodListEncoder, chunks, length
-from vkpy.objects import KubeObject
+from vkpy.api.endpoints.pod_list import PodListEncoder, chunks, length
+from vkpy.core.objects import KubeObject
 
 
 def pod(name: str, phase: str = "Running") -> KubeObject:

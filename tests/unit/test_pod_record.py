@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from vkpy.node.pod_record import Absent, Created, Final, PodRecord, Stopping, needs_sync, newer
+from vkpy.node.pods.pod_record import Absent, Created, Final, PodRecord, Stopping, needs_sync, newer
 from vkpy.providers.base import PodRef, PodState
 
 DESIRED = {

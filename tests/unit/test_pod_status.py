@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from vkpy.node.pod_status import StatusContext, desired_status, status_patch
+from vkpy.node.pods.pod_status import StatusContext, desired_status, status_patch
 from vkpy.providers.base import ContainerState, PodState
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ import asyncio
 
 from tests.unit.fake_clock import FakeClock
 from tests.unit.scripted_backend import PolledBackend, ScriptedBackend
-from vkpy.node.polling import StatusPoller, pushing
+from vkpy.node.pods.polling import StatusPoller, pushing
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef, PodState
 from vkpy.providers.errors import RetryableError
 

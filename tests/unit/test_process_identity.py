@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from vkpy.node.env import ConfigError
-from vkpy.node.pod_config import check_run_as_non_root
+from vkpy.node.podspec.env import ConfigError
+from vkpy.node.podspec.pod_config import check_run_as_non_root
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 from vkpy.providers.errors import UnsupportedError
 from vkpy.providers.process.config import ProcessConfig, RunAs

@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
-from vkpy.node.pull_secrets import credentials_of, pull_credentials
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
+from vkpy.node.podspec.pull_secrets import credentials_of, pull_credentials
 from vkpy.providers.base import RegistryCredential
 
 

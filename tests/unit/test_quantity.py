@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from vkpy.quantity import QuantityError, parse_quantity
+from vkpy.core.quantity import QuantityError, parse_quantity
 
 
 @pytest.mark.parametrize(

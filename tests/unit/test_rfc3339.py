@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from vkpy import rfc3339
+from vkpy.core import rfc3339
 
 MOMENT = datetime(2026, 12, 1, 4, 30, 5, 123456, tzinfo=UTC)
 

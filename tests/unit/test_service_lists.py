@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from vkpy.kube.client import ApiError
-from vkpy.node.pod_config import ApiObjectSource
+from vkpy.node.podspec.pod_config import ApiObjectSource
 
 
 class Services:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vkpy.node.shard_plan import Claim, Plan, Sightings, fair_share, plan, rank
+from vkpy.fleet.shard_plan import Claim, Plan, Sightings, fair_share, plan, rank
 
 DURATION = 8.0
 """Seconds a Lease stays valid after its last renewal (the model's lease duration)."""
@@ -114,7 +114,7 @@ class Cluster:
         lease.version += 1
 
     def round(self, me: Replica) -> None:
-        """One round of one replica, as vkpy.shard does it."""
+        """One round of one replica, as vkpy.fleet.sharded does it."""
         self.renew(self.replica_leases.setdefault(me.identity, Lease()), me.identity)
         names = set()
         for name, lease in self.replica_leases.items():

@@ -18,8 +18,8 @@ import pytest
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube, ts
 from tests.unit.test_cli import settings
+from vkpy.fleet.sharded import ShardedFleet
 from vkpy.kube.client import ApiError
-from vkpy.shard import ShardedFleet
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 NODE_LEASE = f"{LEASES}/s-0"

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from tests.unit.fake_clock import FakeClock, settle
-from vkpy.node.terminating import stop_reporting
+from vkpy.node.pods.terminating import stop_reporting
 
 
 async def test_reports_every_interval_until_the_stop_is_done() -> None:

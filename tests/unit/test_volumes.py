@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from vkpy.node.env import ConfigError
-from vkpy.node.volumes import (
+from vkpy.node.podspec.env import ConfigError
+from vkpy.node.podspec.volumes import (
     TokenGrant,
     TokenTracker,
     check_path,
