@@ -14,14 +14,18 @@ runc handles v1, v2 and hybrid hosts).
 Containers outlive vkpy. `create` runs `runc create`, which leaves the container's
 init process waiting, detached from runc, with the standard input, output and error
 it was given (runc's "pass-through" mode) or with a pseudo-terminal whose master
-side runc sends to `console_socket`; `start` lets it run. runc keeps each container's
-state in `root/<id>`, so a new `Runc` on the same root (a restarted vkpy) sees every
-container with `containers` (runc list) and `state` and controls it with `kill`, `exec`, `delete`: adoption
-is by id, nothing is held in memory. Logs go to files without vkpy in the pipe: the
-caller gives the output pipes' write ends to `create` and a process that outlives vkpy
-keeps the read ends and writes the CRI log format, as conmon does for CRI-O. That is
-the process backend's supervisor (supervisor.py, with logfile.py), which also stays
-the container's reaper (a subreaper, so it records the exit code) when wired.
+side runc sends to `console_socket`; `start` lets it run. runc keeps each
+container's state in `root/<id>`, so a new `Runc` on the same root (a restarted
+vkpy) sees every container with `containers` (runc list) and `state`, and controls
+it with `kill`, `exec`, `delete`: adoption is by id, nothing is held in memory.
+
+Logs go to files without vkpy in the pipe: the caller gives the output pipes' write
+ends to `create`, and a process that outlives vkpy keeps the read ends and writes
+the CRI log format, as conmon does for CRI-O. That is the process backend's
+supervisor (supervisor.py with logfile.py) when wired; it also stays the
+container's reaper (a child subreaper, so it records the exit code that `runc
+state` does not keep). A plain file given as stdout works too (the tests do it):
+the container then writes raw output to it.
 
 Errors are typed (ContainerNotFound, ContainerExists, RuncError) and carry runc's own
 message, read from its JSON log (`--log`), never from the container's output.

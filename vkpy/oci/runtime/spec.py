@@ -348,8 +348,8 @@ def process(
         "capabilities": {"bounding": caps, "effective": held, "permitted": held},
         "noNewPrivileges": not security.allow_privilege_escalation and not security.privileged,
     }
-    if proc.additional_gids:
-        out["user"]["additionalGids"] = list(proc.additional_gids)
+    # As containerd: the primary group is among the supplementary ones too.
+    out["user"]["additionalGids"] = list(dict.fromkeys([proc.gid, *proc.additional_gids]))
     if rlimits:
         out["rlimits"] = [_rlimit(limit) for limit in rlimits]
     return out

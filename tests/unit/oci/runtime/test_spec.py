@@ -45,7 +45,7 @@ def test_process_user_env_cwd_and_terminal() -> None:
     assert out["args"] == ["/bin/sh", "-c", "id"]
     assert out["env"] == ["PATH=/bin", "GREETING=a=b"]
     assert out["cwd"] == "/work"
-    assert out["user"] == {"uid": 10001, "gid": 3000, "additionalGids": [4000, 5000]}
+    assert out["user"] == {"uid": 10001, "gid": 3000, "additionalGids": [3000, 4000, 5000]}
     assert out["terminal"] is True
 
 
