@@ -4,6 +4,7 @@ vkpy/oci/runtime/spec.py generates. Each test checks what a user of the pod woul
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import stat
@@ -24,7 +25,7 @@ from tests.integration.oci.pods import (
     status_ids,
     wait_for,
 )
-from vkpy.oci.runtime import runc, sandbox, spec
+from vkpy.oci.runtime import console, runc, sandbox, spec
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="runc makes user namespaces and cgroups here as root only"
@@ -218,6 +219,32 @@ async def test_exec_into_a_running_container_prints_its_output(pod: RuncPod) -> 
         await pod.runc.exec_output("app", spec.process(spec.Process(args=["/nothing"])))
 
 
+async def test_exec_with_a_terminal_hands_its_master_side_over(pod: RuncPod) -> None:
+    await pod.run("app", SLEEP)
+    process = spec.process(
+        spec.Process(
+            args=["/bin/sh", "-c", "tty; read line; echo got-$line"],
+            env={"PATH": "/bin", "TERM": "xterm"},
+            terminal=True,
+        )
+    )
+    pid_file = pod.work / "exec.pid"
+    async with console.ConsoleSocket(pod.work / "console.sock") as socket:
+        started = asyncio.create_task(
+            pod.runc.exec("app", process, console_socket=socket.path, pid_file=pid_file)
+        )
+        master = await socket.receive()
+        assert await started == 0
+    try:
+        assert int(pid_file.read_text()) in await pod.runc.ps("app")
+        os.write(master, b"typed\n")
+        output = await asyncio.to_thread(_read_terminal, master)
+    finally:
+        os.close(master)
+    assert b"/dev/pts/" in output
+    assert b"got-typed" in output
+
+
 async def test_kill_and_delete_leave_no_process_cgroup_or_state(pod: RuncPod) -> None:
     state, _ = await pod.run("app", SLEEP)
     dirs = list(cgroup_dirs(state.pid).values())
@@ -307,3 +334,16 @@ def _is_zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except (OSError, IndexError):
         return True
+
+
+def _read_terminal(master: int) -> bytes:
+    """Everything the terminal shows until its last process closed it."""
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the other side is closed
+            return out
+        if not chunk:
+            return out
+        out += chunk

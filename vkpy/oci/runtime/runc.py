@@ -172,15 +172,22 @@ class Runc:
         stderr: Fd = None,
         console_socket: Path | None = None,
         detach: bool = False,
+        pid_file: Path | None = None,
     ) -> int:
-        """Run `process` (spec.process(...)) in the container; its exit status (0 for
-        a detached one once started)."""
+        """Run `process` (spec.process(...)) in the container; its exit status, or 0
+        once a detached one started. A terminal (`process["terminal"]`) goes to
+        `console_socket` (console.py), which runc allows only detached: the process
+        is then not runc's child, and its exit status goes to the nearest child
+        subreaper (the supervisor, when wired); `pid_file` names it."""
         with _temp_json(process) as process_path:
             args = ["exec", "--process", str(process_path)]
             if console_socket is not None:
                 args += ["--console-socket", str(console_socket)]
+                detach = True
             if detach:
                 args.append("--detach")
+            if pid_file is not None:
+                args += ["--pid-file", str(pid_file)]
             return await self._call_code(
                 [*args, container_id], stdin=stdin, stdout=stdout, stderr=stderr
             )
