@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import re
 import stat
 import tempfile
 import weakref
@@ -202,6 +203,42 @@ async def test_containers_of_a_pod_share_localhost_and_ipc(pod: RuncPod) -> None
     assert "served" not in outsider.read_text()
     assert "pod-queue" not in outsider.read_text()
     assert sandbox_net not in outsider.read_text()
+
+
+async def test_a_pod_sharing_its_process_namespace_with_a_sysctl(pod: RuncPod) -> None:
+    shared = sandbox.PodSandbox(pod.runc, f"{pod.cgroup_parent}-shared")
+    config = sandbox.SandboxConfig(
+        rootfs=str(pod.rootfs),
+        args=["/bin/sleep", "2147483647"],
+        hostname="pod-b",
+        host_id_base=pod.id_base,
+        security=sandbox.sandbox_security(runtime_default()),
+        share_process_namespace=True,
+        cgroups_path=f"/{pod.cgroup_parent}/shared",
+        sysctls={"net.ipv4.ip_unprivileged_port_start": "80"},
+    )
+    await shared.start(pod.work / "bundles" / "shared", config, pod.platform)
+    namespaces = dict(await shared.container_namespaces(share_process_namespace=True))
+    user = {"uid": 1000, "gid": 1000}
+    _, server = await pod.run("web", "httpd -f -p 80 -h /tmp", namespaces=namespaces, process=user)
+    _, looker = await pod.run(
+        "looker",
+        "for i in $(seq 50); do netstat -ltn | grep -q ':80 ' && break; sleep 0.1; done;"
+        " ps -o pid,user,args; netstat -ltn; hostname; echo done",
+        namespaces=namespaces,
+        process=user,
+    )
+    await wait_for(log_has(looker, "done"))
+    text = looker.read_text()
+    # one PID namespace: the sandbox is its pid 1, the other container's server is seen
+    assert re.search(r"^\s*1 \S+\s+/bin/sleep 2147483647$", text, re.MULTILINE), text
+    assert "httpd -f -p 80" in text
+    # a non-root user listens on port 80 in the pod's network namespace
+    assert re.search(r":80\s.*LISTEN", text), text
+    assert "pod-b" in text
+    assert server.read_text() == ""
+    # the sysctl is the pod's, not the host's
+    assert Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text().strip() != "80"
 
 
 async def test_exec_into_a_running_container_prints_its_output(pod: RuncPod) -> None:

@@ -17,7 +17,6 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +59,7 @@ class RuncPod:
             hostname=hostname,
             host_id_base=self.id_base,
             cgroups_path=f"/{self.cgroup_parent}/sandbox",
-            security=replace(
-                self.default_security, capabilities_drop=("ALL",), read_only_root=True
-            ),
+            security=sandbox.sandbox_security(runtime_default()),
         )
         await self.sandbox.start(self.work / "bundles" / "sandbox", config, self.platform)
 

@@ -36,22 +36,28 @@ class SandboxNotRunning(RuntimeError):
     """The sandbox exists but its process does not run: its namespaces are gone."""
 
 
+def sandbox_security(seccomp: spec.Seccomp) -> spec.Security:
+    """What the sandbox's process needs: nothing (no capability, a read-only root)."""
+    return spec.Security(capabilities_drop=("ALL",), read_only_root=True, seccomp=seccomp)
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
     """The pod's side of its sandbox. `host_id_base` is the start of the pod's host id
     range (ids 0..id_range_size-1 map there); None keeps the host's user namespace
-    (`hostUsers: true`, where the node allows it)."""
+    (`hostUsers: true`, where the node allows it). `security` is usually
+    `sandbox_security(the node's RuntimeDefault)`."""
 
     rootfs: str
     args: Sequence[str]
     hostname: str
     host_id_base: int | None
+    security: spec.Security
     id_range_size: int = 65536
     share_process_namespace: bool = False
     cgroups_path: str | None = None
-    security: spec.Security = field(
-        default_factory=lambda: spec.Security(capabilities_drop=("ALL",), read_only_root=True)
-    )
+    sysctls: Mapping[str, str] = field(default_factory=dict)
+    """The pod's `securityContext.sysctls`: namespaced ones, set in its sandbox."""
 
 
 class PodSandbox:
@@ -87,6 +93,7 @@ class PodSandbox:
             gid_mappings=mappings,
             security=config.security,
             cgroups_path=config.cgroups_path,
+            sysctls=config.sysctls,
         )
         return spec.generate(container, platform)
 
