@@ -95,10 +95,16 @@ class ExecResult:
 
 
 def write_bundle(bundle: Path, spec: Mapping[str, Any]) -> Path:
-    """Write `spec` as the bundle's config.json (the rootfs is where spec says)."""
+    """Write `spec` as the bundle's config.json (the rootfs is where spec says),
+    readable by root only: its environment may hold a Secret's values."""
     bundle.mkdir(parents=True, exist_ok=True)
     path = bundle / "config.json"
-    path.write_text(json.dumps(spec, indent=1))
+    temporary = bundle / "config.json.new"
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(handle, "w") as out:
+        json.dump(spec, out, indent=1)
+    os.chmod(temporary, 0o600)
+    os.replace(temporary, path)
     return path
 
 
