@@ -282,6 +282,32 @@ async def test_exec_with_a_terminal_hands_its_master_side_over(pod: RuncPod) -> 
     assert b"got-typed" in output
 
 
+async def test_a_tty_container_gets_its_terminal_through_the_console_socket(
+    pod: RuncPod,
+) -> None:
+    namespaces = dict(await pod.sandbox.container_namespaces())
+    container = pod.container(
+        ["/bin/sh", "-c", "tty; read line; echo got-$line"],
+        namespaces,
+        process={"terminal": True},
+    )
+    runc.write_bundle(pod.work / "tty", spec.generate(container, pod.platform))
+    async with console.ConsoleSocket(pod.work / "tty.sock") as socket:
+        started = asyncio.create_task(
+            pod.runc.run_detached("tty", pod.work / "tty", console_socket=socket.path)
+        )
+        master = await socket.receive()
+        state = await started
+    try:
+        assert state.status == "running"
+        os.write(master, b"attached\n")
+        output = await asyncio.to_thread(_read_terminal, master)
+    finally:
+        os.close(master)
+    assert b"/dev/pts/0" in output
+    assert b"got-attached" in output
+
+
 async def test_kill_and_delete_leave_no_process_cgroup_or_state(pod: RuncPod) -> None:
     state, _ = await pod.run("app", SLEEP)
     dirs = list(cgroup_dirs(state.pid).values())
