@@ -7,4 +7,5 @@
 - `runc`: an asyncio wrapper over the runc binary, with a per-node state directory.
 - `sandbox`: a pod sandbox, the namespaces a pod's containers share, held by a
   sandbox container as the CRI's pause container holds them.
+- `console`: the pseudo-terminal runc hands over for `tty: true` and `exec -t`.
 """
