@@ -284,3 +284,32 @@ async def test_exec_errors_a_user_can_act_on(
             await aws.acall("ecs", "stop_task", cluster=fargate_setup.cluster, task=arn)
         with pytest.raises(ProviderError, match=r"ECS task is (stopping|stopped)"):
             await provider.exec_in_container(ref, "app", ["true"], io)
+
+
+async def test_a_client_going_away_ends_the_session_and_its_command(
+    fargate_setup: FargateSetup, ssm_endpoint: SsmEndpoint
+) -> None:
+    async with running_pod(fargate_setup) as (provider, ref):
+        out = Sink()
+        io = StreamIO(stdin=None, stdout=out, stderr=None, tty=False)
+        running = asyncio.create_task(
+            provider.exec_in_container(ref, "app", ["sh", "-c", "echo started; sleep 600"], io)
+        )
+        await wait_for(out, b"started\n")
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        session = ssm_endpoint.session()
+        assert session.ended  # TerminateSession
+        async with asyncio.timeout(10):
+            while session.process is None or session.process.poll() is None:
+                await asyncio.sleep(0.05)
+
+
+async def test_attach_says_what_ecs_exec_cannot_do(
+    fargate_setup: FargateSetup, ssm_endpoint: SsmEndpoint
+) -> None:
+    async with running_pod(fargate_setup) as (provider, ref):
+        io = StreamIO(stdin=None, stdout=Sink(), stderr=None, tty=False)
+        with pytest.raises(UnsupportedError, match="cannot connect to the container's main"):
+            await provider.attach_to_container(ref, "app", io)

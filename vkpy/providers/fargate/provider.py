@@ -35,7 +35,12 @@ from vkpy.providers.base import (
     StatusCallback,
     StreamIO,
 )
-from vkpy.providers.errors import InvalidInputError, NotFoundError, ProviderError
+from vkpy.providers.errors import (
+    InvalidInputError,
+    NotFoundError,
+    ProviderError,
+    UnsupportedError,
+)
 from vkpy.providers.fargate import records, status, task_definition
 from vkpy.providers.fargate.config import FargateConfig
 from vkpy.providers.fargate.ecs import Ecs
@@ -376,6 +381,17 @@ class FargateProvider:
                 reason="TaskNotRunning",
             )
         return await self._exec.run(record.task_arn, container, command, io)
+
+    async def attach_to_container(self, ref: PodRef, container: str, io: StreamIO) -> int | None:
+        """ECS Exec only starts new processes: it cannot reach the main process's stdio."""
+        if ref.uid not in self._pods:
+            raise NotFoundError(f"no ECS task for pod {ref}")
+        raise UnsupportedError(
+            "kubectl attach is not possible on fargate pods: ECS Exec starts new processes "
+            "and cannot connect to the container's main process. Use `kubectl logs -f` for "
+            "its output, or `kubectl exec -it <pod> -- sh` for a shell in the container",
+            reason="AttachUnsupported",
+        )
 
 
 def _created(task: AwsObject) -> float:
