@@ -30,7 +30,7 @@ from tests.integration.aws_fixtures import (  # noqa: F401 - fixtures
     moto,
     ssm_endpoint,
 )
-from tests.integration.moto_server import Aws, Call
+from tests.integration.moto_server import Aws, AwsProxy, Call
 from tests.integration.ssm_endpoint import SsmEndpoint
 from tests.integration.test_aws_providers import Sink, pod
 from vkpy.providers.base import PodRef, StreamIO, TerminalSize
@@ -248,7 +248,7 @@ def _call(target: str, **body: Any) -> Call:
 
 
 async def test_exec_errors_a_user_can_act_on(
-    fargate_setup: FargateSetup, ssm_endpoint: SsmEndpoint, aws: Aws
+    fargate_setup: FargateSetup, ssm_endpoint: SsmEndpoint, aws: Aws, aws_proxy: AwsProxy
 ) -> None:
     # exec off in the node's config: said so, with the setting to change
     off = FargateProvider(FargateConfig.from_dict(fargate_setup.config()), "vk-off")
@@ -282,8 +282,37 @@ async def test_exec_errors_a_user_can_act_on(
         tasks = await aws.acall("ecs", "list_tasks", cluster=fargate_setup.cluster)
         for arn in tasks["taskArns"]:
             await aws.acall("ecs", "stop_task", cluster=fargate_setup.cluster, task=arn)
-        with pytest.raises(ProviderError, match=r"ECS task is (stopping|stopped)"):
+        aws_proxy.rewrites.append(still_running_while_stopping)  # moto stops at once
+        with pytest.raises(ProviderError, match="its ECS task is stopping"):
             await provider.exec_in_container(ref, "app", ["true"], io)
+        aws_proxy.rewrites.remove(still_running_while_stopping)
+        with pytest.raises(ProviderError, match="its ECS task is stopped"):
+            await provider.exec_in_container(ref, "app", ["true"], io)
+
+
+def still_running_while_stopping(call: Call, document: dict[str, Any]) -> dict[str, Any] | None:
+    """DescribeTasks as ECS answers while a task stops: desired STOPPED, last RUNNING."""
+    if not call.operation.endswith(".DescribeTasks"):
+        return None
+    for task in document.get("tasks") or []:
+        if task.get("desiredStatus") == "STOPPED":
+            task["lastStatus"] = "RUNNING"
+    return document
+
+
+async def test_no_exit_code_is_made_up(
+    fargate_setup: FargateSetup, ssm_endpoint: SsmEndpoint
+) -> None:
+    """The wrapper killed before it reports: the channel carries no exit code, so the
+    caller gets an error saying so, never 0."""
+    async with running_pod(fargate_setup) as (provider, ref):
+        out = Sink()
+        io = StreamIO(stdin=None, stdout=out, stderr=None, tty=False)
+        with pytest.raises(ProviderError, match="exit code is unknown"):
+            await provider.exec_in_container(
+                ref, "app", ["sh", "-c", "echo partial; kill -KILL $PPID"], io
+            )
+        assert out.data == b"partial\n"
 
 
 async def test_a_client_going_away_ends_the_session_and_its_command(

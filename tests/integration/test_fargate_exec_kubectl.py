@@ -206,6 +206,13 @@ def test_kubectl_exec_errors_say_what_to_do(
     assert expired.returncode != 0
     assert b"expired" in expired.stderr
 
+    unknown = kubectl(
+        kube, "spdy", "exec", "-n", ns, "second", "--", "sh", "-c", "echo partial; kill -9 $PPID"
+    )
+    assert unknown.returncode != 0  # never a made-up 0
+    assert unknown.stdout == b"partial\n"
+    assert b"exit code is unknown" in unknown.stderr
+
     attach = kubectl(kube, "websocket", "attach", "-n", ns, "second")
     assert attach.returncode != 0
     assert b"cannot connect to the container's main process" in attach.stderr
