@@ -342,3 +342,20 @@ async def test_attach_says_what_ecs_exec_cannot_do(
         io = StreamIO(stdin=None, stdout=Sink(), stderr=None, tty=False)
         with pytest.raises(UnsupportedError, match="cannot connect to the container's main"):
             await provider.attach_to_container(ref, "app", io)
+
+
+async def test_exec_i_ends_with_the_command_while_stdin_stays_open(
+    fargate_setup: FargateSetup, ssm_endpoint: SsmEndpoint
+) -> None:
+    """`kubectl exec -i pod -- echo hi` from a terminal: the command does not read
+    stdin, so the exec ends when it does, not when stdin ends."""
+    async with running_pod(fargate_setup) as (provider, ref):
+        out = Sink()
+        io = StreamIO(stdin=Source(b"typed\n"), stdout=out, stderr=None, tty=False)
+        async with asyncio.timeout(15):
+            code = await provider.exec_in_container(ref, "app", ["sh", "-c", "echo hi; exit 4"], io)
+        assert (code, out.data) == (4, b"hi\n")
+        session = ssm_endpoint.session()
+        async with asyncio.timeout(10):  # TerminateSession ended the stdin decoder too
+            while session.process is None or session.process.poll() is None:
+                await asyncio.sleep(0.05)

@@ -89,17 +89,17 @@ class Exec:
         if not session.stream_url or not session.token:
             raise ProviderError(f"ECS Exec on task {task} returned no session", reason="ExecFailed")
         log.info("ECS Exec session", extra={"task": task, "session": session.session_id})
-        finished = False
+        closed = False
         try:
             async with (
                 aiohttp.ClientSession() as http,
                 DataChannel(http, session, self._resumer(session)) as channel,
             ):
                 code = await _carry(channel, io)
-                finished = True
+                closed = channel.closed
                 return code
         finally:
-            if not finished:  # cancelled or failed: end the session so the command ends too
+            if not closed:  # ended early, cancelled or failed: end the session (and its command)
                 with contextlib.suppress(ProviderError):
                     await self._clients.call(
                         "ssm", "terminate_session", SessionId=session.session_id
@@ -163,6 +163,8 @@ async def _carry(channel: DataChannel, io: StreamIO) -> int:
                         exited.set()
                     if data and sink is not None:
                         await sink.write(data)
+                    if filtered.exit_code is not None:
+                        break  # the command ended; what it wrote came before, in order
                 elif event.payload_type == PayloadType.EXIT_CODE:
                     exit_code = _exit_code(event.payload)
             tail = filtered.flush()

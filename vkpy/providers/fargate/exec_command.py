@@ -12,7 +12,8 @@ wrapped in `/bin/sh -c` (the image needs a POSIX `sh`; without `-t`, also `stty`
   only after it (nothing is echoed or cooked);
 - with `-i` and no `-t`, reads stdin as base64 lines up to a line holding `.`
   (stdin's end, which a terminal cannot carry) and decodes it into the command;
-- prints an *exit* marker with the command's status when it ends.
+- prints an *exit* marker with the command's status as soon as it ends (with `-i`,
+  even while the stdin decoder still waits for input: vkpy then ends the session).
 
 The markers (`ESC`-free: they start and end with the RS control character 0x1e) are
 taken out of the output by `OutputFilter`. A command whose own output contains
@@ -46,7 +47,7 @@ def command_line(argv: Sequence[str], *, stdin: bool, tty: bool) -> str:
     elif stdin:
         script = (
             f"stty raw -echo 2>/dev/null; {_READY_SH}; "
-            f"sed -n '/^\\.$/q;p' | base64 -d | \"$@\"; {_EXIT_SH}"
+            f"sed -n '/^\\.$/q;p' | base64 -d | {{ \"$@\"; {_EXIT_SH}; }}"
         )
     else:
         script = f'stty raw -echo 2>/dev/null; {_READY_SH}; "$@" </dev/null; {_EXIT_SH}'

@@ -89,6 +89,10 @@ class DataChannel:
         self.refused = 0
         """Messages dropped for a bad digest or a malformed header (then resent)."""
         self.reconnects = 0
+        self.closed = False
+        """The agent closed the channel (`channel_closed`)."""
+        self.closed_output = ""
+        """The note of its `channel_closed`."""
 
     async def __aenter__(self) -> DataChannel:
         await self._connect()
@@ -257,8 +261,7 @@ class DataChannel:
             if isinstance(event, BaseException):
                 raise event
             if isinstance(event, ssm_channel.Closed):
+                self.closed = True
                 self.closed_output = event.output
                 return
             yield event
-
-    closed_output = ""
