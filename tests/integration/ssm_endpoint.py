@@ -95,6 +95,8 @@ class ExecSession:
     inputs: int = 0
     connections: int = 0
     output_done: bool = False
+    most_unacknowledged: int = 0
+    """The most output messages the client left unacknowledged at once."""
 
 
 class SsmEndpoint:
@@ -337,6 +339,7 @@ class SsmEndpoint:
 
     def _send(self, session: ExecSession, payload_type: int, payload: bytes) -> None:
         data = session.state.send_stream(payload_type, payload, time.monotonic())
+        session.most_unacknowledged = max(session.most_unacknowledged, session.state.unacknowledged)
         if self.corrupt_next_output and payload_type == PayloadType.OUTPUT:
             self.corrupt_next_output = False
             self.corrupted += 1

@@ -359,3 +359,31 @@ async def test_exec_i_ends_with_the_command_while_stdin_stays_open(
         async with asyncio.timeout(10):  # TerminateSession ended the stdin decoder too
             while session.process is None or session.process.poll() is None:
                 await asyncio.sleep(0.05)
+
+
+class SlowSink(Sink):
+    """A client reading slowly at first."""
+
+    def __init__(self, slow_writes: int) -> None:
+        super().__init__()
+        self.slow_writes = slow_writes
+
+    async def write(self, data: bytes) -> None:
+        if self.slow_writes > 0:
+            self.slow_writes -= 1
+            await asyncio.sleep(0.005)
+        await super().write(data)
+
+
+async def test_a_slow_client_holds_the_agent_back(
+    fargate_setup: FargateSetup, ssm_endpoint: SsmEndpoint
+) -> None:
+    """vkpy stops acknowledging while output waits for a slow client, so the agent
+    holds it (and resends it) instead of vkpy buffering it all."""
+    async with running_pod(fargate_setup) as (provider, ref):
+        out = SlowSink(slow_writes=400)
+        command = ["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a"]
+        io = StreamIO(stdin=None, stdout=out, stderr=None, tty=False)
+        assert await provider.exec_in_container(ref, "app", command, io) == 0
+        assert out.data == b"a" * 3_000_000
+        assert ssm_endpoint.session().most_unacknowledged > 1000

@@ -34,6 +34,9 @@ RESEND_INTERVAL = 0.1
 RECONNECT_ATTEMPTS = 5
 RECONNECT_FIRST_DELAY = 0.1
 RECONNECT_MAX_DELAY = 5.0
+OUTPUT_BACKLOG = 256
+"""Output messages held for a slow client before the channel stops reading (and so
+stops acknowledging, which holds the agent back)."""
 
 
 class SessionEnded(ProviderError):
@@ -84,6 +87,7 @@ class DataChannel:
         self._events: asyncio.Queue[ssm_channel.Delivered | ssm_channel.Closed | BaseException] = (
             asyncio.Queue()
         )
+        self._drained = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.session_type: str | None = None
         self.refused = 0
@@ -132,6 +136,9 @@ class DataChannel:
     async def _read(self) -> None:
         try:
             while True:
+                while self._events.qsize() >= OUTPUT_BACKLOG:
+                    self._drained.clear()
+                    await self._drained.wait()
                 assert self._ws is not None
                 message = await self._ws.receive()
                 if message.type == aiohttp.WSMsgType.BINARY:
@@ -258,6 +265,7 @@ class DataChannel:
         """What the agent sends, in order, until it closes the channel."""
         while True:
             event = await self._events.get()
+            self._drained.set()
             if isinstance(event, BaseException):
                 raise event
             if isinstance(event, ssm_channel.Closed):
