@@ -22,8 +22,8 @@ tests answer it here, behind the same `AwsProxy` that fronts moto:
   output until acknowledged, and sends `channel_closed` once the program ended and
   all its output is acknowledged.
 
-Faults on cue: corrupt the digest of the next output message, drop the connection
-after the n-th input message, expire sessions.
+Faults on cue: corrupt the digest of the next output message, lose the next input
+message, drop the connection after the n-th input message, expire sessions.
 """
 
 from __future__ import annotations
@@ -109,6 +109,8 @@ class SsmEndpoint:
         self.denied = False
         """Answer ExecuteCommand with AccessDeniedException (the permission is missing)."""
         self.corrupt_next_output = False
+        self.lose_next_input = False
+        self.lost = 0
         self.drop_after_input: int | None = None
         """Drop the WebSocket (no close frame) once this many input messages arrived."""
         self.expire_on_drop = False
@@ -364,6 +366,13 @@ class SsmEndpoint:
                 await self._close(session, "")
 
     async def _receive(self, session: ExecSession, ws: web.WebSocketResponse, data: bytes) -> bool:
+        if self.lose_next_input and session.handshake_done:
+            with contextlib.suppress(ssm_channel.ChannelError):
+                message = ssm_channel.decode(data)
+                if message.message_type == ssm_channel.INPUT_STREAM_DATA:
+                    self.lose_next_input = False
+                    self.lost += 1
+                    return True  # as if it never arrived: no ack, the client must resend
         try:
             events = session.state.receive(data, time.monotonic())
         except ssm_channel.WindowError as error:

@@ -387,3 +387,15 @@ async def test_a_slow_client_holds_the_agent_back(
         assert await provider.exec_in_container(ref, "app", command, io) == 0
         assert out.data == b"a" * 3_000_000
         assert ssm_endpoint.session().most_unacknowledged > 1000
+
+
+async def test_lost_input_is_resent(fargate_setup: FargateSetup, ssm_endpoint: SsmEndpoint) -> None:
+    async with running_pod(fargate_setup) as (provider, ref):
+        ssm_endpoint.lose_next_input = True
+        out = Sink()
+        io = StreamIO(
+            stdin=Source(b"first\n", b"second\n", b""), stdout=out, stderr=None, tty=False
+        )
+        assert await provider.exec_in_container(ref, "app", ["cat"], io) == 0
+        assert ssm_endpoint.lost == 1
+        assert out.data == b"first\nsecond\n"
