@@ -34,9 +34,9 @@ from cryptography.x509.verification import PolicyBuilder, Store
 
 from tests.integration.agent import Agent, Kube, sim_pod, wait_for
 from tests.namespaces import create_namespace
-from vkpy.api.certs import serving_csr
-from vkpy.api.csr import CURRENT, USAGES, CertificateRotator
-from vkpy.api.tls import ServingTLS
+from vkpy.api.certs.csr import CURRENT, USAGES, CertificateRotator
+from vkpy.api.certs.tls import ServingTLS
+from vkpy.api.certs.x509 import serving_csr
 from vkpy.devcluster import CertificateAuthority, DevCluster
 from vkpy.kube.client import ClientOptions, KubeClient
 
@@ -334,12 +334,12 @@ async def test_renewal_by_the_real_signer_without_a_restart(
     assert events.reasons[0] == "ServingCertificatePending"
 
 
-# --- the opt-in approver (python -m vkpy.approver) ----------------------------------------
+# --- the opt-in approver (python -m vkpy.tools.approver) ----------------------------------------
 
 
 @pytest.fixture
 def approver(verifying: DevCluster, tmp_path: Path) -> Iterator[Path]:
-    """`python -m vkpy.approver` allowing the test's own user (who starts vkpy here);
+    """`python -m vkpy.tools.approver` allowing the test's own user (who starts vkpy here);
     yields its log."""
     access = verifying.access()
     me = json.loads(access.run_kubectl("auth", "whoami", "-o", "json").stdout)
@@ -348,7 +348,7 @@ def approver(verifying: DevCluster, tmp_path: Path) -> Iterator[Path]:
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "vkpy.approver",
+                sys.executable, "-m", "vkpy.tools.approver",
                 f"--kubeconfig={verifying.kubeconfig}",
                 f"--allowed-requester={user}",
                 "--interval=0.5", "--settle-seconds=5", "--log-format=text",

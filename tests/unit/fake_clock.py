@@ -1,4 +1,4 @@
-"""A clock that moves only when a test says so, for vkpy.clock.Clock users.
+"""A clock that moves only when a test says so, for vkpy.core.clock.Clock users.
 
 `advance(seconds)` runs every timer that falls due, in order, letting the event loop
 run the work each one wakes (`settle`) before moving on, so a test sees a day of a

@@ -23,25 +23,25 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from vkpy import open_files
-from vkpy.api.audit import audit_streams
-from vkpy.api.authn import Authenticator, TokenReviewer
-from vkpy.api.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
-from vkpy.api.config import ApiDependencies, ApiSettings
-from vkpy.api.csr import CertificateRotator
-from vkpy.api.listener import ConnectionGate, drop_server_header, listen, track_requests
-from vkpy.api.middleware import auth_middleware, count_requests, node_routing
-from vkpy.api.routes import add_metrics_routes, add_routes
-from vkpy.api.serving import (
+from vkpy.api.auth.authn import Authenticator, TokenReviewer
+from vkpy.api.auth.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
+from vkpy.api.auth.middleware import auth_middleware, count_requests, node_routing
+from vkpy.api.certs.csr import CertificateRotator
+from vkpy.api.certs.serving import (
     WatchedFiles,
     client_ca_file,
     file_certificate,
     self_signed_pair,
     warn_self_signed,
 )
+from vkpy.api.certs.tls import ServingTLS
+from vkpy.api.config import ApiDependencies, ApiSettings
+from vkpy.api.endpoints.stats import StatsSampler
+from vkpy.api.listener import ConnectionGate, drop_server_header, listen, track_requests
+from vkpy.api.routes import add_metrics_routes, add_routes
 from vkpy.api.state import DEPS, STATS
-from vkpy.api.stats import StatsSampler
-from vkpy.api.tls import ServingTLS
+from vkpy.api.streaming.audit import audit_streams
+from vkpy.core import open_files
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from vkpy import jsoncodec, metrics
+from vkpy.core import jsoncodec, metrics
+from vkpy.core.objects import KubeObject, meta
 from vkpy.kube.client import ApiError, KubeClient
-from vkpy.objects import KubeObject, meta
 
 log = logging.getLogger(__name__)
 

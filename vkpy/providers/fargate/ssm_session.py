@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from vkpy.clock import SYSTEM_CLOCK, Clock
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.providers.errors import ProviderError
 from vkpy.streams import ssm_channel
 from vkpy.streams.ssm_channel import ChannelEndpoint, PayloadType
