@@ -233,14 +233,33 @@ async def test_a_wrong_token_and_an_out_of_window_number_are_refused(
                 side = ssm_channel.ChannelEndpoint(
                     sends=ssm_channel.INPUT_STREAM_DATA, clock_ms=lambda: 1
                 )
-                side.next_sequence = ssm_channel.WINDOW  # far beyond what the agent buffers
+                good = side.send_stream(1, b"typed", 0.0)
+                bad = good[:-1] + b"T"  # the payload changed, its digest did not
+                await ws.send_bytes(bad)
+                assert await acknowledged(ws, 0.5) == []  # dropped: no acknowledgement
+                await ws.send_bytes(good)
+                assert await acknowledged(ws, 0.5) == [0]
+                side.next_sequence = ssm_channel.WINDOW + 1  # beyond what the agent buffers
                 await ws.send_bytes(side.send_stream(1, b"x", 0.0))
                 while (message := await ws.receive()).type == aiohttp.WSMsgType.BINARY:
                     pass
                 assert message.type == aiohttp.WSMsgType.CLOSE and message.data == 1008
         assert ssm_endpoint.refused_tokens == 1
+        assert ssm_endpoint.refused_digests == 1
         assert ssm_endpoint.refused_windows == 1
         assert ref.uid and provider
+
+
+async def acknowledged(ws: aiohttp.ClientWebSocketResponse, seconds: float) -> list[int]:
+    """Sequence numbers the endpoint acknowledges within `seconds`."""
+    found: list[int] = []
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            while True:
+                message = ssm_channel.decode((await ws.receive()).data)
+                if message.message_type == ssm_channel.ACKNOWLEDGE:
+                    found.append(json.loads(message.payload)["AcknowledgedMessageSequenceNumber"])
+    return found
 
 
 def _call(target: str, **body: Any) -> Call:
