@@ -184,6 +184,9 @@ async def _carry(channel: DataChannel, io: StreamIO) -> int:
 
 
 def _exit_code(payload: bytes) -> int | None:
+    """An agent's exit-code message (payload type 12). The reference client names the
+    type but never reads it, so its layout is not documented there; ECS's interactive
+    sessions do not send it. Read as 4 big-endian bytes or decimal text; else unknown."""
     if len(payload) == 4:
         return int.from_bytes(payload, "big", signed=True)
     try:
