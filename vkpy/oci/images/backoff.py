@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vkpy.clock import Clock
+from vkpy.core.clock import Clock
 
 INITIAL = 10.0
 MAXIMUM = 300.0

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vkpy.clock import SYSTEM_CLOCK, Clock
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.oci.images import tools
 from vkpy.oci.images.config import ImageConfig
 from vkpy.oci.images.errors import ImageNotFound, ImageToolError

@@ -24,7 +24,7 @@ import os
 from collections import deque
 from pathlib import Path
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
 from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.layout import ContainerDir, InstanceDir
 from vkpy.providers.process.logfile import log_files, parse_record
