@@ -62,6 +62,17 @@ class Keyring:
         return found
 
 
+def keyring_from_logins(logins: Iterable[tuple[str, str, str]]) -> Keyring:
+    """A keyring from (registry key, username, password) triples: what a backend gets
+    as a pod's registry logins (vkpy/node/podspec/pull_secrets.py has read the
+    Secrets), matched as the keyring matches a Secret's keys."""
+    keyring = Keyring()
+    for key, username, password in logins:
+        if username or password:
+            keyring.add(key, Credential(username, password, key))
+    return keyring
+
+
 def keyring_from_secrets(secrets: Iterable[Mapping[str, Any]]) -> Keyring:
     """A keyring from Secret objects as the API gives them (`type`, base64 `data`)."""
     keyring = Keyring()

@@ -12,6 +12,7 @@ from vkpy.oci.images.credentials import (
     DOCKERCFG,
     DOCKERCONFIGJSON,
     CredentialError,
+    keyring_from_logins,
     keyring_from_secrets,
 )
 from vkpy.oci.images.reference import parse
@@ -113,3 +114,12 @@ def test_unreadable_secrets_are_named_without_their_content(data: dict[str, str]
         keyring_from_secrets([bad])
     assert "broken" in str(caught.value)
     assert "no-colon" not in str(caught.value)
+
+
+def test_logins_a_backend_is_given() -> None:
+    ring = keyring_from_logins(
+        [("registry.example:5000", "alice", "pw"), ("*.example.com", "glob", "x"), ("q.io", "", "")]
+    )
+    assert [c.username for c in ring.lookup(parse("registry.example:5000/app"))] == ["alice"]
+    assert [c.username for c in ring.lookup(parse("eu.example.com/app"))] == ["glob"]
+    assert ring.lookup(parse("q.io/app")) == []  # an empty login is no login
