@@ -33,10 +33,12 @@ controlplane:
 # The Debian packages that images and the OCI runtime need (docs/images.md): skopeo
 # (registry protocol), umoci (unpacking), runc (the OCI runtime); the tests' registry
 # (docker-registry), image content (busybox-static) and registry passwords
-# (apache2-utils: htpasswd). Installs only what is missing; without root it says
+# (apache2-utils: htpasswd), the runtime default seccomp profile (containers-common's
+# seccomp.json, the one CRI-O and podman use). Installs only what is missing; without root it says
 # what to install and fails.
 SYSTEM_DEPS := skopeo:skopeo umoci:umoci runc:runc docker-registry:docker-registry \
-	busybox-static:/bin/busybox apache2-utils:htpasswd
+	busybox-static:/bin/busybox apache2-utils:htpasswd \
+	golang-github-containers-common:/usr/share/containers/seccomp.json
 system-deps:
 	@missing=""; for dep in $(SYSTEM_DEPS); do \
 		pkg=$${dep%%:*}; prog=$${dep#*:}; \
@@ -45,6 +47,7 @@ system-deps:
 				dpkg-query -W -f='$${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
 					|| missing="$$missing $$pkg"; \
 			else [ -x /bin/busybox ] || missing="$$missing $$pkg"; fi; \
+		elif [ "$${prog#/}" != "$$prog" ]; then [ -e "$$prog" ] || missing="$$missing $$pkg"; \
 		else command -v $$prog >/dev/null 2>&1 || missing="$$missing $$pkg"; fi; \
 	done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
