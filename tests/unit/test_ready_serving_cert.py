@@ -1,0 +1,63 @@
+"""A leading replica whose serving certificate is not issued yet is not ready: the node
+cannot serve `kubectl logs`/`exec`, so `helm install --wait` must not report success
+(issue 27). /readyz names the command that unblocks it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+from tests.unit.test_api_csr import Clock, Events, Signer, eventually
+from tests.unit.test_cli import settings
+from vkpy.api.csr import CertificateRotator
+from vkpy.api.tls import ServingTLS
+from vkpy.runner import Probes
+
+
+async def test_the_leader_is_ready_once_its_serving_certificate_is_issued(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    signer = Signer(clock, ["ignore"])  # nobody approves the CSR (yet)
+    rotator = CertificateRotator(
+        cast(Any, signer),
+        ServingTLS(verify_client=False),
+        cast(Any, Events()),
+        "node-1",
+        ["192.0.2.7", "node-1"],
+        tmp_path,
+        clock=clock,
+        sleep=lambda _: asyncio.sleep(0.001),  # the CSR never times out here
+        rng=random.Random(7),
+    )
+    probes = Probes(settings(tmp_path, "--rotate-server-certificates"), None)
+    registered = asyncio.Event()
+    probes.controllers = [cast(Any, SimpleNamespace(registered=registered, api_error=None))]
+    probes.certificate = lambda: rotator
+    registered.set()
+    assert probes.api() == "serving certificate not issued yet"
+    task = asyncio.create_task(rotator.run())
+    try:
+        await eventually(lambda: rotator.pending is not None)
+        assert (
+            probes.api() == "serving certificate not issued yet: kubectl certificate approve csr-0"
+        )
+        signer.decisions[0] = "approve"  # kubectl certificate approve csr-0
+        await eventually(lambda: probes.api() is None)
+        assert rotator.issued.is_set()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def test_without_a_csr_the_certificate_never_holds_readiness_back(tmp_path: Path) -> None:
+    probes = Probes(settings(tmp_path), None)
+    registered = asyncio.Event()
+    registered.set()
+    probes.controllers = [cast(Any, SimpleNamespace(registered=registered, api_error=None))]
+    assert probes.api() is None  # files or self-signed: served from the start
