@@ -457,9 +457,9 @@ def test_standby_takes_over_when_the_leader_is_killed(hosted: Hosted) -> None:
         f"logs/exec served {served:.1f} s (lease duration {LEASE_DURATION} s)"
     )
     assert identity(hosted) == before
-    restart_worker(hosted, host)  # back up
     records = {p.stem for p in hosted.platform.glob("*.json")}
     assert records == {uid for uid, *_ in before.values()}  # nothing duplicated
+    restart_worker(hosted, host)  # back up
 
 
 def nothing_of_the_release_left(hosted: Hosted, release: Release) -> None:
