@@ -23,6 +23,13 @@ The tests run in order on one release, as its life goes:
 - `helm uninstall`: the node is drained (pods stopped in the backend, their
   controller's replacements Pending), the Node and the leader Lease are deleted, and
   no object of the release is left.
+
+Then a second release as a new user installs it (issue 27): nothing but `provider`
+and the process backend's two needs, so the node is named after the release, as is
+the leader Lease (in the release's namespace, never the node's Lease): it serves
+`kubectl logs`/`exec` within a minute of `helm install --wait` (the chart's approver,
+on by default), runs 2 minutes without a restart, and with two replicas the standby
+takes over when the leader's host dies; then it is uninstalled.
 """
 
 from __future__ import annotations
