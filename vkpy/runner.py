@@ -250,9 +250,10 @@ class Probes:
             return error or self._serving()
         if self.sharing:
             return None
-        if self._elector is not None:
-            return self._elector.last_error
-        return "starting"
+        elector = self._elector
+        if elector is not None and elector.last_try_at is not None and not elector.is_leader():
+            return elector.last_error  # a standby: ready while it reaches the API server
+        return "starting"  # not tried yet, or leading but not running the node yet
 
     def _serving(self) -> str | None:
         certificate = self.certificate()

@@ -88,6 +88,8 @@ VK = Release("vk", "vkpy-system", node="vk-helm", app="web")
 # ... and an install as in issue 27: nothing but `provider` and what the process
 # backend's pods need, so the node's name is the chart's default, the release's full name.
 BARS = Release("bars-vk", "bars-vk", node="bars-vk-vkpy", app="bars-web")
+# ... and the same with the approver off: the certificate is approved by hand.
+MANUAL = Release("manual", "manual", node="manual-vkpy", app="manual-web")
 
 
 @dataclass
@@ -101,14 +103,19 @@ class Hosted:
     kube: Kube  # in VK's namespace
     apps: Kube  # in APPS: the workload on the virtual node
 
-    def run_helm(self, *args: str, timeout: float = 240, release: Release = VK) -> str:
+    def helm_result(
+        self, *args: str, timeout: float = 240, release: Release = VK
+    ) -> subprocess.CompletedProcess[str]:
         argv = [
             *self.helm, *args, "--namespace", release.namespace,
             f"--kubeconfig={self.dev.kubeconfig}",
         ]  # fmt: skip
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def run_helm(self, *args: str, timeout: float = 240, release: Release = VK) -> str:
+        result = self.helm_result(*args, timeout=timeout, release=release)
         if result.returncode != 0:
-            raise AssertionError(f"{argv} failed:\n{result.stdout}\n{result.stderr}")
+            raise AssertionError(f"{result.args} failed:\n{result.stdout}\n{result.stderr}")
         return result.stdout
 
 
@@ -185,7 +192,7 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
             apps=Kube(access, APPS),
         )
     finally:
-        for release in (VK, BARS):
+        for release in (VK, BARS, MANUAL):
             shown = dev.access().run_kubectl(
                 "logs", "-n", release.namespace, "-l", release.labels, "--prefix", "--tail=30",
                 check=False,
@@ -645,3 +652,48 @@ def test_defaults_uninstall_leaves_nothing_behind(hosted: Hosted) -> None:
     assert leader(hosted, BARS) == ""
     nothing_of_the_release_left(hosted, BARS)
     assert list(hosted.platform.glob("*.json")) == []
+
+
+def test_by_hand_helm_wait_fails_until_the_notes_command_approves(
+    hosted: Hosted, tmp_path: Path
+) -> None:
+    """With the approver off, the node cannot serve until someone approves its CSR:
+    `helm install --wait` must not report success meanwhile (the leader is not ready
+    before its certificate is issued), and the one command NOTES.txt gives is enough."""
+    waited = time.monotonic()
+    failed = hosted.helm_result(
+        "install", MANUAL.name, str(CHART), "--create-namespace", "--set", "provider=sim",
+        "--set", "servingCert.approver.enabled=false", *PROCESS_BACKEND,
+        "--wait", "--timeout=45s", release=MANUAL,
+    )  # fmt: skip
+    assert failed.returncode != 0, failed.stdout
+    assert "context deadline exceeded" in failed.stderr, failed.stderr
+    print(
+        f"helm install --wait without the approver: failed after {time.monotonic() - waited:.0f} s"
+    )
+    (pod,) = vkpy_pods(hosted, MANUAL)
+    assert not ready(pod) and restarts([pod]) == 0
+    assert leader(hosted, MANUAL) == pod["metadata"]["name"]  # it leads; it cannot serve
+
+    notes = hosted.run_helm("get", "notes", MANUAL.name, release=MANUAL)
+    (command,) = [line.strip() for line in notes.splitlines() if "certificate approve" in line]
+    shell = subprocess.run(
+        ["sh", "-c", command],
+        env={**os.environ, **hosted.apps.cluster.env(), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shell.returncode == 0 and "approved" in shell.stdout, (shell.stdout, shell.stderr)
+    wait_for(
+        "the vkpy pod ready once its certificate is issued",
+        lambda: all(ready(p) for p in vkpy_pods(hosted, MANUAL)),
+        timeout=60,
+    )
+    hosted.apps.apply(web(MANUAL))
+    wait_for("the workload Running", lambda: workload_running(hosted, MANUAL), timeout=60)
+    wait_for("kubectl logs and exec", lambda: logs_and_exec_work(hosted, MANUAL), timeout=60)
+    assert restarts(vkpy_pods(hosted, MANUAL)) == 0
+    hosted.run_helm("uninstall", MANUAL.name, "--wait", "--timeout=3m", release=MANUAL)
+    assert node(hosted, MANUAL) is None and leader(hosted, MANUAL) == ""

@@ -1,6 +1,8 @@
-"""A leading replica whose serving certificate is not issued yet is not ready: the node
-cannot serve `kubectl logs`/`exec`, so `helm install --wait` must not report success
-(issue 27). /readyz names the command that unblocks it."""
+"""What a replica's /readyz says (vkpy.runner.Probes). A leading replica whose serving
+certificate is not issued yet is not ready: the node cannot serve `kubectl logs`/`exec`,
+so `helm install --wait` must not report success (issue 27); /readyz names the command
+that unblocks it. Nor is a replica ready before its first try for the Lease, or once it
+holds it but does not run the node yet; a standby is."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+from tests.unit.fake_clock import FakeClock
+from tests.unit.fake_kube import FakeKube
 from tests.unit.test_api_csr import Clock, Events, Signer, eventually
 from tests.unit.test_cli import settings
 from vkpy.api.csr import CertificateRotator
 from vkpy.api.tls import ServingTLS
+from vkpy.node.leader import ElectionSettings, LeaderElector
 from vkpy.runner import Probes
 
 
@@ -61,3 +66,22 @@ def test_without_a_csr_the_certificate_never_holds_readiness_back(tmp_path: Path
     registered.set()
     probes.controllers = [cast(Any, SimpleNamespace(registered=registered, api_error=None))]
     assert probes.api() is None  # files or self-signed: served from the start
+
+
+async def test_a_replica_is_ready_as_a_standby_not_before_its_first_try(tmp_path: Path) -> None:
+    clock = FakeClock()
+    kube = FakeKube(clock)
+    config = settings(tmp_path, "--leader-elect", "--leader-elect-resource-namespace=vk")
+
+    def replica(identity: str) -> tuple[LeaderElector, Probes]:
+        election = ElectionSettings("vk", "vkpy-vk-1", identity, 15, 10, 2)
+        elector = LeaderElector(cast(Any, kube), election, clock)
+        return elector, Probes(config, elector)
+
+    leader, leader_probes = replica("a")
+    standby, standby_probes = replica("b")
+    assert leader_probes.api() == standby_probes.api() == "starting"
+    assert await leader.try_acquire_or_renew()
+    assert leader_probes.api() == "starting"  # leading: ready once its node runs
+    assert not await standby.try_acquire_or_renew()
+    assert standby_probes.api() is None
