@@ -22,10 +22,11 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 
 from vkpy.api import ApiDependencies, KubeletServer, ListenError
+from vkpy.api.certs.csr import CertificateRotator
 from vkpy.api.health import HealthServer
 from vkpy.app import gc_pauses, loop_lag
 from vkpy.fleet.host import Fleet
@@ -215,6 +216,10 @@ class Probes:
         a list the set keeps up to date)."""
         self.sharing = False
         """A shared node set: serving no node (yet, or for now) is a healthy state."""
+        self.certificate: Callable[[], CertificateRotator | None] = lambda: None
+        """The kubelet API's serving certificate by CSR (--rotate-server-certificates):
+        a node that cannot serve `kubectl logs`/`exec` yet is not ready (issue 27), so
+        `helm install --wait` does not report success before it is issued."""
         self._started = time.monotonic()
 
     def loops(self) -> str | None:
@@ -241,12 +246,25 @@ class Probes:
             waiting = sum(not c.registered.is_set() for c in self.controllers)
             if waiting:
                 return f"{waiting} of {len(self.controllers)} nodes not registered yet"
-            return next((c.api_error for c in self.controllers if c.api_error), None)
+            error = next((c.api_error for c in self.controllers if c.api_error), None)
+            return error or self._serving()
         if self.sharing:
             return None
-        if self._elector is not None:
-            return self._elector.last_error
-        return "starting"
+        elector = self._elector
+        if elector is not None and elector.last_try_at is not None and not elector.is_leader():
+            return elector.last_error  # a standby: ready while it reaches the API server
+        return "starting"  # not tried yet, or leading but not running the node yet
+
+    def _serving(self) -> str | None:
+        certificate = self.certificate()
+        if certificate is None or certificate.issued.is_set():
+            return None
+        if certificate.pending:
+            return (
+                f"serving certificate not issued yet: kubectl certificate approve "
+                f"{certificate.pending}"
+            )
+        return "serving certificate not issued yet"
 
 
 async def _start_health(settings: Settings, probes: Probes) -> HealthServer | None:
@@ -267,6 +285,7 @@ async def _lead(settings: Settings, client: KubeClient, provider: Provider, prob
     """Run the node: start the backend, then every controller, until cancelled."""
     node = Node(settings, client, provider)
     probes.controllers = [node.node]
+    probes.certificate = lambda: node.api.rotator  # made once the API runs
     try:
         await provider.start()
         node.tasks.add_from(provider)
