@@ -25,6 +25,7 @@ from collections import deque
 from pathlib import Path
 
 from vkpy.objects import KubeObject
+from vkpy.providers.process.beneath import place_link
 from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.layout import ContainerDir, InstanceDir
 from vkpy.providers.process.logfile import log_files, parse_record
@@ -64,26 +65,16 @@ def prepare_message_file(cdir: ContainerDir, spec: KubeObject, run_as: RunAs) ->
     relative = message_path(spec)
     if not relative or cdir.root.is_symlink():
         return  # no path, or the root is another container's (an ephemeral's target)
-    link = cdir.root / relative
-    _make_parents(link.parent, cdir.root, run_as)
-    if link.is_symlink() or link.is_file():
-        link.unlink()
-    elif link.exists():
-        return  # a directory (a mount) is there: the file stays unreachable, as it would
-    os.symlink(os.path.relpath(target, link.parent), link)
-
-
-def _make_parents(directory: Path, root: Path, run_as: RunAs) -> None:
-    missing = []
-    current = directory
-    while current != root and not current.exists():
-        missing.append(current)
-        current = current.parent
-    for path in reversed(missing):
-        path.mkdir(mode=DIR_MODE)
-        os.chmod(path, DIR_MODE)
-        if run_as.uid is not None:
-            os.chown(path, run_as.uid, run_as.gid if run_as.gid is not None else -1)
+    # The container's root is the pod's: walked without following its links (beneath.py).
+    depth = len(relative.split("/"))
+    place_link(
+        cdir.root,
+        relative,
+        "../" * depth + MESSAGE_FILE,
+        "terminationMessagePath",
+        DIR_MODE,
+        run_as,
+    )  # False: a directory (a mount) is there: the file stays unreachable, as it would
 
 
 def _read_tail(path: Path, limit: int) -> bytes:
