@@ -11,15 +11,20 @@ tests are (ownership is then checked too).
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from vkpy.providers.base import ContainerConfig, PodConfig, PodRef, VolumeConfig
 from vkpy.providers.process.beneath import LinkRefused
 from vkpy.providers.process.config import RunAs
+from vkpy.providers.process.ephemeral import prepare_ephemeral_root
+from vkpy.providers.process.filesystem import materialize_volume, prepare_pod_dir, prepare_root
 from vkpy.providers.process.layout import ContainerDir, PodDir
 from vkpy.providers.process.termination import prepare_message_file
 
@@ -109,3 +114,161 @@ def test_a_link_on_a_custom_path_makes_no_directory_where_it_points(
         prepare_message_file(cdir, spec, POD)
     assert host.snapshot() == before
     assert not (host.path / "sub").exists()
+
+
+# --- every operation, a link at every component ----------------------------------------
+
+
+@dataclass
+class Case:
+    """One operation vkpy does as root in a directory the pod can write: `run(pod)`
+    acts on the pod (a PodDir); `writable(pod)` is the directory the pod writes (its
+    container root, an emptyDir, a hostPath); `path` the path vkpy works on there,
+    whose every component gets a link; `replaces_last`: a link at the last component
+    is the pod's own entry, replaced (a link made there), not refused."""
+
+    name: str
+    path: str
+    run: Callable[[PodDir, Path], object]
+    writable: Callable[[PodDir, Path], Path]
+    replaces_last: bool
+
+
+def _root(pod: PodDir, hostpath: Path) -> Path:
+    return pod.container("app").root
+
+
+def _volume(pod: PodDir, hostpath: Path) -> Path:
+    return pod.volume("cache")
+
+
+def _hostpath(pod: PodDir, hostpath: Path) -> Path:
+    return hostpath
+
+
+def _container(name: str = "app", **spec: Any) -> ContainerConfig:
+    return ContainerConfig(
+        name, "busybox", ("true",), (), working_dir=spec.pop("workingDir", None), spec=spec
+    )
+
+
+def _volumes(hostpath: Path) -> dict[str, VolumeConfig]:
+    return {
+        "cache": VolumeConfig("cache", "emptyDir"),
+        "data": VolumeConfig("data", "hostPath", {"path": str(hostpath)}),
+        "conf": VolumeConfig("conf", "emptyDir"),
+    }
+
+
+def _message(pod: PodDir, hostpath: Path) -> None:
+    spec = {"name": "app", "terminationMessagePath": "/t1/t2/termination-log"}
+    prepare_message_file(pod.container("app"), spec, POD)
+
+
+def _mount_in_root(pod: PodDir, hostpath: Path) -> None:
+    mounts = [{"name": "conf", "mountPath": "/r1/r2/conf"}]
+    prepare_root(pod, _container(volumeMounts=mounts), _volumes(hostpath), POD)
+
+
+def _nested_in_hostpath(pod: PodDir, hostpath: Path) -> None:
+    mounts = [
+        {"name": "data", "mountPath": "/data"},
+        {"name": "conf", "mountPath": "/data/h1/h2/conf"},
+    ]
+    prepare_root(pod, _container(volumeMounts=mounts), _volumes(hostpath), POD)
+
+
+def _nested_in_empty_dir(pod: PodDir, hostpath: Path) -> None:
+    """An ephemeral container (`kubectl debug`) added while the pod runs: its mount
+    inside the emptyDir the pod has written."""
+    mounts = [
+        {"name": "cache", "mountPath": "/cache"},
+        {"name": "conf", "mountPath": "/cache/e1/e2/conf"},
+    ]
+    container = _container("debug", volumeMounts=mounts)
+    volumes = tuple(_volumes(hostpath).values())
+    pod_config = PodConfig(PodRef("default", "p", "uid"), {}, (), (), volumes)
+    prepare_ephemeral_root(pod, pod_config, container, POD, False)
+
+
+def _working_dir_in_hostpath(pod: PodDir, hostpath: Path) -> None:
+    mounts = [{"name": "data", "mountPath": "/data"}]
+    container = _container(volumeMounts=mounts, workingDir="/data/w1/w2")
+    prepare_root(pod, container, _volumes(hostpath), POD)
+
+
+def _sub_path_in_empty_dir(pod: PodDir, hostpath: Path) -> None:
+    mounts = [{"name": "cache", "mountPath": "/s", "subPath": "s1/s2"}]
+    prepare_root(pod, _container(volumeMounts=mounts), _volumes(hostpath), POD)
+
+
+def _sub_path_in_hostpath(pod: PodDir, hostpath: Path) -> None:
+    mounts = [{"name": "data", "mountPath": "/s", "subPath": "p1/p2"}]
+    prepare_root(pod, _container(volumeMounts=mounts), _volumes(hostpath), POD)
+
+
+CASES = [
+    Case("termination message", "t1/t2/termination-log", _message, _root, True),
+    Case("mount path in the root", "r1/r2/conf", _mount_in_root, _root, True),
+    Case("mount inside a hostPath", "h1/h2/conf", _nested_in_hostpath, _hostpath, True),
+    Case("ephemeral mount in an emptyDir", "e1/e2/conf", _nested_in_empty_dir, _volume, True),
+    Case("workingDir in a hostPath", "w1/w2", _working_dir_in_hostpath, _hostpath, False),
+    Case("subPath in an emptyDir", "s1/s2", _sub_path_in_empty_dir, _volume, False),
+    Case("subPath in a hostPath", "p1/p2", _sub_path_in_hostpath, _hostpath, False),
+]
+LINKS = ["to a file", "to a directory", "to /", "dangling", "swapped between runs"]
+
+
+def _prepared_pod(tmp_path: Path) -> tuple[PodDir, Path]:
+    """A pod as vkpy made it (directory, root, volumes) and a hostPath it may write."""
+    pod = PodDir(tmp_path / "pods" / "uid")
+    prepare_pod_dir(pod)
+    for name in ("cache", "conf"):
+        materialize_volume(pod, VolumeConfig(name, "emptyDir"), POD)
+    pod_container(tmp_path)
+    hostpath = tmp_path / "hostpath"
+    hostpath.mkdir(mode=0o777)
+    return pod, hostpath
+
+
+@pytest.mark.parametrize("link", LINKS)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_no_planted_link_is_followed(tmp_path: Path, host: Host, case: Case, link: str) -> None:
+    parts = case.path.split("/")
+    for depth in range(1, len(parts) + 1):
+        where = tmp_path / f"at-{depth}"
+        where.mkdir()
+        pod, hostpath = _prepared_pod(where)
+        writable = case.writable(pod, hostpath)
+        planted = writable.joinpath(*parts[:depth])
+        if link == "swapped between runs":
+            case.run(pod, hostpath)  # the first run: the path is made, nothing planted
+            _remove(planted)
+        planted.parent.mkdir(parents=True, exist_ok=True)
+        # A name of this test's own below the link: made at / if the link were followed.
+        below = parts[depth] if depth < len(parts) else ""
+        points_to = {
+            "to a file": host.secret,
+            "to /": Path("/"),
+            "dangling": host.path / "missing",
+        }.get(link, host.path)
+        planted.symlink_to(points_to)
+        before = host.snapshot()
+        assert not below or not Path("/", below).exists()
+        last = depth == len(parts)
+        if last and case.replaces_last:
+            case.run(pod, hostpath)  # the pod's own link is replaced by vkpy's
+            assert not planted.is_symlink() or os.readlink(planted) != str(points_to)
+        else:
+            with pytest.raises(LinkRefused, match=f"'{parts[depth - 1]}' in '.*' is a symbolic"):
+                case.run(pod, hostpath)
+        assert host.snapshot() == before, (case.name, link, depth)
+        assert not (host.path / "missing").exists()
+        assert not below or not Path("/", below).exists(), (case.name, link, depth)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)

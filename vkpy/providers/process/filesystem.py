@@ -27,9 +27,11 @@ import contextlib
 import os
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig, VolumeFile
+from vkpy.providers.process import beneath
 from vkpy.providers.process.beneath import LinkRefused, resolve_beneath
 from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.layout import ContainerDir, PodDir, remove_tree
@@ -232,14 +234,28 @@ def working_dir(container: ContainerConfig) -> str:
     return clean_absolute(container.working_dir, f"container {container.name!r} workingDir")
 
 
-def _through_link(root: Path, directory: Path) -> bool:
-    """Whether `directory` (below `root`) is reached through a link (another mount)."""
-    current = directory
-    while current != root and root in current.parents:
-        if current.is_symlink():
-            return True
-        current = current.parent
-    return False
+@dataclass(frozen=True)
+class _Shown:
+    """A mount placed in the container's root: its path and the directory it shows
+    (the volume's, or its subPath's, as vkpy made it or the admin allowed it)."""
+
+    parts: tuple[str, ...]
+    real: Path
+
+
+def _base_of(
+    root: Path, shown: list[_Shown], parts: tuple[str, ...]
+) -> tuple[_Shown | None, Path, tuple[str, ...]]:
+    """Where `parts` (a path in the container's root) really is: the deepest mount
+    above it (or None: the root itself), that directory, and the rest of the path."""
+    outer = max(
+        (m for m in shown if len(m.parts) < len(parts) and parts[: len(m.parts)] == m.parts),
+        key=lambda m: len(m.parts),
+        default=None,
+    )
+    if outer is None:
+        return None, root, parts
+    return outer, outer.real, parts[len(outer.parts) :]
 
 
 def prepare_root(
@@ -251,38 +267,45 @@ def prepare_root(
 ) -> Path:
     """Make the container's root with its mounts; returns its working directory.
 
-    Done once, when the pod is created and before any of its processes runs: later
-    the container's user owns these directories and could have changed them.
+    Done when the pod is created, before any of its processes runs, and for an
+    ephemeral container while the pod runs: every directory, link and removal is
+    made beneath a directory vkpy holds open, never through a link the pod (or
+    anyone writing a volume) planted (beneath.py). A mount inside another is made
+    in the directory the outer one shows (the volume itself).
     `pod_view`: the pod has a filesystem of its own (podroot.py), where each volume
     is mounted at its mount path and the host is read-only: a hostPath link then
-    points at the mount path, and a mount nested in a volume outside the pod
-    directory needs no link (the mount is there in the pod's view)."""
+    points at the mount path, and a mount nested in another needs no link (the
+    mount is there in the pod's view)."""
     cdir: ContainerDir = pod_dir.container(container.name)
     cdir.path.mkdir(mode=TRAVERSE, exist_ok=True)
     os.chmod(cdir.path, TRAVERSE)
     cdir.instances.mkdir(mode=PRIVATE, exist_ok=True)
     os.chmod(cdir.instances, PRIVATE)
-    root = cdir.root
     security = container.spec.get("securityContext") or {}
     # readOnlyRootFilesystem: the container's root and the directories vkpy makes in it
     # stay root's, so the container writes only into its (writable) volumes.
     root_owner = None if security.get("readOnlyRootFilesystem") else run_as
-    _makedirs(root, 0o755, root_owner)
+    name = container.name
+    beneath.make_dirs(cdir.path, "root", f"container {name!r} root", 0o755, root_owner)
+    root = Path(os.path.realpath(cdir.root))
     mounts = sorted(
         container.spec.get("volumeMounts") or [],
         key=lambda m: len(clean_absolute(str(m.get("mountPath", "")), "mountPath").split("/")),
     )
+    shown: list[_Shown] = []
     for mount in mounts:
         relative = clean_absolute(str(mount.get("mountPath", "")), "mountPath")
         volume = volumes[str(mount.get("name", ""))]
         target = volume_target(pod_dir, volume)
         sub_path = clean_relative(str(mount.get("subPath") or ""), "subPath")
+        if volume.kind == "hostPath":
+            target = Path(os.path.realpath(target))  # the admin allowed it: followed
         if sub_path and volume.kind in ("emptyDir", "hostPath"):
             # The pod can write here: no link it planted is followed (beneath.py).
             target = resolve_beneath(
-                Path(os.path.realpath(target)),
+                target,
                 sub_path,
-                f"container {container.name!r} subPath",
+                f"container {name!r} subPath",
                 create=True,
                 mode=0o777 if volume.kind == "emptyDir" else 0o755,
                 owner=run_as,
@@ -290,34 +313,28 @@ def prepare_root(
         elif sub_path:
             target = target / sub_path
         if not relative:
-            raise FileNotFoundError(f"container {container.name!r} mounts over its root")
-        link = root / relative
-        if pod_view and _through_link(root, link.parent):
+            raise FileNotFoundError(f"container {name!r} mounts over its root")
+        parts = tuple(relative.split("/"))
+        outer, base, rest = _base_of(root, shown, parts)
+        shown.append(_Shown(parts, target))
+        if pod_view and outer is not None:
             continue  # a mount inside another: the pod's view has it, no link is needed
-        _makedirs(link.parent, 0o755, root_owner)
-        # A mount inside another mount is made where the outer one really is.
-        real_parent = Path(os.path.realpath(link.parent))
-        real_link = real_parent / link.name
-        if os.path.realpath(real_link) == os.path.realpath(target) and real_link.exists():
-            continue  # the outer mount already shows this very directory here
-        if real_link.is_symlink() or real_link.is_file():
-            real_link.unlink()
-        elif real_link.is_dir():
-            try:
-                real_link.rmdir()
-            except OSError:
-                raise FileNotFoundError(
-                    f"container {container.name!r}: mount path {mount.get('mountPath')!r} "
-                    "is a directory that is not empty"
-                ) from None
-        if volume.kind == "hostPath":
-            os.symlink("/" + relative if pod_view else target, real_link)
-        else:
-            os.symlink(os.path.relpath(target, real_parent), real_link)
-    cwd = root / working_dir(container)
-    if not cwd.exists():
-        _makedirs(cwd, 0o755, root_owner)
-    return cwd
+        what = f"container {name!r} mount path {mount.get('mountPath')!r}"
+        with beneath.directory(base, "/".join(rest[:-1]), what, True, 0o755, root_owner) as parent:
+            if beneath.same_entry(parent, rest[-1], target):
+                continue  # the outer mount already shows this very directory here
+            if volume.kind == "hostPath":
+                points_to = "/" + relative if pod_view else str(target)
+            else:
+                points_to = os.path.relpath(target, base.joinpath(*rest[:-1]))
+            beneath.link_at(
+                parent, rest[-1], points_to, "/".join(rest), what, replace_empty_dir=True
+            )
+    cwd = working_dir(container)
+    outer, base, rest = _base_of(root, shown, tuple(p for p in cwd.split("/") if p))
+    if outer is None or rest:
+        beneath.make_dirs(base, "/".join(rest), f"container {name!r} workingDir", 0o755, root_owner)
+    return cdir.root / cwd
 
 
 def prepare_pod(
