@@ -200,6 +200,31 @@ def make_dirs(
         pass
 
 
+def open_path(base: Path | str, relative: str, what: str) -> int:
+    """An O_PATH descriptor of base/relative (a directory or a file, to mount it),
+    never following a link below `base` (which is followed: vkpy made it or the admin
+    allowed it)."""
+    parts = split(relative, what)
+    fd = os.open(base, os.O_PATH | os.O_CLOEXEC)
+    try:
+        for name in parts:
+            try:
+                child = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as error:
+                raise _refuse(name, relative, what, fd, error) from None
+            os.close(fd)
+            fd = child
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise LinkRefused(
+                    f"{what}: {name!r} in {relative!r} is a symbolic link, which vkpy does "
+                    "not follow (it could lead out of the volume)"
+                )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def same_entry(parent: int, name: str, path: Path | str) -> bool:
     """Whether `name` in the directory `parent` is the very directory at `path` (not a
     link to it)."""
