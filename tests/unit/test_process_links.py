@@ -20,12 +20,22 @@ from typing import Any
 
 import pytest
 
-from vkpy.providers.base import ContainerConfig, PodConfig, PodRef, VolumeConfig
+from tests.unit.test_process_provider import MOUNT, OUT, REF, container, make, out, pod, until
+from vkpy.providers.base import (
+    ContainerConfig,
+    ContainerState,
+    PodConfig,
+    PodRef,
+    PodState,
+    VolumeConfig,
+)
+from vkpy.providers.errors import InvalidInputError
 from vkpy.providers.process.beneath import LinkRefused
-from vkpy.providers.process.config import RunAs
+from vkpy.providers.process.config import ProcessConfig, RunAs
 from vkpy.providers.process.ephemeral import prepare_ephemeral_root
 from vkpy.providers.process.filesystem import materialize_volume, prepare_pod_dir, prepare_root
 from vkpy.providers.process.layout import ContainerDir, PodDir
+from vkpy.providers.process.provider import ProcessProvider
 from vkpy.providers.process.termination import prepare_message_file
 
 ROOT = os.geteuid() == 0
@@ -272,3 +282,84 @@ def _remove(path: Path) -> None:
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)
+
+
+# --- through the provider, with real processes -----------------------------------------
+
+
+def _cannot_run(state: PodState) -> ContainerState | None:
+    (app,) = state.containers
+    for seen in (app, app.last_terminated):
+        if seen is not None and seen.reason == "ContainerCannotRun":
+            return seen
+    return None
+
+
+async def test_a_restarted_container_behind_a_planted_dev_link_is_told_why(
+    tmp_path: Path, host: Host
+) -> None:
+    """The first reproduction through the provider: the container itself plants the
+    link and fails; the restart is refused with the reason, the host file survives."""
+    provider = make(tmp_path / "node")
+    await provider.start()
+    before = host.snapshot()
+    script = (
+        "if [ -e planted ]; then sleep 60; fi; touch planted; "
+        f"rm -rf dev && ln -s {host.path} dev; exit 1"
+    )
+    try:
+        await provider.create_pod(pod(container("app", script), policy="Always"))
+        state = await until(provider, lambda s: _cannot_run(s) is not None)
+        refused = _cannot_run(state)
+        assert refused is not None and refused.message is not None
+        assert "'dev' in 'dev/termination-log' is a symbolic link" in refused.message
+        assert host.snapshot() == before
+    finally:
+        await provider.delete_pod(REF, 0)
+        await provider.close()
+    assert host.snapshot() == before
+
+
+@pytest.mark.parametrize("pod_filesystem", [False, True])
+async def test_a_debug_container_mounting_through_a_planted_link_touches_no_host_file(
+    tmp_path: Path, host: Host, pod_filesystem: bool
+) -> None:
+    """`kubectl debug` while the pod runs: a mount inside the pod's emptyDir, where the
+    pod has planted a link. With links in the pod's directory (no pod filesystem) it
+    is refused with the reason; with a pod filesystem the mount is made in the debug
+    container's own view only. Either way nothing is made where the link points."""
+    settings = {"backoff_base_seconds": 0.2, "pod_filesystem": pod_filesystem}
+    config = ProcessConfig.from_dict(
+        settings, state_dir=str(tmp_path / "node"), internal_ip="127.0.0.1"
+    )
+    provider = ProcessProvider(config)
+    await provider.start()
+    before = host.snapshot()
+    try:
+        app = container("app", f"ln -s {host.path} out/e1 && sleep 60", **MOUNT)
+        conf = VolumeConfig("conf", "emptyDir")
+        await provider.create_pod(pod(app, volumes=(OUT, conf)))
+        links = out(tmp_path / "node") / "e1"
+        await until(provider, lambda s: s.phase == "Running" and links.is_symlink())
+        mounts = [
+            {"name": "out", "mountPath": "/out"},
+            {"name": "conf", "mountPath": "/out/e1/conf"},
+        ]
+        spec = {"name": "dbg", "image": "busybox", "volumeMounts": mounts}
+        dbg = ContainerConfig("dbg", "busybox", ("true",), (), spec=spec)
+        if pod_filesystem:
+            await provider.run_ephemeral_containers(REF, [dbg])
+            await until(provider, lambda s: _ephemeral_ended(s, "dbg"))
+        else:
+            refused = "'e1' in 'e1/conf' is a symbolic link"
+            with pytest.raises(InvalidInputError, match=refused):
+                await provider.run_ephemeral_containers(REF, [dbg])
+        assert host.snapshot() == before
+    finally:
+        await provider.delete_pod(REF, 0)
+        await provider.close()
+    assert host.snapshot() == before
+
+
+def _ephemeral_ended(state: PodState, name: str) -> bool:
+    return any(c.name == name and c.state == "terminated" for c in state.ephemeral_containers)

@@ -131,9 +131,12 @@ def directory(
     create: bool = False,
     mode: int = DIR_MODE,
     owner: Owner | None = None,
+    shown: str = "",
 ) -> Iterator[int]:
-    """A descriptor of the directory base/relative (see `walk`), closed afterwards."""
-    with _directory(base, split(relative, what), relative, what, create, mode, owner) as fd:
+    """A descriptor of the directory base/relative (see `walk`), closed afterwards;
+    `shown`: the path named in refusals (`relative` by default)."""
+    parts = split(relative, what)
+    with _directory(base, parts, shown or relative, what, create, mode, owner) as fd:
         yield fd
 
 

@@ -320,16 +320,15 @@ def prepare_root(
         if pod_view and outer is not None:
             continue  # a mount inside another: the pod's view has it, no link is needed
         what = f"container {name!r} mount path {mount.get('mountPath')!r}"
-        with beneath.directory(base, "/".join(rest[:-1]), what, True, 0o755, root_owner) as parent:
+        parent_path, named = "/".join(rest[:-1]), "/".join(rest)
+        with beneath.directory(base, parent_path, what, True, 0o755, root_owner, named) as parent:
             if beneath.same_entry(parent, rest[-1], target):
                 continue  # the outer mount already shows this very directory here
             if volume.kind == "hostPath":
                 points_to = "/" + relative if pod_view else str(target)
             else:
                 points_to = os.path.relpath(target, base.joinpath(*rest[:-1]))
-            beneath.link_at(
-                parent, rest[-1], points_to, "/".join(rest), what, replace_empty_dir=True
-            )
+            beneath.link_at(parent, rest[-1], points_to, named, what, replace_empty_dir=True)
     cwd = working_dir(container)
     outer, base, rest = _base_of(root, shown, tuple(p for p in cwd.split("/") if p))
     if outer is None or rest:
