@@ -30,12 +30,14 @@ from vkpy.providers.base import (
     VolumeConfig,
 )
 from vkpy.providers.errors import InvalidInputError
+from vkpy.providers.process import podmounts
 from vkpy.providers.process.beneath import LinkRefused
 from vkpy.providers.process.config import ProcessConfig, RunAs
 from vkpy.providers.process.ephemeral import prepare_ephemeral_root
 from vkpy.providers.process.filesystem import materialize_volume, prepare_pod_dir, prepare_root
 from vkpy.providers.process.layout import ContainerDir, PodDir
 from vkpy.providers.process.provider import ProcessProvider
+from vkpy.providers.process.sandbox import container_mounts
 from vkpy.providers.process.termination import prepare_message_file
 
 ROOT = os.geteuid() == 0
@@ -142,6 +144,9 @@ class Case:
     run: Callable[[PodDir, Path], object]
     writable: Callable[[PodDir, Path], Path]
     replaces_last: bool
+    refused: type[OSError] = LinkRefused
+    first: Callable[[PodDir, Path], object] | None = None
+    """What makes the path before the first run (default: `run` itself)."""
 
 
 def _root(pod: PodDir, hostpath: Path) -> Path:
@@ -217,6 +222,19 @@ def _sub_path_in_hostpath(pod: PodDir, hostpath: Path) -> None:
     prepare_root(pod, _container(volumeMounts=mounts), _volumes(hostpath), POD)
 
 
+def _opened_for_mounting(volume: str, mount: dict[str, Any]) -> Callable[[PodDir, Path], None]:
+    """What each start of a container does with a pod filesystem (podmounts.py): the
+    volume opened, in the container's process, before it is attached."""
+
+    def run(pod: PodDir, hostpath: Path) -> None:
+        container = _container(volumeMounts=[{"name": volume, **mount}])
+        pod_config = PodConfig(REF, {}, (), (container,), tuple(_volumes(hostpath).values()))
+        (entry, _) = container_mounts(pod, pod_config, container, (str(hostpath),))
+        os.close(podmounts._walk(entry[0], entry[1]))
+
+    return run
+
+
 CASES = [
     Case("termination message", "t1/t2/termination-log", _message, _root, True),
     Case("mount path in the root", "r1/r2/conf", _mount_in_root, _root, True),
@@ -225,6 +243,24 @@ CASES = [
     Case("workingDir in a hostPath", "w1/w2", _working_dir_in_hostpath, _hostpath, False),
     Case("subPath in an emptyDir", "s1/s2", _sub_path_in_empty_dir, _volume, False),
     Case("subPath in a hostPath", "p1/p2", _sub_path_in_hostpath, _hostpath, False),
+    Case(
+        "hostPath opened to be mounted",
+        "v1/v2",
+        _opened_for_mounting("data", {"mountPath": "/v", "subPath": "v1/v2"}),
+        _hostpath,
+        False,
+        podmounts.MountRefused,
+        lambda pod, hostpath: (hostpath / "v1/v2").mkdir(parents=True),
+    ),
+    Case(
+        "emptyDir subPath opened to be mounted",
+        "m1/m2",
+        _opened_for_mounting("cache", {"mountPath": "/m", "subPath": "m1/m2"}),
+        _volume,
+        False,
+        podmounts.MountRefused,
+        lambda pod, hostpath: (pod.volume("cache") / "m1/m2").mkdir(parents=True),
+    ),
 ]
 LINKS = ["to a file", "to a directory", "to /", "dangling", "swapped between runs"]
 
@@ -252,7 +288,8 @@ def test_no_planted_link_is_followed(tmp_path: Path, host: Host, case: Case, lin
         writable = case.writable(pod, hostpath)
         planted = writable.joinpath(*parts[:depth])
         if link == "swapped between runs":
-            case.run(pod, hostpath)  # the first run: the path is made, nothing planted
+            (case.first or case.run)(pod, hostpath)  # the path is made, nothing planted
+            case.run(pod, hostpath)  # a first run that works
             _remove(planted)
         planted.parent.mkdir(parents=True, exist_ok=True)
         # A name of this test's own below the link: made at / if the link were followed.
@@ -270,7 +307,8 @@ def test_no_planted_link_is_followed(tmp_path: Path, host: Host, case: Case, lin
             case.run(pod, hostpath)  # the pod's own link is replaced by vkpy's
             assert not planted.is_symlink() or os.readlink(planted) != str(points_to)
         else:
-            with pytest.raises(LinkRefused, match=f"'{parts[depth - 1]}' in '.*' is a symbolic"):
+            refused = f"'{parts[depth - 1]}' in '.*' is a symbolic"
+            with pytest.raises(case.refused, match=refused):
                 case.run(pod, hostpath)
         assert host.snapshot() == before, (case.name, link, depth)
         assert not (host.path / "missing").exists()

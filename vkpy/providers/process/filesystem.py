@@ -184,25 +184,26 @@ def materialize_volume(
         host = Path(str(volume.source.get("path", "")))
         kind = str(volume.source.get("type") or "")
         what = f"volume {volume.name!r} hostPath"
+        # As root, like the kubelet's, without following links below the prefix.
         if kind == "DirectoryOrCreate" and not host.exists():
-            _create_beneath_prefix(host, prefixes, what)
+            beneath.make_dirs(*_beneath_prefix(host, prefixes, what), what)
         elif kind == "FileOrCreate" and not host.exists():
-            parent = _create_beneath_prefix(host.parent, prefixes, what)
-            fd = os.open(parent / host.name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-            os.close(fd)
+            base, rest = _beneath_prefix(host.parent, prefixes, what)
+            with beneath.directory(base, rest, what, create=True) as parent:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                os.close(os.open(host.name, flags, 0o644, dir_fd=parent))
         _check_host_type(host, kind, volume.name)
     else:
         write_volume_files(path, volume.files, run_as, pod_view)
 
 
-def _create_beneath_prefix(path: Path, prefixes: tuple[str, ...], what: str) -> Path:
-    """Make the directory `path` under the allowed prefix holding it, as root (the
-    kubelet's DirectoryOrCreate), without following links below the prefix."""
+def _beneath_prefix(path: Path, prefixes: tuple[str, ...], what: str) -> tuple[Path, str]:
+    """The allowed prefix holding `path`, and the rest of `path` below it."""
     real = Path(os.path.realpath(path))
     for prefix in prefixes:
         base = Path(os.path.realpath(prefix))
         if real == base or base in real.parents:
-            return resolve_beneath(base, str(real.relative_to(base)), what, create=True)
+            return base, str(real.relative_to(base))
     raise LinkRefused(f"{what}: {str(path)!r} is outside the allowed host_path_prefixes")
 
 
