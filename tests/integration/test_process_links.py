@@ -6,6 +6,7 @@ run replaces a directory of its root with a link to a root-only host directory a
 fails; before the restart vkpy makes the termination message file and its link again.
 The host directory's file must survive untouched, no directory may appear in it, and the
 container's status must say why it cannot run. Deleting the pods leaves nothing there.
+And an id whose pod left files in a hostPath is not given to the next pod.
 """
 
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
@@ -25,6 +26,7 @@ from tests.integration.agent import Kube, wait_for
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     StartProcessAgent,
     process_pod,
+    shared_dir,
     start_process_agent,
 )
 
@@ -119,3 +121,32 @@ def test_a_pods_links_do_not_make_vkpy_delete_host_files_or_make_directories(
     for name in ("tmsg", "tmsg2"):
         kube.kubectl("delete", "pod", name, "-n", kube.namespace, "--wait=true", "--timeout=90s")
     assert snapshot(host_dir) == before
+
+
+def test_an_id_that_still_owns_files_in_a_hostpath_is_not_given_to_the_next_pod(
+    kube: Kube, start_process_agent: StartProcessAgent, shared_dir: Path
+) -> None:
+    """A pod writes into a hostPath as its own id and is deleted: what it wrote stays
+    (hostPath outlives pods), so the next pod must not get that id, which would make
+    it the owner of those files."""
+    first = random.randrange(400_000, 900_000, 1000)
+    agent = start_process_agent(
+        {"pod_uid_range": f"{first}-{first + 1}", "host_path_prefixes": [str(shared_dir)]}
+    )
+    volume = {"volumes": [{"name": "data", "hostPath": {"path": str(shared_dir)}}]}
+    mounts = {"volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+
+    def writes_its_id(name: str) -> int:
+        script = f"echo mine > /data/{name}-file; id -u > /data/{name}-id; sleep 3600"
+        kube.create(process_pod(name, agent.node_name, script, container=mounts, **volume))
+        written = shared_dir / f"{name}-id"
+        wait_for(f"{name}'s id", lambda: written.exists() and written.read_text().strip())
+        return int(written.read_text())
+
+    writer = writes_its_id("writer")
+    assert (shared_dir / "writer-file").stat().st_uid == writer
+    kube.kubectl("delete", "pod", "writer", "-n", kube.namespace, "--wait=true", "--timeout=90s")
+    assert (shared_dir / "writer-file").read_text() == "mine\n"
+    following = writes_its_id("following")
+    assert following != writer
+    assert (shared_dir / "writer-file").stat().st_uid == writer
