@@ -34,7 +34,12 @@ from vkpy.providers.process import podmounts
 from vkpy.providers.process.beneath import LinkRefused
 from vkpy.providers.process.config import ProcessConfig, RunAs
 from vkpy.providers.process.ephemeral import prepare_ephemeral_root
-from vkpy.providers.process.filesystem import materialize_volume, prepare_pod_dir, prepare_root
+from vkpy.providers.process.filesystem import (
+    materialize_volume,
+    mount_bases,
+    prepare_pod_dir,
+    prepare_root,
+)
 from vkpy.providers.process.layout import ContainerDir, PodDir
 from vkpy.providers.process.provider import ProcessProvider
 from vkpy.providers.process.sandbox import container_mounts
@@ -180,6 +185,13 @@ def _message(pod: PodDir, hostpath: Path) -> None:
     prepare_message_file(pod.container("app"), spec, POD)
 
 
+def _message_in_volume(pod: PodDir, hostpath: Path) -> None:
+    container = _container(volumeMounts=[{"name": "cache", "mountPath": "/q"}])
+    container.spec["terminationMessagePath"] = "/q/q1/q2/msg"
+    mounts = mount_bases(pod, container, _volumes(hostpath))
+    prepare_message_file(pod.container("app"), container.spec, POD, mounts)
+
+
 def _mount_in_root(pod: PodDir, hostpath: Path) -> None:
     mounts = [{"name": "conf", "mountPath": "/r1/r2/conf"}]
     prepare_root(pod, _container(volumeMounts=mounts), _volumes(hostpath), POD)
@@ -237,6 +249,7 @@ def _opened_for_mounting(volume: str, mount: dict[str, Any]) -> Callable[[PodDir
 
 CASES = [
     Case("termination message", "t1/t2/termination-log", _message, _root, True),
+    Case("termination message in an emptyDir", "q1/q2/msg", _message_in_volume, _volume, True),
     Case("mount path in the root", "r1/r2/conf", _mount_in_root, _root, True),
     Case("mount inside a hostPath", "h1/h2/conf", _nested_in_hostpath, _hostpath, True),
     Case("ephemeral mount in an emptyDir", "e1/e2/conf", _nested_in_empty_dir, _volume, True),

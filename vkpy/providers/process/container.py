@@ -29,6 +29,7 @@ from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig, PodE
 from vkpy.providers.process.actions import Outcome
 from vkpy.providers.process.backoff import CrashBackoff, go_duration
 from vkpy.providers.process.beneath import LinkRefused
+from vkpy.providers.process.filesystem import mount_bases
 from vkpy.providers.process.layout import InstanceDir, PodDir, read_json
 from vkpy.providers.process.phase import at, terminated_state
 from vkpy.providers.process.probes import ProbeKind, ProbeSpec, ProbeTracker, container_probes
@@ -240,7 +241,11 @@ class ContainerRunner:
         spec = self._launch_spec(instance)
         refused: ExitRecord | None = None
         try:
-            prepare_message_file(self.dir, self.config.spec, self.runtime.owner(self.pod.ref))
+            volumes = {v.name: v for v in self.pod.volumes}
+            mounts = mount_bases(self._pod_dir, self.config, volumes)
+            prepare_message_file(
+                self.dir, self.config.spec, self.runtime.owner(self.pod.ref), mounts
+            )
         except LinkRefused as error:
             # The pod changed its root so that its path would lead elsewhere: not
             # followed (beneath.py), and the container is told why it cannot run.

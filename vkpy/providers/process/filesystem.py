@@ -236,27 +236,58 @@ def working_dir(container: ContainerConfig) -> str:
 
 
 @dataclass(frozen=True)
-class _Shown:
-    """A mount placed in the container's root: its path and the directory it shows
-    (the volume's, or its subPath's, as vkpy made it or the admin allowed it)."""
+class MountBase:
+    """A mount of a container's root, as vkpy places it: its path in the root, the
+    volume's directory (vkpy made it, or the admin allowed it: followed) and the
+    `subPath` below it (a pod may write there: walked without following links)."""
 
     parts: tuple[str, ...]
-    real: Path
+    base: Path
+    sub_path: str = ""
+    kind: str = ""
+    """The volume's kind (emptyDir, hostPath, configMap, ...)."""
+
+    @property
+    def shown(self) -> Path:
+        """The directory the mount shows."""
+        return self.base.joinpath(*self.sub_path.split("/")) if self.sub_path else self.base
 
 
-def _base_of(
-    root: Path, shown: list[_Shown], parts: tuple[str, ...]
-) -> tuple[_Shown | None, Path, tuple[str, ...]]:
+def mount_bases(
+    pod_dir: PodDir, container: ContainerConfig, volumes: dict[str, VolumeConfig]
+) -> list[MountBase]:
+    """The container's mounts, shallowest first."""
+    found = []
+    for mount in container.spec.get("volumeMounts") or []:
+        relative = clean_absolute(str(mount.get("mountPath", "")), "mountPath")
+        if not relative:
+            raise FileNotFoundError(f"container {container.name!r} mounts over its root")
+        volume = volumes[str(mount.get("name", ""))]
+        base = volume_target(pod_dir, volume)
+        if volume.kind == "hostPath":
+            base = Path(os.path.realpath(base))  # the admin allowed it: followed
+        sub_path = clean_relative(str(mount.get("subPath") or ""), "subPath")
+        if sub_path and volume.kind not in ("emptyDir", "hostPath"):
+            base, sub_path = base / sub_path, ""  # root's files, vkpy's links
+        found.append(MountBase(tuple(relative.split("/")), base, sub_path, volume.kind))
+    return sorted(found, key=lambda m: len(m.parts))
+
+
+def locate(
+    root: Path, mounts: Iterable[MountBase], parts: tuple[str, ...]
+) -> tuple[MountBase | None, Path, str]:
     """Where `parts` (a path in the container's root) really is: the deepest mount
-    above it (or None: the root itself), that directory, and the rest of the path."""
+    above it (None: the root itself), the directory to walk from and the path below
+    it, which is walked without following links (the mount's subPath included)."""
     outer = max(
-        (m for m in shown if len(m.parts) < len(parts) and parts[: len(m.parts)] == m.parts),
+        (m for m in mounts if len(m.parts) < len(parts) and parts[: len(m.parts)] == m.parts),
         key=lambda m: len(m.parts),
         default=None,
     )
     if outer is None:
-        return None, root, parts
-    return outer, outer.real, parts[len(outer.parts) :]
+        return None, root, "/".join(parts)
+    rest = "/".join(p for p in (outer.sub_path, *parts[len(outer.parts) :]) if p)
+    return outer, outer.base, rest
 
 
 def prepare_root(
@@ -289,51 +320,40 @@ def prepare_root(
     name = container.name
     beneath.make_dirs(cdir.path, "root", f"container {name!r} root", 0o755, root_owner)
     root = Path(os.path.realpath(cdir.root))
-    mounts = sorted(
-        container.spec.get("volumeMounts") or [],
-        key=lambda m: len(clean_absolute(str(m.get("mountPath", "")), "mountPath").split("/")),
-    )
-    shown: list[_Shown] = []
-    for mount in mounts:
-        relative = clean_absolute(str(mount.get("mountPath", "")), "mountPath")
-        volume = volumes[str(mount.get("name", ""))]
-        target = volume_target(pod_dir, volume)
-        sub_path = clean_relative(str(mount.get("subPath") or ""), "subPath")
-        if volume.kind == "hostPath":
-            target = Path(os.path.realpath(target))  # the admin allowed it: followed
-        if sub_path and volume.kind in ("emptyDir", "hostPath"):
+    placed: list[MountBase] = []
+    for mount in mount_bases(pod_dir, container, volumes):
+        kind = mount.kind
+        target = mount.base
+        if mount.sub_path:
             # The pod can write here: no link it planted is followed (beneath.py).
             target = resolve_beneath(
-                target,
-                sub_path,
+                mount.base,
+                mount.sub_path,
                 f"container {name!r} subPath",
                 create=True,
-                mode=0o777 if volume.kind == "emptyDir" else 0o755,
+                mode=0o777 if kind == "emptyDir" else 0o755,
                 owner=run_as,
             )
-        elif sub_path:
-            target = target / sub_path
-        if not relative:
-            raise FileNotFoundError(f"container {name!r} mounts over its root")
-        parts = tuple(relative.split("/"))
-        outer, base, rest = _base_of(root, shown, parts)
-        shown.append(_Shown(parts, target))
+        outer, base, below = locate(root, placed, mount.parts)
+        placed.append(mount)
         if pod_view and outer is not None:
             continue  # a mount inside another: the pod's view has it, no link is needed
-        what = f"container {name!r} mount path {mount.get('mountPath')!r}"
-        parent_path, named = "/".join(rest[:-1]), "/".join(rest)
-        with beneath.directory(base, parent_path, what, True, 0o755, root_owner, named) as parent:
+        what = f"container {name!r} mount path {'/' + '/'.join(mount.parts)!r}"
+        rest = below.split("/")
+        with beneath.directory(
+            base, "/".join(rest[:-1]), what, True, 0o755, root_owner, below
+        ) as parent:
             if beneath.same_entry(parent, rest[-1], target):
                 continue  # the outer mount already shows this very directory here
-            if volume.kind == "hostPath":
-                points_to = "/" + relative if pod_view else str(target)
+            if kind == "hostPath":
+                points_to = "/" + "/".join(mount.parts) if pod_view else str(target)
             else:
                 points_to = os.path.relpath(target, base.joinpath(*rest[:-1]))
-            beneath.link_at(parent, rest[-1], points_to, named, what, replace_empty_dir=True)
+            beneath.link_at(parent, rest[-1], points_to, below, what, replace_empty_dir=True)
     cwd = working_dir(container)
-    outer, base, rest = _base_of(root, shown, tuple(p for p in cwd.split("/") if p))
-    if outer is None or rest:
-        beneath.make_dirs(base, "/".join(rest), f"container {name!r} workingDir", 0o755, root_owner)
+    outer, base, below = locate(root, placed, tuple(p for p in cwd.split("/") if p))
+    if outer is None or below:
+        beneath.make_dirs(base, below, f"container {name!r} workingDir", 0o755, root_owner)
     return cdir.root / cwd
 
 

@@ -22,11 +22,13 @@ import contextlib
 import dataclasses
 import os
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 
 from vkpy.objects import KubeObject
 from vkpy.providers.process.beneath import place_link
 from vkpy.providers.process.config import RunAs
+from vkpy.providers.process.filesystem import MountBase, locate
 from vkpy.providers.process.layout import ContainerDir, InstanceDir
 from vkpy.providers.process.logfile import log_files, parse_record
 from vkpy.providers.process.records import ExitRecord
@@ -50,8 +52,12 @@ def message_path(spec: KubeObject) -> str:
     return clean_absolute(path, "terminationMessagePath")
 
 
-def prepare_message_file(cdir: ContainerDir, spec: KubeObject, run_as: RunAs) -> None:
-    """An empty message file for the next run, shown at the container's path."""
+def prepare_message_file(
+    cdir: ContainerDir, spec: KubeObject, run_as: RunAs, mounts: Sequence[MountBase] = ()
+) -> None:
+    """An empty message file for the next run, shown at the container's path (inside
+    the volume of `mounts` the path lies in, if any). Raises LinkRefused when the
+    path goes through a link the pod planted."""
     target = cdir.path / MESSAGE_FILE
     with contextlib.suppress(FileNotFoundError):
         target.unlink()
@@ -65,16 +71,21 @@ def prepare_message_file(cdir: ContainerDir, spec: KubeObject, run_as: RunAs) ->
     relative = message_path(spec)
     if not relative or cdir.root.is_symlink():
         return  # no path, or the root is another container's (an ephemeral's target)
-    # The container's root is the pod's: walked without following its links (beneath.py).
-    depth = len(relative.split("/"))
+    parts = tuple(relative.split("/"))
+    if any(mount.parts == parts for mount in mounts):
+        return  # a volume is mounted there: the file stays unreachable, as it would
+    # The container's root and its volumes are the pod's: walked from the root, or
+    # from the volume the path lies in, without following any link (beneath.py).
+    _, base, below = locate(Path(os.path.realpath(cdir.root)), mounts, parts)
+    real_target = os.path.join(os.path.realpath(cdir.path), MESSAGE_FILE)
     place_link(
-        cdir.root,
-        relative,
-        "../" * depth + MESSAGE_FILE,
+        base,
+        below,
+        os.path.relpath(real_target, base.joinpath(*below.split("/")[:-1])),
         "terminationMessagePath",
         DIR_MODE,
         run_as,
-    )  # False: a directory (a mount) is there: the file stays unreachable, as it would
+    )  # False: a directory is there: the file stays unreachable, as it would
 
 
 def _read_tail(path: Path, limit: int) -> bytes:
