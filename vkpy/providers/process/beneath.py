@@ -271,18 +271,21 @@ def link_at(
     replace_empty_dir: bool = False,
 ) -> bool:
     """`place_link`'s last step, in the directory `parent` already walked."""
-    with contextlib.suppress(FileNotFoundError):
-        info = os.lstat(name, dir_fd=parent)
-        if stat.S_ISDIR(info.st_mode):
-            if not replace_empty_dir:
-                return False
-            try:
-                os.rmdir(name, dir_fd=parent)
-            except OSError:
-                raise FileNotFoundError(
-                    f"{what}: {relative!r} is a directory that is not empty"
-                ) from None
-        else:
+    try:
+        info: os.stat_result | None = os.lstat(name, dir_fd=parent)
+    except FileNotFoundError:
+        info = None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        if not replace_empty_dir:
+            return False
+        try:
+            os.rmdir(name, dir_fd=parent)
+        except OSError:
+            raise FileNotFoundError(
+                f"{what}: {relative!r} is a directory that is not empty"
+            ) from None
+    elif info is not None:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=parent)
     os.symlink(points_to, name, dir_fd=parent)
     return True
