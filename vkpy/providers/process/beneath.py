@@ -17,9 +17,12 @@ its directory. The kernel's `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` wou
 do the walk in one call; Python has no binding for it, and the per-component walk
 works on every kernel.
 
-Between the walk and the call, the pod may still rename things inside its own
-directories: it cannot move a directory vkpy holds open out of them (it can write
-no directory of the host), so the call still lands in the pod's own tree.
+Between the walk and the call, the pod may still rename things in directories it
+can write: a directory vkpy holds open can only be moved to another directory the
+pod can write itself, so the call still lands where the pod could write anyway,
+never in a host directory it cannot. A directory swapped for a link between
+`mkdirat` and its `openat` is refused like any link; one swapped for another
+directory is the pod's own, given to the pod.
 
 Standard library only: the pod's processes (podmounts.py) use it as a script.
 """
