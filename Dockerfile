@@ -4,7 +4,7 @@
 #   helm install vk charts/vkpy --set image.repository=<registry>/vkpy
 # The chart runs it with a read-only root filesystem: state goes to /var/lib/vkpy and
 # /tmp, both emptyDir volumes. The same image runs the CSR approver
-# (`python -m vkpy.approver`).
+# (`python -m vkpy.tools.approver`).
 
 # --- build: a wheel of vkpy and wheels of its dependencies -----------------------------
 FROM python:3.12-slim AS build

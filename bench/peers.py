@@ -50,7 +50,7 @@ import published
 from pods import apiserver_requests_by_code, cpu_seconds, free_port, peak_rss_mib, until
 from svgplot import cdf_series, write
 
-from vkpy.api.certs import self_signed
+from vkpy.api.certs.x509 import self_signed
 from vkpy.devcluster import ClusterError, DevCluster, given_or_started
 from vkpy.devcluster.binaries import tool_dir
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient

@@ -1,7 +1,7 @@
-"""`python -m vkpy`: see vkpy.cli."""
+"""`python -m vkpy`: see vkpy.app.cli."""
 
 import sys
 
-from vkpy.cli import main
+from vkpy.app.cli import main
 
 sys.exit(main())

@@ -8,7 +8,7 @@ With atheris installed (``pip install atheris``; it is not a project dependency)
     .venv/bin/python tests/fuzz/fuzz_spdy.py CORPUS_DIR -max_total_time=300
 
 ``--seed-corpus DIR`` writes a few valid sessions into DIR to start mutating from, and
-``--replay FILE...`` runs saved inputs without atheris.  ``tests/unit/test_spdy_fuzz.py``
+``--replay FILE...`` runs saved inputs without atheris.  ``tests/unit/streams/test_spdy_fuzz.py``
 drives the same ``check_input`` with hypothesis on every test run.
 """
 

@@ -28,12 +28,12 @@ import pytest
 import yaml
 
 from tests.integration.agent import Agent, Kube, pod_identity, sim_pod, wait_for
-from vkpy import node_set
 from vkpy.devcluster import ClusterAccess
 from vkpy.devcluster.binaries import tool_dir
 from vkpy.devcluster.state import free_port_range
-from vkpy.node.node_status import NodeSettings
-from vkpy.node.pod_settings import PodControllerSettings
+from vkpy.fleet import node_set
+from vkpy.node.heartbeat.node_status import NodeSettings
+from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.providers import registry
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "vkpy"
@@ -374,7 +374,7 @@ def test_vkpy_runs_with_only_the_chart_service_account(
     approver_log = tmp_path / "approver.log"
     with approver_log.open("wb") as out:
         approver = subprocess.Popen(
-            [sys.executable, "-m", "vkpy.approver", f"--kubeconfig={ap_config}",
+            [sys.executable, "-m", "vkpy.tools.approver", f"--kubeconfig={ap_config}",
              f"--allowed-requester={sa}", "--interval=0.5", "--log-format=text"],
             stdout=out, stderr=out,
         )  # fmt: skip
@@ -382,7 +382,7 @@ def test_vkpy_runs_with_only_the_chart_service_account(
         cluster=cluster,
         node_name=node,
         state_dir=tmp_path / "state",
-        log_path=tmp_path / "vkpy.log",
+        log_path=tmp_path / "vkpy.core.log",
         extra_args=["--rotate-server-certificates"],
         kubeconfig_env=str(vk_config),
     )
@@ -537,7 +537,7 @@ def test_a_node_set_release_shares_its_nodes_and_uninstalls_with_only_its_accoun
         hook = token_kubeconfig(cluster, ns, "vk-vkpy-uninstall", tmp_path / "hook.kubeconfig")
         with uninstall_log.open("wb") as out:
             uninstall = subprocess.Popen(
-                [sys.executable, "-m", "vkpy.uninstall", *job, "--interval=0.5",
+                [sys.executable, "-m", "vkpy.tools.uninstall", *job, "--interval=0.5",
                  "--log-format=text"],
                 stdout=out, stderr=out, env={**os.environ, "KUBECONFIG": str(hook)},
             )  # fmt: skip

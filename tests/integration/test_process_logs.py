@@ -27,7 +27,7 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     status_of,
 )
 from tests.integration.test_kubelet_api import admin_cert, kubelet
-from vkpy.cli import DEFAULT_PROVIDER
+from vkpy.app.cli import DEFAULT_PROVIDER
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
 STAMPED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z) (.*)$")

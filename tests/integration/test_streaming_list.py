@@ -9,7 +9,7 @@ import secrets
 from typing import Any
 
 from tests.integration.agent import Kube, sim_pod
-from vkpy import metrics
+from vkpy.core import metrics
 from vkpy.devcluster import ClusterAccess
 from vkpy.kube.client import ClientOptions, KubeClient
 from vkpy.kube.watch import Watcher, WatchOptions

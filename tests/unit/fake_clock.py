@@ -1,4 +1,4 @@
-"""A clock that moves only when a test says so, for vkpy.clock.Clock users.
+"""A clock that moves only when a test says so, for vkpy.core.clock.Clock users.
 
 `advance(seconds)` runs every timer that falls due, in order, letting the event loop
 run the work each one wakes (`settle`) before moving on, so a test sees a day of a
@@ -11,6 +11,8 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable
+
+from vkpy.core.clock import SystemClock
 
 START = 1_800_000_000.0  # 2027-01-15, an arbitrary but fixed wall time
 
@@ -79,3 +81,16 @@ class FakeClock:
             await settle()
         self._now = target
         await settle()
+
+
+class NoWaitClock(SystemClock):
+    """The real clock, but `sleep` returns after one turn of the event loop and records
+    the delay it was asked for: for retry loops a test runs flat out while it checks
+    their back-off."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(0)

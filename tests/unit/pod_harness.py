@@ -16,9 +16,9 @@ from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube, Obj
 from tests.unit.scripted_backend import PolledBackend, ScriptedBackend
 from vkpy.kube.events import EventRecorder
-from vkpy.node.pod_config import ApiObjectSource, pod_ref
-from vkpy.node.pod_controller import PodController
-from vkpy.node.pod_settings import PodControllerSettings
+from vkpy.node.pods.pod_controller import PodController
+from vkpy.node.pods.pod_settings import PodControllerSettings
+from vkpy.node.podspec.pod_config import ApiObjectSource, pod_ref
 from vkpy.providers.base import PodRef
 
 NODE = "node-1"

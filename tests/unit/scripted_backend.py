@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from vkpy.clock import Clock
+from vkpy.core.clock import Clock
 from vkpy.providers.base import (
     ContainerState,
     NodeInfo,

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from vkpy.api.certs import self_signed
+from vkpy.api.certs.x509 import self_signed
 from vkpy.api.config import ApiDependencies
 from vkpy.api.routes import add_routes
 from vkpy.api.state import DEPS
-from vkpy.api.streaming import STREAM_SETTINGS, StreamSettings
+from vkpy.api.streaming.shared import STREAM_SETTINGS, StreamSettings
 from vkpy.providers.base import ByteSink, ByteSource, NodeInfo, NodeResources, PodRef, StreamIO
 from vkpy.providers.errors import NotFoundError, ProviderError
 from vkpy.providers.sim.exec import attach_echo, exec_builtin, serve_port

@@ -2,13 +2,30 @@
 endpoints the API server and metrics-server call (logs, exec, stats, metrics).
 
 Entry point: `KubeletServer(ApiSettings, ApiDependencies).run()`, started by the
-runner. Modules: server (lifecycle), listener (connection deadlines and caps),
-audit (exec/attach/port-forward records), stream_io (what backends stream through),
-tls_options (versions and suites), ws_masking (RFC 6455 client masks),
-routes (URL map), middleware (authn/authz on
-every route), authn, authz, ttl_cache, logs and log_options (containerLogs), stats
-and resource_metrics, tls, certs, serving and csr (the serving certificate),
-client_ca (the default client CA), config and state (settings and typed app state).
+node host. A new route goes in routes (the URL map) with its handler in endpoints/.
+
+Modules:
+- auth/: Who may call the kubelet API and what they may do: every request passes the
+  middleware here before a handler runs.
+- certs/: The kubelet API's serving certificate and TLS: X.509 work (in a child
+  process), CSRs to the cluster and their renewal, the opt-in approver, TLS versions and
+  suites.
+- config: Settings of the kubelet HTTPS API, and what the API needs from the rest of
+  vkpy.
+- endpoints/: The kubelet API's endpoints beyond the URL map's small handlers: logs,
+  exec and attach, port-forward, /pods, stats and resource metrics.
+- health: The vkpy process's own health, for the liveness and readiness probes of its
+  pod.
+- listener: Accepting kubelet API connections with the bounds a server on a hostile
+  network needs.
+- routes: The kubelet API's URL map and its small handlers.
+- server: The kubelet HTTPS API server: one aiohttp application inside vkpy's event
+  loop.
+- state: Typed application state shared by the kubelet API's handlers, and reply
+  helpers.
+- streaming/: exec, attach and port-forward connections as asyncio sessions over the
+  sans-IO codecs of vkpy.streams: SPDY/3.1 after an HTTP upgrade and the WebSocket
+  channel protocols, what they hand to backends, and the audit trail.
 """
 
 from vkpy.api.config import AUTHORIZATION_MODES, ApiDependencies, ApiSettings, AuthorizationMode

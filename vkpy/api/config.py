@@ -1,6 +1,6 @@
 """Settings of the kubelet HTTPS API, and what the API needs from the rest of vkpy.
 
-The API is configured by flags (see vkpy.cli) mapped onto `ApiSettings`; the runner
+The API is configured by flags (see vkpy.app.cli) mapped onto `ApiSettings`; the runner
 hands it `ApiDependencies`: plain functions and objects, never the pod controller
 itself, so vkpy.api and vkpy.node stay independent of each other (import-linter
 checks it). Secure by default: authorization through SubjectAccessReview, anonymous
@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from vkpy.api.tls_options import TLSOptions
+from vkpy.api.certs.tls_options import TLSOptions
+from vkpy.core.objects import KubeObject
 from vkpy.kube.events import InvolvedObject
-from vkpy.objects import KubeObject
 from vkpy.providers.base import Provider
 
 AuthorizationMode = Literal["Webhook", "AlwaysAllow"]
@@ -41,7 +41,7 @@ class ConnectionLimits:
     node from one address per replica, so this leaves room for its streams)."""
     max_connections_process: int = 0
     """Open connections over all the process's ports (a node set's) at most; 0: a
-    share of the open-file limit (vkpy.open_files.connection_budget)."""
+    share of the open-file limit (vkpy.core.open_files.connection_budget)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ puts every accepted connection through, in order:
 
 1. the caps (`ConnectionLimits.max_connections`, and `max_connections_per_client`
    for one client address, per port; and over all ports of the process a share of
-   its open-file limit, vkpy.open_files): over any, the connection is reset at once,
+   its open-file limit, vkpy.core.open_files): over any, the connection is reset at once,
    before any TLS work, counted in vkpy_kubelet_api_connections_refused_total and
    logged at most once a minute;
 2. TLS with a handshake deadline and a 16 KiB read buffer (`TLSConnection`);
@@ -45,7 +45,7 @@ from aiohttp.web_protocol import RequestHandler
 from prometheus_client import Counter, Gauge
 
 from vkpy.api.config import ConnectionLimits
-from vkpy.api.ws_masking import MaskCheck
+from vkpy.api.streaming.ws_masking import MaskCheck
 
 log = logging.getLogger(__name__)
 

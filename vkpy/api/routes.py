@@ -5,10 +5,10 @@ Paths and methods are the kubelet's (pkg/kubelet/server) and Virtual Kubelet's
 /metrics/resource, /containerLogs, and the stream endpoints /exec, /attach,
 /portForward, each with its pod-UID form; every one with or without a trailing slash,
 as both routers accept. The stream endpoints sit behind the same authentication
-middleware: /exec and /attach are vkpy.api.remotecommand, /portForward
-vkpy.api.portforward. The kubelet's paths vkpy has nothing behind (/run, cAdvisor
+middleware: /exec and /attach are vkpy.api.endpoints.exec_attach, /portForward
+vkpy.api.endpoints.portforward. The kubelet's paths vkpy has nothing behind (/run, cAdvisor
 and probe metrics, z-pages, pprof, node logs, checkpoints) answer 501 saying so.
-Container logs are in vkpy.api.logs. Backends without stats get a 501 that names
+Container logs are in vkpy.api.endpoints.logs. Backends without stats get a 501 that names
 the backend.
 """
 
@@ -23,13 +23,13 @@ import prometheus_client
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from vkpy import jsoncodec
-from vkpy.api import pod_list, resource_metrics
-from vkpy.api.logs import container_logs
-from vkpy.api.portforward import port_forward_handler
-from vkpy.api.remotecommand import attach_handler, exec_handler
+from vkpy.api.endpoints import pod_list, resource_metrics
+from vkpy.api.endpoints.exec_attach import attach_handler, exec_handler
+from vkpy.api.endpoints.logs import container_logs
+from vkpy.api.endpoints.portforward import port_forward_handler
 from vkpy.api.state import POD_LISTS, deps, plain, pod_list_encoder, stats
-from vkpy.objects import KubeObject, meta, spec, status
+from vkpy.core import jsoncodec
+from vkpy.core.objects import KubeObject, containers_of, meta, status, uid_of
 from vkpy.providers.base import PodStats, StatsProvider
 from vkpy.providers.errors import ProviderError
 
@@ -54,14 +54,14 @@ async def healthz(_: web.Request) -> web.Response:
 def _pod_list(items: list[KubeObject]) -> web.Response:
     """A PodList (of `/runningpods`), encoded by orjson: the standard library's encoder
     held the event loop for seconds on large lists (issue 17). `/pods` reuses each
-    pod's encoding instead (vkpy.api.pod_list)."""
+    pod's encoding instead (vkpy.api.endpoints.pod_list)."""
     body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
     return web.Response(body=jsoncodec.dumps(body), content_type="application/json")
 
 
 async def pods(request: web.Request) -> web.StreamResponse:
     """The node's pods; each pod's JSON is reused while the pod is unchanged
-    (vkpy.api.pod_list), so a request costs the changed pods' encoding, not all, and
+    (vkpy.api.endpoints.pod_list), so a request costs the changed pods' encoding, not all, and
     the body goes out in chunks with the event loop free for others in between."""
     pieces = pod_list_encoder(request).pieces(deps(request).pods())
     response = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -100,7 +100,7 @@ async def running_pods(request: web.Request) -> web.Response:
                 "spec": {
                     "containers": [
                         {"name": c.get("name"), "image": c.get("image")}
-                        for c in spec(pod).get("containers") or ()
+                        for c in containers_of(pod)
                         if c.get("name") in running
                     ]
                 },
@@ -122,7 +122,7 @@ async def _samples(request: web.Request) -> list[PodStats] | web.Response:
 
 
 def _known_uids(request: web.Request) -> set[str]:
-    return {str(meta(p).get("uid")) for p in deps(request).pods()}
+    return {uid_of(p) for p in deps(request).pods()}
 
 
 async def stats_summary(request: web.Request) -> web.Response:

@@ -16,38 +16,37 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from vkpy import open_files
-from vkpy.api.audit import audit_streams
-from vkpy.api.authn import Authenticator, TokenReviewer
-from vkpy.api.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
-from vkpy.api.config import ApiDependencies, ApiSettings
-from vkpy.api.csr import CertificateRotator
-from vkpy.api.listener import ConnectionGate, drop_server_header, listen, track_requests
-from vkpy.api.middleware import auth_middleware, count_requests, node_routing
-from vkpy.api.routes import add_metrics_routes, add_routes
-from vkpy.api.serving import (
+from vkpy.api.auth.authn import Authenticator, TokenReviewer
+from vkpy.api.auth.authz import AlwaysAllow, Authorizer, WebhookAuthorizer
+from vkpy.api.auth.middleware import auth_middleware, count_requests, node_routing
+from vkpy.api.certs.csr import CertificateRotator
+from vkpy.api.certs.serving import (
     WatchedFiles,
     client_ca_file,
     file_certificate,
     self_signed_pair,
     warn_self_signed,
 )
+from vkpy.api.certs.tls import ServingTLS
+from vkpy.api.config import ApiDependencies, ApiSettings
+from vkpy.api.endpoints.stats import StatsSampler
+from vkpy.api.listener import ConnectionGate, drop_server_header, listen, track_requests
+from vkpy.api.routes import add_metrics_routes, add_routes
 from vkpy.api.state import DEPS, STATS
-from vkpy.api.stats import StatsSampler
-from vkpy.api.tls import ServingTLS
+from vkpy.api.streaming.audit import audit_streams
+from vkpy.core import open_files
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT = 2.0
 MAX_BODY = 1024 * 1024
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class _QuietClientErrors(logging.Filter):
@@ -83,11 +82,11 @@ class KubeletServer:
         settings: ApiSettings,
         deps: ApiDependencies,
         *,
-        sleep: Sleep = asyncio.sleep,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
         self.deps = deps
-        self._sleep = sleep
+        self._clock = clock
         self.tls = ServingTLS(
             verify_client=bool(settings.client_ca_file or deps.default_client_ca),
             options=settings.tls,
@@ -171,7 +170,7 @@ class KubeletServer:
                 self.deps.node_name,
                 self.deps.addresses,
                 cert_dir,
-                sleep=self._sleep,
+                clock=self._clock,
             )
         else:
             pair = self_signed_pair(cert_dir, self.deps.node_name, self.deps.addresses)
@@ -241,7 +240,7 @@ class KubeletServer:
             async with asyncio.TaskGroup() as group:
                 for files in watched:
                     group.create_task(
-                        files.watch(self.settings.reload_interval, self._sleep),
+                        files.watch(self.settings.reload_interval, self._clock),
                         name="kubelet-api-reload",
                     )
                 if self.rotator is not None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from vkpy.api.authn import UserInfo
+from vkpy.api.auth.authn import UserInfo
 from vkpy.api.config import ApiDependencies
-from vkpy.api.pod_list import PodListEncoder
-from vkpy.api.stats import StatsSampler
+from vkpy.api.endpoints.pod_list import PodListEncoder
+from vkpy.api.endpoints.stats import StatsSampler
 
 DEPS = web.AppKey("deps", ApiDependencies)
 STATS = web.AppKey("stats", StatsSampler)
@@ -49,7 +49,7 @@ USER = web.RequestKey("user", str)
 USER_INFO = web.RequestKey("user_info", UserInfo)
 """Who the request is from, once authenticated (before authorization)."""
 AUDIT_OUTCOME = web.RequestKey("audit_outcome", str)
-"""How a stream session ended, for its audit record (vkpy.api.audit)."""
+"""How a stream session ended, for its audit record (vkpy.api.streaming.audit)."""
 AUDIT_DETAIL = web.RequestKey("audit_detail", dict)
 """More facts for the audit record (e.g. the exit code, the ports forwarded)."""
 

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from vkpy.clock import SYSTEM_CLOCK, Clock
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 
 from .nodes import SHARED_HOST_PATH
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import aiohttp
 
-from vkpy import jsoncodec, metrics
+from vkpy.core import jsoncodec, metrics
+from vkpy.core.objects import KubeObject
 from vkpy.kube import access as kube_access
 from vkpy.kube.access import Access
 from vkpy.kube.tls_pool import SmallBufferConnector
-from vkpy.objects import KubeObject
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class ClientOptions:
 
 
 WriteBudget = Callable[[], float]
-"""Seconds the caller may still write (vkpy.node.leader.LeaderElector.write_budget)."""
+"""Seconds the caller may still write (vkpy.fleet.leader.LeaderElector.write_budget)."""
 
 READS = frozenset({"GET", "HEAD"})
 

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from vkpy import metrics
+from vkpy.core import metrics
+from vkpy.core.objects import KubeObject
+from vkpy.core.rfc3339 import format_time
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
-from vkpy.objects import KubeObject
-from vkpy.rfc3339 import format_time
 
 log = logging.getLogger(__name__)
 

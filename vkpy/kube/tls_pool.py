@@ -12,7 +12,7 @@ asyncio's own TLS protocol; `SmallBufferConnector` instead opens the plain TCP
 connection through aiohttp (happy eyeballs, timeouts and error mapping unchanged) and
 runs TLS over it with `ClientTLS`, then hands aiohttp the TLS transport, as
 `create_connection` would. The aiohttp internal this relies on is pinned by
-tests/unit/test_dependency_internals.py.
+tests/unit/api/streaming/test_dependency_internals.py.
 """
 
 from __future__ import annotations

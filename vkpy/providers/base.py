@@ -11,7 +11,7 @@ for what it cannot:
 - `Provider` (required): start/close, node info and resources, `ping`, and the pod
   lifecycle: `create_pod`, `update_pod`, `delete_pod`, `get_pod_status`, `list_pods`.
 - `PushesStatus`: the backend calls back when a pod's state changes. A backend that
-  cannot push is polled by the kubelet side (`vkpy.node.polling.StatusPoller`).
+  cannot push is polled by the kubelet side (`vkpy.node.pods.polling.StatusPoller`).
 - `RunsEphemeralContainers`: the backend runs `kubectl debug` containers.
 - `ReportsEvents`: the backend tells of things that happened to a pod (a failed
   probe, a container killed for it), which become Events on the pod.
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 StateName = Literal["waiting", "running", "terminated"]

@@ -6,7 +6,7 @@ use exactly these bytes or the first header block fails with a dictionary
 mismatch.  The dictionary is a run of 32-bit length-prefixed lowercase header
 names and common values, followed by a blob of concatenated status lines,
 dates and media types; it is written down here in that shape so a reader can
-check it against the draft, and ``tests/unit/test_spdy.py`` pins its length and
+check it against the draft, and ``tests/unit/streams/test_spdy.py`` pins its length and
 SHA-256.
 """
 

@@ -40,7 +40,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{/* A node set's name, the value of the vkpy.io/node-set label on its Nodes and Leases:
-the names' prefix (nodeName) as vkpy.node_set.node_set_name makes it. */}}
+the names' prefix (nodeName) as vkpy.fleet.node_set.node_set_name makes it. */}}
 {{- define "vkpy.setName" -}}
 {{- $prefix := include "vkpy.nodeName" . -}}
 {{- if gt (len $prefix) 63 -}}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from azure.mgmt.containerinstance import models as m
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
 from vkpy.providers.aci import naming, resources, volumes
 from vkpy.providers.aci.config import AciConfig
 from vkpy.providers.base import ContainerConfig, PodConfig

@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from vkpy.core.rfc3339 import parse_or_none
 from vkpy.providers.aci.clients import AzureClients, provider_error
 from vkpy.providers.aci.config import AciConfig
 from vkpy.providers.base import LogQuery, LogRecord
-from vkpy.rfc3339 import parse_or_none
 
 FOLLOW_WINDOW = 5000
 """Lines read per poll while following (the newest ones)."""

@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
+from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers.errors import InvalidInputError
-from vkpy.quantity import QuantityError, parse_quantity
 
 DEFAULT_CPU = Decimal("1")
 DEFAULT_MEMORY_GB = Decimal("1.5")

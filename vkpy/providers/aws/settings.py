@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from vkpy import __version__
+from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers.aws.retry import RetryPolicy
 from vkpy.providers.base import NodeInfo, NodeResources
 from vkpy.providers.config_reader import ConfigReader
-from vkpy.quantity import QuantityError, parse_quantity
 
 
 def capacity_from(

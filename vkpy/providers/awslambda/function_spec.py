@@ -22,12 +22,12 @@ from decimal import Decimal
 from typing import Literal
 from urllib.parse import parse_qs, urlparse
 
+from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers import owner_tags
 from vkpy.providers.aws import naming, tags
 from vkpy.providers.awslambda.config import LambdaConfig
 from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig
 from vkpy.providers.errors import InvalidInputError, UnsupportedError
-from vkpy.quantity import QuantityError, parse_quantity
 
 ANNOTATION = "vkpy.io/lambda-"
 RUNTIME = ANNOTATION + "runtime"

@@ -14,9 +14,9 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 
+from vkpy.core.rfc3339 import parse_or_none
 from vkpy.providers.aws.clients import AwsObject
 from vkpy.providers.base import ContainerState, PodState
-from vkpy.rfc3339 import parse_or_none
 
 
 def parse_time(value: object) -> datetime | None:

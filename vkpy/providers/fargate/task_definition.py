@@ -21,13 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers import owner_tags
 from vkpy.providers.aws import naming, tags
 from vkpy.providers.base import ContainerConfig, PodConfig
 from vkpy.providers.errors import InvalidInputError, UnsupportedError
 from vkpy.providers.fargate import sizes
 from vkpy.providers.fargate.config import FargateConfig
-from vkpy.quantity import QuantityError, parse_quantity
 
 SPEC_TAG = owner_tags.PREFIX + "spec"
 RESTART_POLICY_TAG = owner_tags.PREFIX + "restart-policy"

@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
 from vkpy.providers.process import grpc_probe
 from vkpy.providers.process.layout import InstanceDir
 from vkpy.providers.process.supervision import helper_argv, helper_env

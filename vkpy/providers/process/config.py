@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
+from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers.process.addresses import parse_cidr
 from vkpy.providers.process.images import ImageSpec, parse_images
 from vkpy.providers.process.privileges import parse_allow
-from vkpy.quantity import QuantityError, parse_quantity
 
 MemoryEnforcement = Literal["auto", "cgroup", "watchdog", "none"]
 NetworkMode = Literal["host", "pod"]

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from vkpy.cancelling import cancel_and_wait
+from vkpy.core.cancelling import cancel_and_wait
 from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig, PodEvent
 from vkpy.providers.process.actions import Outcome
 from vkpy.providers.process.backoff import CrashBackoff, go_duration

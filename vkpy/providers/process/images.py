@@ -26,7 +26,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
 from vkpy.providers.base import ContainerConfig, PodConfig
 from vkpy.providers.errors import InvalidInputError
 

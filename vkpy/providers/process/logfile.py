@@ -12,7 +12,7 @@ One file keeps stdout and stderr apart by tag and in their true order. When the 
 reaches `max_bytes` it is renamed to `.1` (older ones to `.2`, ...; `max_files`
 counts them all) and a new one is started; readers go through them oldest first.
 
-Standard library only (and vkpy.rfc3339, which is too): the supervisor imports it.
+Standard library only (and vkpy.core.rfc3339, which is too): the supervisor imports it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from vkpy.rfc3339 import format_nano, parse_nano
+from vkpy.core.rfc3339 import format_nano, parse_nano
 
 MAX_LINE = 16 * 1024
 """Longer lines are split into partial records, as the CRI runtimes do."""

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from vkpy.cancelling import cancel_and_wait
+from vkpy.core.cancelling import cancel_and_wait
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent, PodRef, PodState
 from vkpy.providers.errors import InvalidInputError
 from vkpy.providers.process.container import ContainerRunner

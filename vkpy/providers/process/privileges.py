@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
 from vkpy.providers.base import ContainerConfig, PodConfig
 from vkpy.providers.errors import UnsupportedError
 from vkpy.providers.process.seccomp import CAPABILITIES, bare_capability

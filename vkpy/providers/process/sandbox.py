@@ -24,14 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
+from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig
 from vkpy.providers.process import mountcalls, namespaces
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.layout import PodDir
 from vkpy.providers.process.termination import MESSAGE_FILE, message_path
 from vkpy.providers.process.validation import clean_absolute, clean_relative
-from vkpy.quantity import QuantityError, parse_quantity
 
 STAGING = "sandbox"
 HOSTS = "etc-hosts"

@@ -1,7 +1,7 @@
 """A pod's sysctls (`securityContext.sysctls`), set in the pod's own namespaces.
 
 The node admits only sysctls that the kernel keeps per namespace (the safe ones and
-those the node allows, node/admission.py); a kubelet's container runtime then writes
+those the node allows, node/podspec/admission.py); a kubelet's container runtime then writes
 them in the pod sandbox's namespaces. Here the pod's namespace holder
 (namespaces.py) holds those namespaces: `kernel.shm*`, `kernel.msg*`, `kernel.sem`
 and `fs.mqueue.*` belong to its IPC namespace, `net.*` to its network namespace.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
 
 _IPC_PREFIXES = ("kernel.shm", "kernel.msg", "fs.mqueue.")
 _WRITE = 'while [ "$#" -gt 0 ]; do printf "%s\\n" "$2" > "/proc/sys/$1"; shift 2; done'

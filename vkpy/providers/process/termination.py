@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
 from vkpy.providers.process.beneath import place_link
 from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.filesystem import MountBase, locate

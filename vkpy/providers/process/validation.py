@@ -14,10 +14,10 @@ import os
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
-from vkpy.objects import KubeObject
+from vkpy.core.objects import KubeObject
+from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig
 from vkpy.providers.errors import InvalidInputError, UnsupportedError
-from vkpy.quantity import QuantityError, parse_quantity
 
 SUPPORTED_VOLUMES = ("emptyDir", "configMap", "secret", "downwardAPI", "projected", "hostPath")
 PROJECTED_SOURCES = frozenset({"configMap", "secret", "downwardAPI", "serviceAccountToken"})

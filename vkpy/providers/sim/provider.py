@@ -34,8 +34,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from vkpy import __version__, jsoncodec
-from vkpy.clock import SYSTEM_CLOCK, Clock, Timer
+from vkpy import __version__
+from vkpy.core import jsoncodec
+from vkpy.core.clock import SYSTEM_CLOCK, Clock, Timer
+from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers.base import (
     ByteSink,
     ByteSource,
@@ -56,7 +58,6 @@ from vkpy.providers.sim import telemetry, timeline
 from vkpy.providers.sim.exec import attach_echo, exec_builtin, serve_port
 from vkpy.providers.sim.record_files import RecordFiles
 from vkpy.providers.sim.telemetry import LogShape
-from vkpy.quantity import QuantityError, parse_quantity
 
 log = logging.getLogger(__name__)
 

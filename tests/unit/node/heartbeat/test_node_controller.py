@@ -1,0 +1,200 @@
+"""The Node: registered or adopted, its status patched on change and as a heartbeat,
+NotReady while the backend is unhealthy; API errors never end the loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+
+from tests.unit.fake_clock import FakeClock, settle
+from tests.unit.fake_kube import FakeKube
+from tests.unit.scripted_backend import ScriptedBackend
+from vkpy.kube.client import ApiError
+from vkpy.kube.events import EventRecorder
+from vkpy.node.heartbeat.node_controller import NodeController
+from vkpy.node.heartbeat.node_status import NodeSettings, Taint
+from vkpy.providers.errors import RetryableError
+
+NODE_PATH = "/api/v1/nodes/vk-1"
+
+
+class Node:
+    def __init__(self, backend: type[ScriptedBackend] = ScriptedBackend) -> None:
+        self.clock = FakeClock()
+        self.kube = FakeKube(self.clock)
+        self.backend = backend(self.clock)
+        self.events = EventRecorder(self.kube, host="vk-1")  # type: ignore[arg-type]
+        settings = NodeSettings(
+            name="vk-1",
+            internal_ip="192.0.2.1",
+            taints=(Taint("virtual-kubelet.io/provider", "scripted", "NoSchedule"),),
+            labels={"team": "a"},
+            status_interval=60,
+            check_interval=10,
+        )
+        self.controller = NodeController(
+            self.kube,  # type: ignore[arg-type]
+            self.backend,
+            self.events,
+            settings,
+            clock=self.clock,
+        )
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self.tasks = [
+            asyncio.create_task(self.events.run()),
+            asyncio.create_task(self.controller.run()),
+        ]
+
+    def ready(self) -> str:
+        conditions = self.kube.objects[NODE_PATH]["status"]["conditions"]
+        return next(c["status"] for c in conditions if c["type"] == "Ready")
+
+    def status_patches(self) -> int:
+        return len(self.kube.requests_to("PATCH", NODE_PATH + "/status$"))
+
+
+@pytest.fixture
+async def node(request: pytest.FixtureRequest) -> AsyncIterator[Node]:
+    n = Node(getattr(request, "param", ScriptedBackend))
+    yield n
+    for task in n.tasks:
+        task.cancel()
+    results = await asyncio.gather(*n.tasks, return_exceptions=True)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+
+
+async def test_registers_and_reports_ready(node: Node) -> None:
+    node.start()
+    await settle()
+    assert node.controller.registered.is_set()
+    created = node.kube.objects[NODE_PATH]
+    assert created["metadata"]["labels"]["team"] == "a"
+    assert node.ready() == "True"
+    assert node.controller.uid == "uid-vk-1"
+    assert [e["reason"] for e in node.kube.events()] == ["RegisteredNode"]
+
+
+async def test_adopts_an_existing_node_keeping_what_others_added(node: Node) -> None:
+    node.kube.objects[NODE_PATH] = {
+        "metadata": {
+            "name": "vk-1",
+            "uid": "old-uid",
+            "resourceVersion": "5",
+            "labels": {"other": "x"},
+        },
+        "spec": {"taints": [{"key": "someone/else", "effect": "NoExecute"}]},
+        "status": {},
+    }
+    node.start()
+    await settle()
+    adopted = node.kube.objects[NODE_PATH]
+    assert adopted["metadata"]["labels"]["other"] == "x"
+    assert adopted["metadata"]["labels"]["team"] == "a"
+    keys = [t["key"] for t in adopted["spec"]["taints"]]
+    assert keys == ["someone/else", "virtual-kubelet.io/provider"]
+    assert node.controller.uid == "old-uid"
+
+
+async def test_status_only_on_change_or_heartbeat(node: Node) -> None:
+    node.start()
+    await settle()
+    first = node.status_patches()
+    await node.clock.advance(50)  # pinged 5 times, nothing changed, heartbeat not due
+    assert node.status_patches() == first
+    await node.clock.advance(20)
+    assert node.status_patches() == first + 1
+
+
+async def test_unhealthy_backend_turns_the_node_not_ready_and_back(node: Node) -> None:
+    node.start()
+    await settle()
+    node.backend.healthy = RetryableError("cannot reach the platform")
+    await node.clock.advance(10)
+    assert node.ready() == "False"
+    conditions = node.kube.objects[NODE_PATH]["status"]["conditions"]
+    ready = next(c for c in conditions if c["type"] == "Ready")
+    assert "cannot reach the platform" in ready["message"]
+    assert node.kube.events("NodeNotReady")
+    node.backend.healthy = None
+    await node.clock.advance(10)
+    assert node.ready() == "True"
+    assert node.kube.events("NodeReady")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ApiError(500, "InternalError", "etcd"),
+        ApiError(0, "Unreachable", "connection refused"),
+        ApiError(409, "Conflict", "changed"),
+        ApiError(403, "Forbidden", "no"),
+        ApiError(429, "TooManyRequests", "slow down"),
+    ],
+)
+async def test_api_errors_during_status_updates_are_survived(node: Node, error: ApiError) -> None:
+    node.start()
+    await settle()
+    node.backend.healthy = RetryableError("down")
+    node.kube.fail("PATCH", NODE_PATH + "/status$", error)
+    await node.clock.advance(10)
+    assert node.ready() == "True"  # the patch failed
+    await node.clock.advance(10)
+    assert node.ready() == "False"  # and was made at the next check
+    assert not any(t.done() for t in node.tasks)
+
+
+async def test_registration_refused_for_good_ends_the_controller(node: Node) -> None:
+    node.kube.fail("POST", "/api/v1/nodes$", ApiError(403, "Forbidden", "not allowed"))
+    task = asyncio.create_task(node.controller.run())
+    with pytest.raises(ApiError, match="403"):
+        await task
+    assert not node.controller.registered.is_set()
+
+
+class CidrBackend(ScriptedBackend):
+    """A backend that addresses pods from the Node's podCIDRs (UsesPodCIDR)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.cidrs: list[list[str]] = []
+
+    def set_pod_cidrs(self, cidrs: Sequence[str]) -> None:
+        self.cidrs.append(list(cidrs))
+
+
+@pytest.mark.parametrize("node", [CidrBackend], indirect=True)
+async def test_the_nodes_pod_cidrs_reach_a_backend_that_uses_them(node: Node) -> None:
+    backend = node.backend
+    assert isinstance(backend, CidrBackend)
+    node.kube.objects[NODE_PATH] = {
+        "metadata": {"name": "vk-1", "uid": "u", "resourceVersion": "5"},
+        "spec": {"podCIDR": "10.244.3.0/24"},
+        "status": {},
+    }
+    node.start()
+    await settle()
+    assert backend.cidrs[-1] == ["10.244.3.0/24"]
+    # Set later (kube-controller-manager allocates after registration): the heartbeat
+    # reads it back.
+    node.kube.objects[NODE_PATH]["spec"]["podCIDRs"] = ["10.244.3.0/24", "fd00:3::/64"]
+    await node.clock.advance(70)
+    assert backend.cidrs[-1] == ["10.244.3.0/24", "fd00:3::/64"]
+
+
+async def test_a_first_status_write_that_times_out_is_retried_not_fatal(node: Node) -> None:
+    """Issue 17: 1000 nodes registering on a loaded API server: one node's first status
+    patch timed out, which ended its controller and, in a node set, the process."""
+    node.kube.fail("PATCH", NODE_PATH + "/status$", ApiError(0, "Unreachable", "TimeoutError()"))
+    node.start()
+    await settle()
+    assert node.controller.registered.is_set()
+    assert not any(t.done() for t in node.tasks)
+    await node.clock.advance(10)
+    assert node.ready() == "True"  # written at the next check
+    assert not any(t.done() for t in node.tasks)

@@ -1,0 +1,163 @@
+"""Per-key serialization, coalescing, retry, and timers by reason of the pod work queue."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.unit.fake_clock import FakeClock, settle
+from vkpy.node.pods.keyed_queue import BACKOFF, KeyedQueue, Retry
+
+
+@pytest.fixture
+async def clock() -> FakeClock:
+    return FakeClock()
+
+
+class Running:
+    """Runs a queue for the test; stopped (and awaited) at the end."""
+
+    def __init__(self, queue: KeyedQueue) -> None:
+        self.task = asyncio.create_task(queue.run())
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[list[Running]]:
+    started: list[Running] = []
+    yield started
+    for run in started:
+        await run.stop()
+
+
+async def test_one_key_never_runs_twice_at_once_and_changes_coalesce(
+    running: list[Running],
+) -> None:
+    active: set[str] = set()
+    overlaps = 0
+    calls: list[str] = []
+    release = asyncio.Event()
+
+    async def handler(key: str) -> None:
+        nonlocal overlaps
+        if key in active:
+            overlaps += 1
+        active.add(key)
+        calls.append(key)
+        await release.wait()
+        active.discard(key)
+
+    queue = KeyedQueue(handler, workers=4)
+    running.append(Running(queue))
+    for _ in range(10):
+        queue.add("a")
+    queue.add("b")
+    await settle()
+    assert calls == ["a", "b"]
+    for _ in range(10):
+        queue.add("a")  # while "a" runs: exactly one more run, after this one
+    await settle()
+    assert calls == ["a", "b"]
+    release.set()
+    await settle()
+    assert overlaps == 0
+    assert calls.count("a") == 2
+    assert calls.count("b") == 1
+    assert not queue.busy()
+
+
+async def test_failures_are_retried_with_growing_backoff(
+    clock: FakeClock, running: list[Running]
+) -> None:
+    attempts: list[float] = []
+
+    async def handler(key: str) -> None:
+        attempts.append(clock.monotonic())
+        if len(attempts) < 4:
+            raise Retry("not yet")
+
+    queue = KeyedQueue(handler, workers=1, base_backoff=1.0, clock=clock)
+    running.append(Running(queue))
+    queue.add("k")
+    await clock.advance(20)
+    gaps = [b - a for a, b in itertools.pairwise(attempts)]
+    assert len(attempts) == 4
+    assert [round(g) for g in gaps] == [1, 2, 4]  # within the 10% jitter
+    assert queue.due_in("k", BACKOFF) is None  # success reset it
+    assert not queue.busy()
+
+
+async def test_retry_max_delay_caps_the_backoff(clock: FakeClock, running: list[Running]) -> None:
+    attempts: list[float] = []
+
+    async def handler(key: str) -> None:
+        attempts.append(clock.monotonic())
+        raise Retry("waiting for a ConfigMap", max_delay=5.0, quiet=True)
+
+    queue = KeyedQueue(handler, workers=1, base_backoff=1.0, clock=clock)
+    running.append(Running(queue))
+    queue.add("k")
+    await clock.advance(60)
+    gaps = [b - a for a, b in itertools.pairwise(attempts)]
+    assert max(gaps) <= 5.5
+    assert gaps[-1] >= 4.5
+
+
+async def test_timers_by_reason_do_not_replace_each_other(
+    clock: FakeClock, running: list[Running]
+) -> None:
+    calls: list[float] = []
+
+    async def handler(key: str) -> None:
+        calls.append(clock.monotonic())
+
+    queue = KeyedQueue(handler, workers=1, clock=clock)
+    running.append(Running(queue))
+    start = clock.monotonic()
+    queue.add_after("k", 30, "deadline")
+    queue.add_after("k", 10, "token")
+    queue.add_after("k", 20, "token")  # the same reason: replaced (later is fine)
+    queue.retry_later("k")
+    queue.forget("k")  # resets back-off only
+    assert queue.due_in("k", BACKOFF) is None
+    assert queue.due_in("k", "deadline") == pytest.approx(30)
+    await clock.advance(40)
+    assert [round(c - start) for c in calls] == [20, 30]
+
+
+async def test_drop_cancels_every_timer(clock: FakeClock, running: list[Running]) -> None:
+    calls: list[str] = []
+
+    async def handler(key: str) -> None:
+        calls.append(key)
+
+    queue = KeyedQueue(handler, workers=1, clock=clock)
+    running.append(Running(queue))
+    queue.add_after("k", 5, "deadline")
+    queue.add_after("k", 6, "token")
+    queue.add_after("other", 7, "token")
+    queue.drop("k")
+    await clock.advance(10)
+    assert calls == ["other"]
+
+
+async def test_unexpected_errors_are_retried_too(clock: FakeClock, running: list[Running]) -> None:
+    calls = 0
+
+    async def handler(key: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("bug")
+
+    queue = KeyedQueue(handler, workers=1, base_backoff=1.0, clock=clock)
+    running.append(Running(queue))
+    queue.add("k")
+    await clock.advance(2)
+    assert calls == 2

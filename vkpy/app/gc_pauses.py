@@ -1,0 +1,160 @@
+"""Keeps the cyclic garbage collector's pauses short and bounded: the agent runs the
+collector on its own schedule.
+
+A node with 10,000 pods holds millions of small objects (each watched pod is a tree
+of dicts and lists, and the controller keeps the status it last decided next to
+it). CPython's collector scans every tracked object of the oldest generation at each
+full collection, and left to itself it runs one whenever enough survivors pile up:
+on the shared 2-core machine one full collection over 20,000 pod trees took 5 to 9
+seconds, during which the event loop answers nothing (issue 17).
+
+Long-lived objects need not be scanned again and again. So CPython's own full
+collections are switched off (the third threshold set out of reach; its young
+collections stay, rarer, as a bound on a burst's garbage), and every `period` (1 s)
+the agent collects everything not frozen itself, then moves everything alive to the
+permanent generation (`gc.freeze`). That collection scans only what was made since
+the last freeze and is still alive, a second's worth, however many pods the node
+holds. Pods are trees without cycles, so one that goes away later is still freed at
+once by reference counting; what a freeze keeps from the collector is cyclic
+garbage among objects that were alive at a freeze. So when the frozen objects have
+grown to `growth` (four) times what they were after the last full collection,
+everything is unfrozen and collected once, the one long pause, logged with what it
+freed: once or twice as a node fills up, and whenever garbage that escaped the
+collections could make most of the heap. A node that keeps its size pays no more
+long pauses. Little garbage is frozen in practice: at 2000 pods and 100 pods/s of
+churn for two minutes with no full collection, the frozen objects went up and down
+with the pods held (134,000-196,000), not up with time; hence four rather than two,
+which at 10,000 pods made a third full collection, of over a second on the loaded
+machine, fall in the churn. (At first this was
+once an hour: one full collection of 10,000 pods held as decoded JSON took 0.16 s
+for the bench's small pods and 0.66 s for 2.5 KB pods with a service account volume,
+tolerations and five conditions, in a plain process on the quiet 2-core machine; the
+agent holds more, and a loaded machine stretches it. A 10,000-pod node's kubelet API
+stalled that long every hour for nothing when no garbage was frozen.)
+
+Measured with bench/big_node.py (10,000 pods, 100 pods/s of churn, load 6-7;
+docs/scale.md): before (freezing every 10 s, CPython's automatic collections), full
+collections of about 50,000 objects each, 30-60 ms of CPU and up to 0.5-1 s of wall
+time, and 16 young collections a second; the collector's wall time in the minute of
+churn 5.4 s with the schedule above at CPython's young threshold (700), 2.3 s with
+a young collection every 10,000 allocations (`young`: the agent's collection each
+second comes first, so young ones only catch a burst), the longest pause under
+250 ms at that load, settled RSS unchanged (224 MiB). Switching CPython's collections
+off altogether left the settled RSS 80 MiB higher (a second's cyclic garbage at a
+time during the 10,000-pod burst scatters the allocator's arenas), so the young
+collections stay, as a bound. In a burst of 1000 pods (bench/peers.py, vkpy alone,
+interleaved, load 2.7-4.3) the same change took the agent's CPU per pod from 3.71
+and 3.59 ms to 3.42 and 3.44: about 800 tracked objects are decoded per pod (four
+watch events, each a whole pod), mostly freed by reference counting before a young
+collection at 10,000 comes, and at 700 the collector was 7% of the agent's CPU
+(py-spy --native).
+Pauses are counted in `vkpy_gc_pause_seconds` by generation, to see this working.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vkpy.core import metrics
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
+
+log = logging.getLogger(__name__)
+
+
+class Collector(Protocol):
+    """The parts of `gc` used here (tests give a recording one)."""
+
+    def freeze(self) -> None: ...
+
+    def unfreeze(self) -> None: ...
+
+    def collect(self, generation: int = 2) -> int: ...
+
+    def get_freeze_count(self) -> int: ...
+
+    def get_threshold(self) -> tuple[int, int, int]: ...
+
+    def set_threshold(
+        self, threshold0: int, threshold1: int = ..., threshold2: int = ..., /
+    ) -> None: ...
+
+
+NEVER = 2**31 - 1
+"""A third threshold CPython's collector never reaches: no automatic full collection."""
+
+_started: dict[int, float] = {}
+
+
+def _on_collection(phase: str, info: dict[str, Any]) -> None:
+    generation = int(info.get("generation", 0))
+    if phase == "start":
+        _started[generation] = time.perf_counter()
+        return
+    began = _started.pop(generation, None)
+    if began is not None:
+        metrics.GC_PAUSE.labels(str(generation)).observe(time.perf_counter() - began)
+
+
+def count_pauses() -> None:
+    """Time every collection into `vkpy_gc_pause_seconds` (once per process)."""
+    if _on_collection not in gc.callbacks:
+        gc.callbacks.append(_on_collection)
+
+
+@dataclass
+class ScheduledCollections:
+    """Full collections on the agent's schedule: the new survivors every `period`, then
+    a freeze; everything once the frozen objects have grown `growth`-fold since the
+    last full collection. CPython's automatic full collections stay off while `run`
+    runs (restored, and everything unfrozen, when it ends)."""
+
+    period: float = 1.0
+    growth: float = 4.0
+    young: int = 10_000
+    """Allocations between two of CPython's young collections (its default, 700, made
+    16 a second under churn, each survivor then scanned again by the older ones)."""
+    clock: Clock = SYSTEM_CLOCK
+    collector: Collector = field(default_factory=lambda: gc)
+
+    async def run(self) -> None:
+        thresholds = self.collector.get_threshold()
+        self.collector.set_threshold(max(thresholds[0], self.young), thresholds[1], NEVER)
+        try:
+            # What start-up made (modules, the first pod list): nothing is frozen yet.
+            _, after_full = self._collect_and_freeze()
+            while True:
+                await self.clock.sleep(self.period)
+                frozen = self.collector.get_freeze_count()
+                metrics.GC_FROZEN.set(frozen)
+                if frozen >= self.growth * after_full:
+                    metrics.GC_FULL.inc()
+                    self.collector.unfreeze()
+                    began = time.perf_counter()
+                    freed, after_full = self._collect_and_freeze()
+                    log.info(
+                        "full garbage collection",
+                        extra={
+                            "freed": freed,
+                            "seconds": round(time.perf_counter() - began, 3),
+                            "frozen_before": frozen,
+                            "frozen_after": after_full,
+                        },
+                    )
+                else:
+                    self.collector.collect()
+                    self.collector.freeze()
+        finally:
+            self.collector.set_threshold(*thresholds)
+            self.collector.unfreeze()
+
+    def _collect_and_freeze(self) -> tuple[int, int]:
+        """Collect what is not frozen, freeze the rest: (objects freed, frozen now)."""
+        freed = self.collector.collect()
+        self.collector.freeze()
+        frozen = self.collector.get_freeze_count()
+        metrics.GC_FROZEN.set(frozen)
+        return freed, frozen

@@ -1,0 +1,510 @@
+"""A node set shared by several replicas, with Kubernetes as the only coordinator.
+
+One process can serve a thousand nodes (vkpy.fleet.host), but one process is one machine
+and one failure. With `--leader-elect` and a node set, every replica of a Deployment
+is given the same set and serves the part of it whose Leases it holds: each node's
+own Lease in kube-node-lease (the heartbeat the node lifecycle controller reads)
+names the replica serving it, with vkpy.fleet.leader's rules and write fencing, so
+holding a node costs exactly a kubelet's Lease renewals and nothing new runs.
+
+Each replica also keeps a Lease of its own (`vkpy-set-<set>-<identity>`, labelled
+with the set) so the others can count the live replicas. Every retry period a
+replica renews that Lease, reads the set's Leases, and follows
+vkpy.fleet.shard_plan: it gives back what exceeds its fair share (ceil(nodes /
+replicas)) and takes free, released or expired Leases up to it. A watch on the set's
+Leases records each change as it arrives, so a Lease's expiry is timed from its
+holder's last renewal, not from the round that next reads it; the rounds read the
+Leases from that watch (one LIST at its start, not one per round). A replica that dies
+stops renewing; once a Lease of it has not changed for its duration it counts as
+dead and the others take its nodes, each as its Lease runs out (a timer to the
+soonest expiry starts a round), so a node is served again within the lease
+duration and the time the API server takes to answer. A node taken over starts
+afresh here: its backend (shared by the replicas, as they share a cloud account) is
+adopted, its pods come from the one pod watch, which keeps every pod of the set for
+this, and nothing is restarted. A node given back stops writing first (its writes
+are fenced by its Lease), then releases the Lease, which a replica under its share
+takes as the release reaches its watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from vkpy.api import ApiDependencies
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
+from vkpy.core.objects import KubeObject, meta, spec
+from vkpy.fleet.host import (
+    FleetNode,
+    build_node,
+    create_backend,
+    heartbeat_connections,
+    node_dependencies,
+    run_logged,
+    set_listener,
+)
+from vkpy.fleet.leader import LeaderElector, LeadershipLost
+from vkpy.fleet.node_set import SET_LABEL, Member, dns_label, node_set_name
+from vkpy.fleet.settings import Settings
+from vkpy.fleet.shard_plan import Claim, Sightings, fair_share, plan
+from vkpy.kube.client import ApiError, KubeClient
+from vkpy.kube.events import EventRecorder
+from vkpy.kube.watch import Watcher, WatchHandler, WatchOptions
+from vkpy.node.heartbeat.lease import NAMESPACE as NODE_LEASES
+from vkpy.node.heartbeat.node_controller import NodeController
+from vkpy.node.pods.shared_pod_watch import SharedPodWatch
+from vkpy.node.podspec.pod_config import ApiObjectSource
+from vkpy.providers.base import Provider
+
+log = logging.getLogger(__name__)
+
+REPLICA_LABEL = "vkpy.io/node-set-replica"
+"""On a replica's own Lease."""
+AT_ONCE = 32
+"""Leases taken, released or nodes registered at the same time."""
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"
+
+
+def set_name(settings: Settings) -> str:
+    """The set's name in labels: from --node-name, the same for every replica."""
+    return node_set_name(settings.node.name)
+
+
+def replica_lease(set_name: str, identity: str) -> str:
+    return f"vkpy-set-{set_name}-{dns_label(identity, 100)}"
+
+
+class _LeaseCache:
+    """One namespace's Leases of the set as its watch last saw them (what the rounds
+    read), passing each change on to the set's sightings."""
+
+    def __init__(self, namespace: str, sightings: WatchHandler) -> None:
+        self.namespace = namespace
+        self.items: dict[str, KubeObject] = {}
+        self.synced = False
+        self._sightings = sightings
+
+    def _keep(self, lease: KubeObject) -> str:
+        lease.setdefault("metadata", {}).setdefault("namespace", self.namespace)
+        return str(meta(lease).get("name"))
+
+    def replace(self, items: list[KubeObject]) -> None:
+        self.items = {self._keep(lease): lease for lease in items}
+        self.synced = True
+        self._sightings.replace(items)
+
+    def apply(self, event_type: str, obj: KubeObject) -> None:
+        name = self._keep(obj)
+        if event_type == "DELETED":
+            self.items.pop(name, None)
+        else:
+            self.items[name] = obj
+        self._sightings.apply(event_type, obj)
+
+
+@dataclass
+class _Slot:
+    """One node of the set: its Lease's elector, and its parts while served here."""
+
+    member: Member
+    elector: LeaderElector
+    serving: FleetNode | None = None
+    task: asyncio.Task[None] | None = None
+    failed_at: float = -math.inf
+    """When serving it here last failed (monotonic): not taken again for a Lease
+    duration after, so another replica gets it."""
+
+    def held(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+
+class ShardedFleet:
+    """This replica's part of a shared node set: `start`, `run` until cancelled, then
+    `stop` (as vkpy.fleet.host.Fleet)."""
+
+    sharing = True
+    """Serving no node (yet, or for now) is a healthy state."""
+
+    def __init__(self, settings: Settings, client: KubeClient, clock: Clock = SYSTEM_CLOCK):
+        if settings.election is None:
+            raise ValueError("a shared node set needs leader election settings")
+        self._settings = settings
+        self._election = settings.election
+        self._client = client
+        self._clock = clock
+        self.set = set_name(settings)
+        self.identity = self._election.identity
+        members = settings.node_set
+        first = members[0]
+        self.events = EventRecorder(client, host=first.node.name)
+        self.watch = SharedPodWatch(client, clock, keep=[m.node.name for m in members])
+        self._objects = ApiObjectSource(client)
+        self.slots: dict[str, _Slot] = {}
+        # The Leases are the set's heartbeat: renewed through a pool of their own (the
+        # kubelet's heartbeat client), so pod work filling the main pool cannot make a
+        # replica lose its nodes.
+        self.heartbeats = client.separate_pool(heartbeat_connections(len(members)))
+        for member in members:
+            node_lease = replace(
+                self._election,
+                namespace=NODE_LEASES,
+                name=member.node.name,
+                labels={SET_LABEL: self.set},
+            )
+            owner = functools.partial(self._owner, member.node.name)
+            elector = LeaderElector(self.heartbeats, node_lease, clock, owner=owner)
+            self.slots[member.node.name] = _Slot(member, elector)
+        self._replicas_namespace = self._election.namespace
+        self._me = LeaderElector(
+            self.heartbeats,
+            replace(
+                self._election,
+                name=replica_lease(self.set, self.identity),
+                labels={SET_LABEL: self.set, REPLICA_LABEL: "true"},
+            ),
+            clock,
+        )
+        self._others = Sightings()
+        self._leases: dict[str, _LeaseCache] = {}
+        """The set's Leases by namespace, as the watch last saw them."""
+        self._lapsed: dict[str, float] = {}
+        """Replicas (by identity) seen letting a node's Lease run out, and when: dead
+        for the count until their own Lease changes after that."""
+        self._wake = asyncio.Event()
+        """Set to start a round before the timer: a Lease of the set was released."""
+        self.controllers: list[NodeController] = []
+        """The controllers of the nodes served here now (for the health probes)."""
+        self.replicas = 1
+        """Live replicas at the last round, this one included."""
+        self._gate = asyncio.Semaphore(AT_ONCE)
+        # The listener's default backend is never started: every pod is routed to the
+        # backend of the node that runs it (provider_for), served here or not at all.
+        idle = create_backend(settings, first)
+        self.api = set_listener(settings, client, self.events, idle, self)
+
+    # --- what the one listener reads ------------------------------------------------
+
+    def serving(self) -> list[FleetNode]:
+        return [s.serving for s in self.slots.values() if s.serving is not None]
+
+    def held(self) -> list[str]:
+        """The nodes this replica serves now."""
+        return [name for name, slot in self.slots.items() if slot.held()]
+
+    def all_pods(self) -> list[KubeObject]:
+        return [pod for n in self.serving() for pod in n.pods.pods()]
+
+    def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
+        for node in self.serving():
+            found = node.pods.find(namespace, name, uid)
+            if found is not None:
+                return found
+        return None
+
+    def node_api(self, name: str) -> ApiDependencies | None:
+        """What the listener uses for a request on node `name`'s port (None: that node
+        is served by another replica now, or by none)."""
+        slot = self.slots.get(name)
+        if slot is None or slot.serving is None:
+            return None
+        return node_dependencies(self.api.deps, slot.serving)
+
+    def provider_for(self, pod: KubeObject) -> Provider:
+        slot = self.slots.get(str(spec(pod).get("nodeName") or ""))
+        if slot is None or slot.serving is None:
+            raise LookupError(f"this replica does not serve {spec(pod).get('nodeName')}")
+        return slot.serving.provider
+
+    # --- running --------------------------------------------------------------------
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+
+            def start(name: str, coro: Awaitable[None]) -> None:
+                group.create_task(run_logged(name, coro), name=name)
+
+            start("events", self.events.run())
+            start("kubelet-api", self.api.run())
+            start("pod-watch", self.watch.run())
+            # Nodes taken here point at this replica's listener: only once it listens.
+            await self.api.listening.wait()
+            log.info(
+                "sharing the node set",
+                extra={"set": self.set, "identity": self.identity, "nodes": len(self.slots)},
+            )
+            await self.share()
+
+    async def share(self) -> None:
+        """Take and give back nodes until cancelled: a round every retry period, or
+        sooner when a Lease held elsewhere runs out or is released.
+
+        A watch on the set's Leases (one per namespace they are in, selected by the
+        set's label) records each change as it arrives, so a Lease's expiry is timed
+        from its holder's last renewal and not from the next round that reads it (up
+        to a retry period later); the rounds read the Leases from it, once it has
+        listed them, rather than list them again every retry period."""
+        async with asyncio.TaskGroup() as nodes:
+            for namespace in self._namespaces():
+                cache = self._leases[namespace] = _LeaseCache(namespace, self)
+                watcher = Watcher(
+                    self._client,
+                    WatchOptions(
+                        path=LEASES.format(namespace),
+                        label_selector=self._selector(),
+                        resource="leases",
+                    ),
+                    cache,
+                    clock=self._clock,
+                )
+                name = f"lease-watch/{namespace}"
+                nodes.create_task(run_logged(name, watcher.run()), name=name)
+            while True:
+                try:
+                    await self.round(nodes)
+                except ApiError as error:
+                    log.warning("cannot read the node set's Leases", extra={"error": str(error)})
+                await self._pause(self._until_next_round())
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or less if a watched Lease is released meanwhile."""
+        timer = self._clock.call_later(seconds, self._wake.set)
+        try:
+            await self._wake.wait()
+        finally:
+            timer.cancel()
+            self._wake.clear()
+
+    # --- the watch on the set's Leases (vkpy.kube.watch.WatchHandler) ----------------
+
+    def replace(self, items: list[KubeObject]) -> None:
+        """The watch's list: each Lease as it is now (gone ones: the rounds forget)."""
+        now = self._clock.monotonic()
+        for lease in items:
+            self._sighted(lease, now)
+
+    def apply(self, event_type: str, obj: KubeObject) -> None:
+        """A Lease changed (deletions: the next round's list forgets it)."""
+        if event_type == "DELETED":
+            return
+        self._sighted(obj, self._clock.monotonic())
+        slot = self.slots.get(str(meta(obj).get("name")))
+        if slot is None or slot.held() or spec(obj).get("holderIdentity"):
+            return
+        if len(self.held()) < fair_share(len(self.slots), self.replicas):
+            self._wake.set()  # released, and this replica is under its share: take it now
+
+    def _sighted(self, lease: KubeObject, now: float) -> str | None:
+        """Record a Lease of the set as read at `now`: the holder's name if it is
+        another replica's own Lease, else None."""
+        name = str(meta(lease).get("name"))
+        labels = meta(lease).get("labels") or {}
+        holder = str(spec(lease).get("holderIdentity") or "")
+        if labels.get(REPLICA_LABEL):
+            if holder and holder != self.identity:
+                duration = float(spec(lease).get("leaseDurationSeconds") or 0)
+                self._others.see(name, (holder, spec(lease).get("renewTime")), duration, now)
+                return holder
+        elif meta(lease).get("namespace") == NODE_LEASES and name in self.slots:
+            self.slots[name].elector.observe(lease)
+        return None
+
+    def _until_next_round(self) -> float:
+        """The retry period, or less when a Lease seen held elsewhere (or a replica's)
+        runs out sooner: a dead replica's nodes are taken the moment its Leases have
+        not changed for their duration, not up to a period later."""
+        now = self._clock.monotonic()
+        soonest = min(
+            (
+                slot.elector.vacant_at()
+                for slot in self.slots.values()
+                if not slot.held() and slot.elector.holder() not in ("", self.identity)
+            ),
+            default=math.inf,
+        )
+        soonest = min(soonest, self._others.next_expiry(now))
+        period = self._election.retry_period
+        return max(0.05 * period, min(period, soonest - now + 0.01))
+
+    def _live_others(self, replicas: dict[str, str], now: float) -> int:
+        """How many other replicas are alive: their own Lease (name: holder in
+        `replicas`) changed within its duration, and they have not let a node's Lease
+        run out since it last changed. A replica that died is so counted out the
+        moment its first node can be taken, not once its own Lease runs out too (up
+        to a retry period later, as it renews that Lease at its rounds): its nodes'
+        Leases run out one by one, and the survivors' shares must have grown by then
+        to take them."""
+        for slot in self.slots.values():
+            holder = slot.elector.holder()
+            if not slot.held() and holder not in ("", self.identity) and slot.elector.vacant():
+                self._lapsed.setdefault(holder, now)
+        alive = self._others.alive(now)
+        live: set[str] = set()
+        for name, holder in replicas.items():
+            lapsed = self._lapsed.get(holder)
+            if lapsed is not None and self._others.changed_at(name) > lapsed:
+                del self._lapsed[holder]  # it renewed its own Lease since: alive
+                lapsed = None
+            if name in alive and lapsed is None:
+                live.add(holder)
+        for holder in set(self._lapsed) - set(replicas.values()):
+            del self._lapsed[holder]  # its Lease is gone
+        return len(live)
+
+    async def round(self, nodes: asyncio.TaskGroup) -> None:
+        """One round: renew this replica's Lease, read the set's, give back, take."""
+        try:
+            await self._me.try_acquire_or_renew()
+        except ApiError as error:
+            log.warning("cannot renew this replica's Lease", extra={"error": str(error)})
+        caches = [self._leases.get(n) for n in self._namespaces()]
+        if all(c is not None and c.synced for c in caches):
+            listed = [lease for c in caches if c is not None for lease in c.items.values()]
+        else:
+            listed = await self._list()  # before the watch has listed them
+        now = self._clock.monotonic()
+        replicas: dict[str, str] = {}
+        node_leases: dict[str, KubeObject] = {}
+        for lease in listed:
+            name = str(meta(lease).get("name"))
+            holder = self._sighted(lease, now)
+            if holder:
+                replicas[name] = holder
+            elif meta(lease).get("namespace") == NODE_LEASES and name in self.slots:
+                node_leases[name] = lease
+        self._others.forget(replicas)
+        self.replicas = 1 + self._live_others(replicas, now)
+        claims = {
+            name: Claim(slot.elector.holder(), slot.elector.vacant())
+            for name, slot in self.slots.items()
+        }
+        failed = {
+            name
+            for name, slot in self.slots.items()
+            if now - slot.failed_at < self._election.lease_duration
+        }
+        todo = plan(self.identity, list(self.slots), claims, self.replicas, self.held(), failed)
+        if todo.give_back:
+            log.info(
+                "giving nodes back",
+                extra={"nodes": len(todo.give_back), "replicas": self.replicas},
+            )
+            await _each(self._give_back, [self.slots[n] for n in todo.give_back])
+
+        async def take(slot: _Slot) -> None:
+            name = slot.member.node.name
+            try:
+                taken = await slot.elector.try_acquire_or_renew(node_leases.get(name))
+            except ApiError as error:
+                log.warning("cannot take a node's Lease", extra={"node": name, "error": str(error)})
+                return
+            if taken:
+                slot.task = nodes.create_task(self._serve(slot), name=f"node/{name}")
+
+        if todo.take:
+            await _each(take, [self.slots[n] for n in todo.take])
+            log.info(
+                "took nodes",
+                extra={
+                    "wanted": len(todo.take),
+                    "holding": len(self.held()),
+                    "replicas": self.replicas,
+                },
+            )
+
+    def _selector(self) -> str:
+        return f"{SET_LABEL}={self.set}"
+
+    def _namespaces(self) -> list[str]:
+        """Where the set's Leases are: the nodes' namespace and the replicas'."""
+        return list(dict.fromkeys((NODE_LEASES, self._replicas_namespace)))
+
+    async def _list(self) -> list[KubeObject]:
+        selector = {"labelSelector": self._selector()}
+        out: list[KubeObject] = []
+        for namespace in self._namespaces():
+            answer = await self._client.get(LEASES.format(namespace), selector)
+            for item in answer.get("items") or ():
+                item.setdefault("metadata", {}).setdefault("namespace", namespace)
+                out.append(item)
+        return out
+
+    async def _serve(self, slot: _Slot) -> None:
+        """Serve one node while its Lease is held here; never raises but on cancel."""
+        name = slot.member.node.name
+        fenced = self._client.fenced(slot.elector.write_budget)
+        node: FleetNode | None = None
+        failed = False
+        try:
+            node = build_node(
+                self._settings, slot.member, fenced, self.events, self._objects, self.watch
+            )
+            slot.serving = node
+            self.controllers.append(node.node)
+            await node.provider.start()
+            node.tasks.add_from(node.provider)
+            log.info("serving node", extra={"node": name})
+            await slot.elector.hold(lambda: self._run_node(node), spread=True)
+        except LeadershipLost as error:
+            log.warning("node lost", extra={"node": name, "error": str(error)})
+        except Exception:
+            log.exception("node failed; giving it up to another replica", extra={"node": name})
+            failed = True
+        finally:
+            self.watch.detach(name)
+            slot.serving = None
+            if node is not None:
+                if node.node in self.controllers:
+                    self.controllers.remove(node.node)
+                await node.provider.close()
+        if failed:
+            slot.failed_at = self._clock.monotonic()
+            await slot.elector.release()  # its writes ended with the controllers above
+
+    async def _run_node(self, node: FleetNode) -> None:
+        async with self._gate:
+            await node.node.register()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(node.node.keep(), name="node")
+            group.create_task(node.pods.run(), name="pods")
+            group.create_task(node.tasks.run(), name="backend-tasks")
+
+    async def _give_back(self, slot: _Slot) -> None:
+        """Stop serving the node (its writes end first), then release its Lease."""
+        if slot.task is not None:
+            slot.task.cancel()
+            await asyncio.gather(slot.task, return_exceptions=True)
+            slot.task = None
+        await slot.elector.release()
+
+    def _owner(self, name: str) -> KubeObject | None:
+        """The node's Lease is owned by its Node (once known here), so it goes with it."""
+        node = self.slots[name].serving
+        if node is None or not node.node.uid:
+            return None
+        return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node.node.uid}
+
+    async def start(self) -> None:
+        """Before `run`: nothing (a node's backend starts when its Lease is taken)."""
+
+    async def stop(self) -> None:
+        """After `run`: stop every node, release their Leases and this replica's, then
+        send the last Events."""
+        await _each(self._give_back, [s for s in self.slots.values() if s.task is not None])
+        await self._me.release()
+        await self.events.flush(2.0)
+        if self.heartbeats is not self._client:
+            await self.heartbeats.close()
+
+
+async def _each(work: Callable[[_Slot], Awaitable[None]], slots: list[_Slot]) -> None:
+    gate = asyncio.Semaphore(AT_ONCE)
+
+    async def one(slot: _Slot) -> None:
+        async with gate:
+            await work(slot)
+
+    await asyncio.gather(*(one(s) for s in slots))

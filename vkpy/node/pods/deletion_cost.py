@@ -1,0 +1,68 @@
+"""Opt-in `controller.kubernetes.io/pod-deletion-cost` on the pods of this node.
+
+When a ReplicaSet scales in, its controller ranks the pods to delete: unscheduled,
+then not running, then not ready, then by this annotation (lowest first), and only
+then by how many of the set's pods share a node, how recently they became ready and
+their restarts. On a hybrid cluster the replicas on a virtual node cost money per
+pod, but nothing in that ranking prefers them: a regular node that holds more of the
+set's replicas than the virtual node loses its pods first. With `--pod-deletion-cost
+N` (N below the default 0, e.g. -100) vkpy writes the annotation on every pod it
+runs that belongs to a ReplicaSet, so those replicas go first. A pod that already
+carries the annotation keeps the value its owner gave it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from vkpy.core.objects import KubeObject, meta
+from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
+
+log = logging.getLogger(__name__)
+
+ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def wants_cost(pod: KubeObject) -> bool:
+    """True for a live pod owned by a ReplicaSet that has no deletion cost yet."""
+    metadata = meta(pod)
+    if metadata.get("deletionTimestamp"):
+        return False
+    if ANNOTATION in (metadata.get("annotations") or {}):
+        return False
+    owners = metadata.get("ownerReferences") or []
+    return any(o.get("kind") == "ReplicaSet" and o.get("controller") for o in owners)
+
+
+class DeletionCost:
+    """Annotates each of the node's ReplicaSet pods once with the configured cost."""
+
+    def __init__(self, client: KubeClient, cost: int | None) -> None:
+        self._client = client
+        self._cost = cost
+        self._done: set[str] = set()
+
+    async def ensure(self, pod: KubeObject | None) -> None:
+        if self._cost is None or pod is None or not wants_cost(pod):
+            return
+        metadata = meta(pod)
+        uid = str(metadata.get("uid"))
+        if uid in self._done:
+            return
+        namespace, name = metadata.get("namespace"), metadata.get("name")
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        body = {"metadata": {"uid": uid, "annotations": {ANNOTATION: str(self._cost)}}}
+        try:
+            await self._client.patch(path, body, MERGE_PATCH)
+        except ApiError as error:
+            # Not a reason to hold the pod back: it runs either way, and a later sync
+            # tries again (a gone pod answers 404 or 409 and is forgotten soon).
+            log.warning(
+                "could not set the pod deletion cost",
+                extra={"pod": f"{namespace}/{name}", "error": str(error)},
+            )
+            return
+        self._done.add(uid)
+
+    def forget(self, uid: str) -> None:
+        self._done.discard(uid)

@@ -1,0 +1,158 @@
+"""A work queue that never runs two operations on one pod at once.
+
+Pods are reconciled by key (their UID). Adding a key that is waiting does nothing
+(changes coalesce); adding a key that is being processed makes it run once more
+after the current run ends. A fixed number of workers bound the parallelism across
+pods. A key can be woken later for several reasons at once (its back-off, a
+deadline, a token renewal, a poll), each with a timer of its own, so one never
+cancels or delays another; the queue knows the reasons only as names. A handler
+that raises `Retry` (or fails) comes back after a per-key exponential back-off,
+which a normal return resets. This is the shape of client-go's workqueue, which the
+kubelet's pod workers share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+
+from vkpy.core import metrics
+from vkpy.core.clock import SYSTEM_CLOCK, Clock, Timer
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[str], Awaitable[None]]
+
+BACKOFF = "backoff"
+"""The reason of the timer a failed handler leaves behind."""
+
+
+class Retry(Exception):
+    """Raised by a handler for an expected, transient failure: retried with back-off
+    and logged as a warning without a traceback. `max_delay` caps that back-off (a
+    pod waiting for a ConfigMap is tried at least that often)."""
+
+    def __init__(self, message: str, max_delay: float | None = None, quiet: bool = False):
+        super().__init__(message)
+        self.max_delay = max_delay
+        self.quiet = quiet
+        """Logged at info level: an expected wait, already reported elsewhere."""
+
+
+class KeyedQueue:
+    """Serial per key, parallel across keys, with retries and timers by reason."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        workers: int,
+        base_backoff: float = 0.2,
+        max_backoff: float = 30.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._handler = handler
+        self._workers = workers
+        self._base = base_backoff
+        self._max = max_backoff
+        self._clock = clock
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._dirty: set[str] = set()
+        self._processing: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self._timers: dict[tuple[str, str], tuple[float, Timer]] = {}
+
+    def add(self, key: str) -> None:
+        """Process `key` soon (once, however often it is added before that)."""
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.put_nowait(key)
+            metrics.POD_QUEUE_DEPTH.set(self._queue.qsize())
+
+    def add_after(self, key: str, delay: float, reason: str) -> None:
+        """Process `key` after `delay` seconds, for `reason`: replaces the key's
+        earlier timer for the same reason, leaves its other timers alone."""
+        self.cancel(key, reason)
+        when = self._clock.monotonic() + max(0.0, delay)
+
+        def fire() -> None:
+            self._timers.pop((key, reason), None)
+            self.add(key)
+
+        self._timers[(key, reason)] = (when, self._clock.call_later(max(0.0, delay), fire))
+
+    def due_in(self, key: str, reason: str) -> float | None:
+        """Seconds until the key's timer for `reason` fires (None: none armed)."""
+        timer = self._timers.get((key, reason))
+        return None if timer is None else timer[0] - self._clock.monotonic()
+
+    def cancel(self, key: str, reason: str) -> None:
+        timer = self._timers.pop((key, reason), None)
+        if timer is not None:
+            timer[1].cancel()
+
+    def retry_later(self, key: str, max_delay: float | None = None) -> float:
+        """Schedule a retry with this key's back-off; returns the delay chosen."""
+        failures = self._failures.get(key, 0) + 1
+        self._failures[key] = failures
+        cap = self._max if max_delay is None else min(self._max, max_delay)
+        delay = min(cap, self._base * 2.0 ** min(failures - 1, 30)) * random.uniform(0.9, 1.1)
+        self.add_after(key, delay, BACKOFF)
+        return delay
+
+    def forget(self, key: str) -> None:
+        """Reset the key's back-off (its other timers stay)."""
+        self._failures.pop(key, None)
+        self.cancel(key, BACKOFF)
+
+    def drop(self, key: str) -> None:
+        """The key is gone for good: its back-off and every timer go too."""
+        self._failures.pop(key, None)
+        for timer_key in [k for k in self._timers if k[0] == key]:
+            self.cancel(*timer_key)
+
+    def depth(self) -> int:
+        return self._queue.qsize()
+
+    def busy(self) -> bool:
+        return bool(self._dirty or self._processing)
+
+    async def run(self) -> None:
+        """Run the workers until cancelled."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                for n in range(self._workers):
+                    group.create_task(self._work(), name=f"pod-worker-{n}")
+        finally:
+            for _, timer in self._timers.values():
+                timer.cancel()
+            self._timers.clear()
+
+    async def _work(self) -> None:
+        while True:
+            key = await self._queue.get()
+            metrics.POD_QUEUE_DEPTH.set(self._queue.qsize())
+            self._dirty.discard(key)
+            self._processing.add(key)
+            try:
+                await self._handler(key)
+                self.forget(key)
+            except asyncio.CancelledError:
+                raise
+            except Retry as error:
+                delay = self.retry_later(key, error.max_delay)
+                log.log(
+                    logging.INFO if error.quiet else logging.WARNING,
+                    "pod sync will be retried",
+                    extra={"uid": key, "error": str(error), "retry_in": round(delay, 2)},
+                )
+            except Exception:
+                delay = self.retry_later(key)
+                log.exception("pod sync failed", extra={"uid": key, "retry_in": round(delay, 2)})
+            finally:
+                self._processing.discard(key)
+                if key in self._dirty:
+                    self._queue.put_nowait(key)

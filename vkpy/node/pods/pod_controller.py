@@ -1,0 +1,230 @@
+"""The kubelet's pod loop: run what is bound to this node, report what became of it.
+
+The controller keeps one record per pod (see pod_record) fed by a list+watch of
+this node's pods, and reconciles a pod (by UID, one operation at a time per pod)
+when its object changed in a way the kubelet reacts to, when the backend says its
+state may have changed, or when one of its timers fires. What a reconcile does is
+in pod_life; the controller owns the records, the inputs, adoption of what the
+backend already runs at start, and what the kubelet API reads. Backends that cannot
+push are polled through an adapter (polling), so the controller only knows push.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from vkpy.core import metrics
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
+from vkpy.core.objects import KubeObject, meta
+from vkpy.kube.client import KubeClient
+from vkpy.kube.events import EventRecorder
+from vkpy.kube.watch import Watcher, WatchOptions
+from vkpy.node.pods.deletion_cost import DeletionCost
+from vkpy.node.pods.keyed_queue import KeyedQueue
+from vkpy.node.pods.pod_life import PodLife
+from vkpy.node.pods.pod_record import Absent, Created, PodRecord, needs_sync, newer
+from vkpy.node.pods.pod_reporting import PodReporter
+from vkpy.node.pods.pod_settings import PodControllerSettings
+from vkpy.node.pods.polling import pushing
+from vkpy.node.pods.running_pods import running_pods
+from vkpy.node.pods.shared_pod_watch import SharedPodWatch
+from vkpy.node.podspec.ephemeral import EphemeralContainers
+from vkpy.node.podspec.pod_config import pod_ref
+from vkpy.node.podspec.volumes import VolumeSource
+from vkpy.providers.base import PodRef, Provider
+from vkpy.providers.errors import RetryableError
+
+__all__ = ["PodController", "PodControllerSettings"]
+
+log = logging.getLogger(__name__)
+
+
+class PodController:
+    """Owns this node's pods. `run` lists, adopts, then keeps everything in step."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        provider: Provider,
+        events: EventRecorder,
+        objects: VolumeSource,
+        settings: PodControllerSettings,
+        clock: Clock = SYSTEM_CLOCK,
+        shared_watch: SharedPodWatch | None = None,
+    ) -> None:
+        """`shared_watch`: the process's one pod watch for many nodes (this controller
+        attaches to it and does not watch on its own; whoever made it runs it)."""
+        self._provider = provider
+        self._clock = clock
+        self._records: dict[str, PodRecord] = {}
+        self._names: dict[tuple[str, str], dict[str, None]] = {}
+        """(namespace, name) -> the UIDs of records with that name (usually one), so
+        the kubelet API finds a pod without walking every record."""
+        self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
+        report = PodReporter(client, events, settings.host_ip, clock)
+        self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
+        self._cost = DeletionCost(client, settings.deletion_cost)
+        self._life = PodLife(
+            client, provider, report, objects, self._queue, settings, clock, self._ephemeral
+        )
+        self._watcher: Watcher | None = None
+        if shared_watch is None:
+            self._watcher = Watcher(
+                client,
+                WatchOptions(
+                    path="/api/v1/pods",
+                    field_selector=f"spec.nodeName={settings.node_name}",
+                    stream_initial=True,
+                ),
+                self,
+                clock=clock,
+            )
+            self._synced = self._watcher.synced
+        else:
+            self._synced = shared_watch.synced
+        self._status, self._poller = pushing(
+            provider, settings.poll_interval, clock, self._in_backend
+        )
+        self._status.on_status_change(self.notify)
+        self.ready = asyncio.Event()
+        """Set once the first list is in and backend pods are adopted."""
+        if shared_watch is not None:  # last: it may hand over the node's pods at once
+            shared_watch.attach(settings.node_name, self)
+
+    def _in_backend(self) -> list[PodRef]:
+        return [r.ref for r in self._records.values() if r.in_backend]
+
+    # --- inputs -------------------------------------------------------------------
+
+    def notify(self, ref: PodRef) -> None:
+        """The backend says this pod's state may have changed."""
+        if ref.uid in self._records:
+            self._queue.add(ref.uid)
+
+    def _wake(self, uid: str) -> None:
+        if self.ready.is_set():
+            self._queue.add(uid)
+
+    def _seen(self, pod: KubeObject) -> None:
+        uid = str(meta(pod).get("uid"))
+        record = self._records.get(uid)
+        if record is None:
+            self._remember(PodRecord(ref=pod_ref(pod), pod=pod))
+            metrics.PODS.inc()
+            self._wake(uid)
+        elif record.pod is None or newer(pod, record.pod):
+            relevant = needs_sync(record, pod)
+            if record.pod is None:
+                metrics.PODS.inc()
+            record.pod = pod
+            if relevant:
+                self._wake(uid)
+
+    def _gone(self, uid: str) -> None:
+        record = self._records.get(uid)
+        if record is not None and record.pod is not None:
+            record.pod = None
+            metrics.PODS.dec()
+            self._wake(uid)
+
+    def _remember(self, record: PodRecord) -> PodRecord:
+        ref = record.ref
+        self._records[ref.uid] = record
+        self._names.setdefault((ref.namespace, ref.name), {})[ref.uid] = None
+        return record
+
+    def _forget(self, record: PodRecord) -> None:
+        ref = record.ref
+        del self._records[ref.uid]
+        uids = self._names.get((ref.namespace, ref.name), {})
+        uids.pop(ref.uid, None)
+        if not uids:
+            self._names.pop((ref.namespace, ref.name), None)
+
+    def replace(self, items: list[KubeObject]) -> None:
+        fresh = {str(meta(p).get("uid")) for p in items}
+        for uid in [u for u in self._records if u not in fresh]:
+            self._gone(uid)
+        for pod in items:
+            self._seen(pod)
+
+    def apply(self, event_type: str, obj: KubeObject) -> None:
+        if event_type == "DELETED":
+            self._gone(str(meta(obj).get("uid")))
+        else:
+            self._seen(obj)
+
+    # --- the loop -----------------------------------------------------------------
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            if self._watcher is not None:
+                group.create_task(self._watcher.run(), name="pod-watch")
+            await self._synced.wait()
+            await self._adopt()
+            self.ready.set()
+            for uid in list(self._records):
+                self._queue.add(uid)
+            group.create_task(self._queue.run(), name="pod-workers")
+            if self._poller is not None:
+                group.create_task(self._poller.run(), name="pod-status-poll")
+
+    async def _adopt(self) -> None:
+        """Take over what the backend already runs; what no pod owns is removed."""
+        delay = 0.5
+        while True:
+            try:
+                existing = await self._provider.list_pods()
+                break
+            except RetryableError as error:
+                log.warning("backend list failed, retrying", extra={"error": str(error)})
+                await self._clock.sleep(delay)
+                delay = min(delay * 2, 10)
+        orphans = 0
+        for ref in existing:
+            record = self._records.get(ref.uid) or self._remember(PodRecord(ref=ref, pod=None))
+            if isinstance(record.stage, Absent):
+                record.stage = Created()
+            orphans += record.pod is None
+        log.info("adopted backend pods", extra={"pods": len(existing), "orphans": orphans})
+
+    async def _sync(self, uid: str) -> None:
+        record = self._records.get(uid)
+        if record is None:
+            return
+        try:
+            await self._cost.ensure(record.pod)
+            await self._life.sync(record)
+        finally:
+            if record.pod is None and not record.in_backend:
+                self._forget(record)  # forgetting a pod is removing its record
+                self._queue.drop(uid)
+                self._ephemeral.forget(uid)
+                self._cost.forget(uid)
+
+    # --- what the kubelet API reads ------------------------------------------------
+
+    def pods(self) -> list[KubeObject]:
+        """The node's pods as last seen (for the kubelet API's /pods)."""
+        return [r.pod for r in self._records.values() if r.pod is not None]
+
+    def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
+        """The node's pod with this namespace and name (and uid, when given), if any."""
+        for candidate in self._names.get((namespace, name), {}):
+            record = self._records[candidate]
+            if record.pod is not None and (uid is None or candidate == uid):
+                return record.pod
+        return None
+
+    async def running_pods(self) -> list[KubeObject]:
+        """The pods the backend runs, for /runningpods/."""
+
+        def lookup(uid: str) -> KubeObject | None:
+            record = self._records.get(uid)
+            return None if record is None else record.pod
+
+        return await running_pods(self._provider, lookup)
+
+    def idle(self) -> bool:
+        return not self._queue.busy()

@@ -1,0 +1,104 @@
+"""Telling the API server what became of a pod: status patches and Events.
+
+Status is written as the smallest strategic-merge patch of the `status` subresource,
+and only when it differs from the API server's copy as last seen (the watch, or the
+answer to our own write): never from what vkpy last wrote, so a status someone else
+changed (Ready=False during an outage) is written back. Events follow from what a
+successful write changed in container statuses (Started, BackOff) or are emitted
+directly by the pod controller. Keeping this apart leaves the controller with the decisions.
+"""
+
+from __future__ import annotations
+
+from vkpy.core import metrics
+from vkpy.core.clock import Clock, utcnow
+from vkpy.core.objects import KubeObject, meta, status
+from vkpy.kube.client import ApiError, KubeClient
+from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
+from vkpy.node.pods.keyed_queue import Retry
+from vkpy.node.pods.pod_status import StatusContext, desired_status, status_patch
+from vkpy.node.podspec.pod_config import pod_ref
+from vkpy.providers.base import PodRef, PodState
+
+
+def pod_path(ref: PodRef) -> str:
+    return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+
+
+class PodReporter:
+    def __init__(
+        self, client: KubeClient, events: EventRecorder, host_ip: str, clock: Clock
+    ) -> None:
+        self._clock = clock
+        self._client = client
+        self._events = events
+        self._host_ip = host_ip
+
+    def desired(self, pod: KubeObject, state: PodState, sandbox_ready: bool) -> KubeObject:
+        """The status the kubelet would write for `pod` in `state`."""
+        ctx = StatusContext(
+            host_ip=self._host_ip, now=utcnow(self._clock), sandbox_ready=sandbox_ready
+        )
+        return desired_status(pod, state, ctx)
+
+    async def write_status(self, pod: KubeObject, desired: KubeObject) -> KubeObject | None:
+        """Patch the pod's status to `desired`, compared with `pod` as the API server
+        last showed it; the updated pod, or None when nothing needed writing (or the
+        pod is gone). Events for what changed follow a successful write only. Raises
+        Retry for failures worth retrying."""
+        patch = status_patch(pod, desired)
+        if patch is None:
+            metrics.labelled(metrics.STATUS_UPDATES, "unchanged").inc()
+            return None
+        ref = pod_ref(pod)
+        try:
+            updated = await self._client.patch(pod_path(ref) + "/status", patch)
+        except ApiError as error:
+            metrics.labelled(metrics.STATUS_UPDATES, "failed").inc()
+            if error.not_found or error.conflict:
+                return None
+            raise Retry(f"status patch {ref}: {error}") from error
+        metrics.labelled(metrics.STATUS_UPDATES, "written").inc()
+        self._container_events(pod, desired)
+        return updated
+
+    def _container_events(self, pod: KubeObject, desired: KubeObject) -> None:
+        """Started and BackOff Events from what changed in container statuses."""
+        before = {
+            c.get("name"): c.get("state") or {} for c in status(pod).get("containerStatuses") or []
+        }
+        for container in desired.get("containerStatuses") or []:
+            name = container["name"]
+            now_state = container["state"]
+            old_state = before.get(name, {})
+            running = now_state.get("running")
+            if running is not None and running != old_state.get("running"):
+                self.event(pod, NORMAL, "Started", f"Started container {name}", name)
+            waiting = now_state.get("waiting") or {}
+            if waiting.get("reason") == "CrashLoopBackOff" and (
+                (old_state.get("waiting") or {}).get("reason") != "CrashLoopBackOff"
+            ):
+                self.event(pod, WARNING, "BackOff", "Back-off restarting failed container", name)
+
+    def event(
+        self,
+        pod: KubeObject,
+        event_type: str,
+        reason: str,
+        message: str,
+        container: str | None = None,
+    ) -> None:
+        """Queue an Event about the pod (or one of its containers)."""
+        m = meta(pod)
+        self._events.emit(
+            InvolvedObject(
+                kind="Pod",
+                name=str(m.get("name")),
+                namespace=str(m.get("namespace")),
+                uid=str(m.get("uid")),
+                field_path=f"spec.containers{{{container}}}" if container else "",
+            ),
+            event_type,
+            reason,
+            message,
+        )
