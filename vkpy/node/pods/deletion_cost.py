@@ -17,6 +17,7 @@ import logging
 
 from vkpy.core.objects import KubeObject, meta
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
+from vkpy.node.podspec.pod_object import pod_path, pod_ref
 
 log = logging.getLogger(__name__)
 
@@ -45,24 +46,21 @@ class DeletionCost:
     async def ensure(self, pod: KubeObject | None) -> None:
         if self._cost is None or pod is None or not wants_cost(pod):
             return
-        metadata = meta(pod)
-        uid = str(metadata.get("uid"))
-        if uid in self._done:
+        ref = pod_ref(pod)
+        if ref.uid in self._done:
             return
-        namespace, name = metadata.get("namespace"), metadata.get("name")
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-        body = {"metadata": {"uid": uid, "annotations": {ANNOTATION: str(self._cost)}}}
+        body = {"metadata": {"uid": ref.uid, "annotations": {ANNOTATION: str(self._cost)}}}
         try:
-            await self._client.patch(path, body, MERGE_PATCH)
+            await self._client.patch(pod_path(ref), body, MERGE_PATCH)
         except ApiError as error:
             # Not a reason to hold the pod back: it runs either way, and a later sync
             # tries again (a gone pod answers 404 or 409 and is forgotten soon).
             log.warning(
                 "could not set the pod deletion cost",
-                extra={"pod": f"{namespace}/{name}", "error": str(error)},
+                extra={"pod": str(ref), "error": str(error)},
             )
             return
-        self._done.add(uid)
+        self._done.add(ref.uid)
 
     def forget(self, uid: str) -> None:
         self._done.discard(uid)

@@ -30,7 +30,7 @@ from vkpy.node.pods.polling import pushing
 from vkpy.node.pods.running_pods import running_pods
 from vkpy.node.pods.shared_pod_watch import SharedPodWatch
 from vkpy.node.podspec.ephemeral import EphemeralContainers
-from vkpy.node.podspec.pod_config import pod_ref
+from vkpy.node.podspec.pod_object import pod_ref
 from vkpy.node.podspec.volumes import VolumeSource
 from vkpy.providers.base import PodRef, Provider
 from vkpy.providers.errors import RetryableError

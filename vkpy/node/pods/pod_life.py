@@ -26,7 +26,7 @@ from vkpy.node.pods.deadline import DEADLINE_MESSAGE, deadline_at, deadline_exce
 from vkpy.node.pods.keyed_queue import KeyedQueue, Retry
 from vkpy.node.pods.lost import lost_state
 from vkpy.node.pods.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping, newer
-from vkpy.node.pods.pod_reporting import PodReporter, pod_path
+from vkpy.node.pods.pod_reporting import PodReporter
 from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.pod_status import TERMINAL_PHASES
 from vkpy.node.pods.terminating import stop_reporting, terminal
@@ -34,6 +34,7 @@ from vkpy.node.podspec.admission import Rejection, SysctlPolicy, admit
 from vkpy.node.podspec.env import ConfigError
 from vkpy.node.podspec.ephemeral import EphemeralContainers
 from vkpy.node.podspec.pod_config import build_pod_config, pod_volumes_config
+from vkpy.node.podspec.pod_object import images, pod_path
 from vkpy.node.podspec.volumes import (
     TokenGrant,
     TokenKey,
@@ -71,10 +72,6 @@ RENEWAL = "token-renewal"
 VOLUME_SYNC = "volume-sync"
 TOKEN_RETRY = 10.0
 """Seconds before a failed token renewal is tried again."""
-
-
-def images(pod: KubeObject) -> tuple[str, ...]:
-    return tuple(str(c.get("image", "")) for c in spec(pod).get("containers") or [])
 
 
 class PodLife:

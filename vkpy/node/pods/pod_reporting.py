@@ -17,12 +17,8 @@ from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.node.pods.keyed_queue import Retry
 from vkpy.node.pods.pod_status import StatusContext, desired_status, status_patch
-from vkpy.node.podspec.pod_config import pod_ref
-from vkpy.providers.base import PodRef, PodState
-
-
-def pod_path(ref: PodRef) -> str:
-    return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+from vkpy.node.podspec.pod_object import pod_path, pod_ref
+from vkpy.providers.base import PodState
 
 
 class PodReporter:
