@@ -114,6 +114,10 @@ class KeyedQueue:
         for timer_key in [k for k in self._timers if k[0] == key]:
             self.cancel(*timer_key)
 
+    def running(self, key: str) -> bool:
+        """Whether the handler is working on `key` right now."""
+        return key in self._processing
+
     def depth(self) -> int:
         return self._queue.qsize()
 

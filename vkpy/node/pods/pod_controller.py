@@ -98,8 +98,17 @@ class PodController:
     # --- inputs -------------------------------------------------------------------
 
     def notify(self, ref: PodRef) -> None:
-        """The backend says this pod's state may have changed."""
-        if ref.uid in self._records:
+        """The backend says this pod's state may have changed.
+
+        During the pod's own sync (a backend says so from inside create_pod) this only
+        marks the record: the sync's read of the state, if it comes after, covers the
+        change; if it does not come, the pod is synced again when the sync ends."""
+        record = self._records.get(ref.uid)
+        if record is None:
+            return
+        if self._queue.running(ref.uid):
+            record.unread_change = True
+        else:
             self._queue.add(ref.uid)
 
     def _wake(self, uid: str) -> None:
@@ -202,6 +211,9 @@ class PodController:
                 self._queue.drop(uid)
                 self._ephemeral.forget(uid)
                 self._cost.forget(uid)
+            elif record.unread_change:  # changed after its state was read: sync again
+                record.unread_change = False
+                self._queue.add(uid)
 
     # --- what the kubelet API reads ------------------------------------------------
 

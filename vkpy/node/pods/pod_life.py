@@ -362,7 +362,7 @@ class PodLife:
         if isinstance(r.stage, Final):
             return r.stage.state
         try:
-            state = await self._get_status(r.ref)
+            state = await self._get_status(r)
         except NotFoundError:
             return self._lost(r, pod)
         self._report_warnings(r, pod, state.warnings)
@@ -374,7 +374,10 @@ class PodLife:
             return r.stage.state
         return state
 
-    async def _get_status(self, ref: PodRef) -> PodState:
+    async def _get_status(self, r: PodRecord) -> PodState:
+        """The backend's state of the pod; it covers every change pushed before it."""
+        ref = r.ref
+        r.unread_change = False
         try:
             state = await self._provider.get_pod_status(ref)
         except RetryableError as error:
@@ -450,7 +453,7 @@ class PodLife:
         """The status of a pod being stopped (its readiness still changes)."""
         if r.pod is not None:
             with contextlib.suppress(NotFoundError):
-                await self._write(r, r.pod, await self._get_status(r.ref), sandbox_ready=True)
+                await self._write(r, r.pod, await self._get_status(r), sandbox_ready=True)
 
     async def _report_ended(self, r: PodRecord, ended: list[PodState]) -> None:
         """The status of a deleted pod's stopped containers, as the backend last knew

@@ -76,6 +76,10 @@ class PodRecord:
     """Backend warnings already sent as Events."""
     desired: KubeObject | None = None
     """The status last decided for the pod (written, or found already there)."""
+    unread_change: bool = False
+    """The backend said the pod may have changed while its sync ran, and no state was
+    read from it since: the controller syncs the pod once more (a push before the
+    sync's own read is covered by that read and costs nothing)."""
 
     @property
     def in_backend(self) -> bool:

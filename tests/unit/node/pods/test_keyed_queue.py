@@ -60,6 +60,7 @@ async def test_one_key_never_runs_twice_at_once_and_changes_coalesce(
     queue.add("b")
     await settle()
     assert calls == ["a", "b"]
+    assert queue.running("a") and queue.running("b") and not queue.running("c")
     for _ in range(10):
         queue.add("a")  # while "a" runs: exactly one more run, after this one
     await settle()
@@ -70,6 +71,7 @@ async def test_one_key_never_runs_twice_at_once_and_changes_coalesce(
     assert calls.count("a") == 2
     assert calls.count("b") == 1
     assert not queue.busy()
+    assert not queue.running("a")
 
 
 async def test_failures_are_retried_with_growing_backoff(
