@@ -11,6 +11,7 @@ Modules:
   node.
 - keyed_queue: A work queue that never runs two operations on one pod at once.
 - lost: What the kubelet reports for a pod whose containers vanished from under it.
+- next_wake: What wakes a pod's sync next, read from its record after each sync.
 - pod_conditions: The four pod conditions the kubelet derives from container statuses,
   in its words.
 - pod_controller: The kubelet's pod loop: run what is bound to this node, report what

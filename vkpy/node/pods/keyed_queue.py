@@ -84,6 +84,17 @@ class KeyedQueue:
 
         self._timers[(key, reason)] = (when, self._clock.call_later(max(0.0, delay), fire))
 
+    def schedule(self, key: str, reason: str, delay: float | None) -> None:
+        """The key's timer for `reason` fires after `delay` seconds (None: it has
+        none). A timer already armed for that moment is kept, not armed again."""
+        if delay is None:
+            self.cancel(key, reason)
+            return
+        armed = self._timers.get((key, reason))
+        if armed is not None and abs(armed[0] - (self._clock.monotonic() + delay)) < 0.001:
+            return
+        self.add_after(key, delay, reason)
+
     def due_in(self, key: str, reason: str) -> float | None:
         """Seconds until the key's timer for `reason` fires (None: none armed)."""
         timer = self._timers.get((key, reason))

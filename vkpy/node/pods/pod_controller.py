@@ -22,6 +22,7 @@ from vkpy.kube.events import EventRecorder
 from vkpy.kube.watch import Watcher, WatchOptions
 from vkpy.node.pods.deletion_cost import DeletionCost
 from vkpy.node.pods.keyed_queue import KeyedQueue
+from vkpy.node.pods.next_wake import Wake
 from vkpy.node.pods.pod_life import PodLife
 from vkpy.node.pods.pod_record import Absent, Created, PodRecord, needs_sync, newer
 from vkpy.node.pods.pod_reporting import PodReporter
@@ -65,9 +66,7 @@ class PodController:
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
         self._cost = DeletionCost(client, settings.deletion_cost)
-        self._life = PodLife(
-            client, provider, report, objects, self._queue, settings, clock, self._ephemeral
-        )
+        self._life = PodLife(client, provider, report, objects, settings, clock, self._ephemeral)
         self._watcher: Watcher | None = None
         if shared_watch is None:
             self._watcher = Watcher(
@@ -202,18 +201,28 @@ class PodController:
         record = self._records.get(uid)
         if record is None:
             return
+        wake: Wake | None = None
         try:
             await self._cost.ensure(record.pod)
-            await self._life.sync(record)
+            wake = await self._life.sync(record)
         finally:
             if record.pod is None and not record.in_backend:
                 self._forget(record)  # forgetting a pod is removing its record
                 self._queue.drop(uid)
                 self._ephemeral.forget(uid)
                 self._cost.forget(uid)
-            elif record.unread_change:  # changed after its state was read: sync again
-                record.unread_change = False
-                self._queue.add(uid)
+            else:  # a failed sync leaves its back-off to the queue; timers follow the record
+                self._apply(uid, wake if wake is not None else self._life.wake(record))
+                if record.unread_change:  # changed after its state was read: sync again
+                    record.unread_change = False
+                    self._queue.add(uid)
+
+    def _apply(self, uid: str, wake: Wake) -> None:
+        """Arm, move or cancel the pod's timers as its sync said; requeue it if asked."""
+        for reason, delay in wake.timers:
+            self._queue.schedule(uid, reason, delay)
+        if wake.at_once:
+            self._queue.add(uid)
 
     # --- what the kubelet API reads ------------------------------------------------
 

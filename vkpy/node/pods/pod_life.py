@@ -6,7 +6,8 @@ spec, renew its tokens, read its state and write it, kill it at its active deadl
 report it lost, stop it and delete it when it is being deleted, or stop what the
 API server no longer has. Each step moves the record to its next stage; a
 retryable failure raises `Retry` and leaves the record where it was, so the step is
-done again and never skipped. Timers go to the queue by reason.
+done again and never skipped. What should wake the pod next (its timers by reason,
+or at once) is returned to the controller, which owns the queue (next_wake).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from vkpy.core.clock import Clock, utcnow
 from vkpy.core.objects import KubeObject, meta, spec, status
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING
-from vkpy.node.pods.deadline import DEADLINE_MESSAGE, deadline_at, deadline_exceeded, deadline_state
-from vkpy.node.pods.keyed_queue import KeyedQueue, Retry
+from vkpy.node.pods.deadline import DEADLINE_MESSAGE, deadline_exceeded, deadline_state
+from vkpy.node.pods.keyed_queue import Retry
 from vkpy.node.pods.lost import lost_state
+from vkpy.node.pods.next_wake import Wake, timers
 from vkpy.node.pods.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping, newer
 from vkpy.node.pods.pod_reporting import PodReporter
 from vkpy.node.pods.pod_settings import PodControllerSettings
@@ -67,9 +69,6 @@ from vkpy.providers.errors import (
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-DEADLINE = "deadline"
-RENEWAL = "token-renewal"
-VOLUME_SYNC = "volume-sync"
 TOKEN_RETRY = 10.0
 """Seconds before a failed token renewal is tried again."""
 
@@ -83,7 +82,6 @@ class PodLife:
         provider: Provider,
         report: PodReporter,
         objects: VolumeSource,
-        queue: KeyedQueue,
         settings: PodControllerSettings,
         clock: Clock,
         ephemeral: EphemeralContainers,
@@ -93,7 +91,6 @@ class PodLife:
         self._provider = provider
         self._report = report
         self._objects = objects
-        self._queue = queue
         self._settings = settings
         self._clock = clock
         self._sysctls = SysctlPolicy.from_patterns(settings.allowed_unsafe_sysctls)
@@ -104,37 +101,48 @@ class PodLife:
         self._refresher = provider if isinstance(provider, RefreshesVolumes) else None
         self._image_user = provider.image_user if isinstance(provider, KnowsImageUsers) else None
 
-    async def sync(self, r: PodRecord) -> None:
+    async def sync(self, r: PodRecord) -> Wake:
+        """Do the steps due for the pod; what should wake it next is returned (when a
+        step raises, `wake` still tells the timers its record now calls for)."""
+        again = await self._steps(r)
+        return self.wake(r, at_once=again)
+
+    def wake(self, r: PodRecord, at_once: bool = False) -> Wake:
+        """The pod's timers by reason as its record now stands (next_wake)."""
+        return Wake(timers(r, self._clock.time()), at_once)
+
+    async def _steps(self, r: PodRecord) -> bool:
+        """The steps due for the record; True when it must be synced again at once."""
         pod = r.pod
         if pod is None:
             if r.in_backend:
                 log.info("removing pod the API no longer has", extra={"pod": str(r.ref)})
                 await self._stop(r, 0)
-            return
+            return False
         if isinstance(r.stage, Deleted):
-            return
+            return False
         if meta(pod).get("deletionTimestamp"):
             await self._terminate(r, pod)
-            return
+            return False
         terminal = status(pod).get("phase") in TERMINAL_PHASES
         if isinstance(r.stage, Stopping):
             await self._stop(r, self._grace_period(pod))  # a kill that did not finish
         if isinstance(r.stage, Absent):
             if terminal or not await self._create(r, pod):
-                return
+                return False
         elif isinstance(r.stage, Created):
             await self._apply_spec_changes(r, pod)
             if terminal:
-                return  # the API has its final word; the backend's state no longer counts
+                return False  # the API has its final word; the backend's state no longer counts
             await self._refresh_volumes(r, pod)
         if not terminal:
             await self._ephemeral.sync(pod, r.ref)
         state = await self._current_state(r, pod)
         if state is None:
-            return
+            return True  # lost by the backend: created again
         state = self._ephemeral.status(pod, r.ref, state)
         await self._write(r, pod, state, sandbox_ready=True)
-        self._schedule_deadline(r)
+        return False
 
     # --- backend calls ------------------------------------------------------------
 
@@ -210,8 +218,6 @@ class PodLife:
             tokens=grants,
             files_digest=files_digest(config.volumes),
         )
-        self._schedule_token(r)
-        self._schedule_volume_sync(r)
         log.info("pod created in backend", extra={"pod": str(r.ref), "uid": r.ref.uid})
         return True
 
@@ -335,28 +341,11 @@ class PodLife:
                 tokens=grants,
                 files_digest=digest,
             )
-            self._schedule_token(r)
-            self._schedule_volume_sync(r)
 
     def _next_volume_sync(self, pod: KubeObject) -> float | None:
         if self._refresher is None or not follows_sources(pod):
             return None
         return self._clock.time() + self._settings.volume_sync_period
-
-    def _schedule_volume_sync(self, r: PodRecord) -> None:
-        if isinstance(r.stage, Created) and r.stage.volumes_due is not None:
-            delay = r.stage.volumes_due - self._clock.time()
-            self._queue.add_after(r.ref.uid, delay + 0.05, VOLUME_SYNC)
-
-    def _schedule_token(self, r: PodRecord) -> None:
-        if isinstance(r.stage, Created) and r.stage.token_due is not None:
-            delay = r.stage.token_due - self._clock.time()
-            self._queue.add_after(r.ref.uid, delay + 0.05, RENEWAL)
-
-    def _schedule_deadline(self, r: PodRecord) -> None:
-        at = deadline_at(r.pod) if r.pod is not None else None
-        if at is not None and isinstance(r.stage, Created):
-            self._queue.add_after(r.ref.uid, at - self._clock.time() + 0.05, DEADLINE)
 
     async def _current_state(self, r: PodRecord, pod: KubeObject) -> PodState | None:
         if isinstance(r.stage, Final):
@@ -388,7 +377,8 @@ class PodLife:
 
     def _lost(self, r: PodRecord, pod: KubeObject) -> PodState | None:
         """The backend no longer has the pod: Failed for restartPolicy Never, else
-        started again (as the kubelet restarts containers it lost)."""
+        started again (as the kubelet restarts containers it lost): None, and the
+        record is `Absent` for the next sync to create it."""
         policy = spec(pod).get("restartPolicy") or "Always"
         self._report.event(pod, WARNING, "BackendLost", "The backend no longer has the pod")
         if policy == "Never":
@@ -397,7 +387,6 @@ class PodLife:
             return r.stage.state
         log.warning("backend lost the pod, creating it again", extra={"pod": str(r.ref)})
         r.stage = Absent()
-        self._queue.add(r.ref.uid)
         return None
 
     def _report_warnings(self, r: PodRecord, pod: KubeObject, warnings: tuple[str, ...]) -> None:
@@ -447,7 +436,6 @@ class PodLife:
             if not (error.not_found or error.conflict):
                 raise Retry(f"delete {r.ref}: {error}") from error
         r.stage = Deleted()
-        self._queue.drop(r.ref.uid)
 
     async def _report_stopping(self, r: PodRecord) -> None:
         """The status of a pod being stopped (its readiness still changes)."""
@@ -479,6 +467,3 @@ class PodLife:
             if last is not None and ended is not None:
                 ended.append(last)
         r.stage = Final(final) if final is not None else Absent()
-        self._queue.cancel(r.ref.uid, DEADLINE)
-        self._queue.cancel(r.ref.uid, RENEWAL)
-        self._queue.cancel(r.ref.uid, VOLUME_SYNC)
