@@ -24,8 +24,8 @@ from vkpy.node.pods.deletion_cost import DeletionCost
 from vkpy.node.pods.keyed_queue import KeyedQueue
 from vkpy.node.pods.next_wake import Wake
 from vkpy.node.pods.pod_life import PodLife
-from vkpy.node.pods.pod_record import Absent, Created, PodRecord, needs_sync, newer
-from vkpy.node.pods.pod_reporting import PodReporter
+from vkpy.node.pods.pod_record import Absent, Created, PodRecord, asks_kubelet, newer
+from vkpy.node.pods.pod_reporting import PodReporter, is_echo
 from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.polling import pushing
 from vkpy.node.pods.running_pods import running_pods
@@ -36,9 +36,17 @@ from vkpy.node.podspec.volumes import VolumeSource
 from vkpy.providers.base import PodRef, Provider
 from vkpy.providers.errors import RetryableError
 
-__all__ = ["PodController", "PodControllerSettings"]
+__all__ = ["PodController", "PodControllerSettings", "needs_sync"]
 
 log = logging.getLogger(__name__)
+
+
+def needs_sync(record: PodRecord, update: KubeObject) -> bool:
+    """Whether a watched update of the record's pod asks anything of the kubelet: a
+    change of spec or metadata (pod_record.asks_kubelet), or a status that no longer
+    says what vkpy decided (pod_reporting.is_echo). The echo of our own write, and a
+    bare resourceVersion bump, cost no sync and no backend call."""
+    return asks_kubelet(record.pod, update) or not is_echo(record, update)
 
 
 class PodController:

@@ -27,7 +27,7 @@ from vkpy.node.pods.deadline import DEADLINE_MESSAGE, deadline_exceeded, deadlin
 from vkpy.node.pods.keyed_queue import Retry
 from vkpy.node.pods.lost import lost_state
 from vkpy.node.pods.next_wake import Wake, timers
-from vkpy.node.pods.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping, newer
+from vkpy.node.pods.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping
 from vkpy.node.pods.pod_reporting import PodReporter
 from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.pod_status import TERMINAL_PHASES
@@ -141,7 +141,7 @@ class PodLife:
         if state is None:
             return True  # lost by the backend: created again
         state = self._ephemeral.status(pod, r.ref, state)
-        await self._write(r, pod, state, sandbox_ready=True)
+        await self._report.write(r, pod, state, sandbox_ready=True)
         return False
 
     # --- backend calls ------------------------------------------------------------
@@ -233,7 +233,7 @@ class PodLife:
             )
             for c in spec(pod).get("containers") or []
         )
-        await self._write(r, pod, PodState(phase="Pending", containers=waiting), False)
+        await self._report.write(r, pod, PodState(phase="Pending", containers=waiting), False)
         self._report.event(pod, WARNING, "Failed", f"Error: {message}")
         raise Retry(
             f"pod {r.ref} waits for its configuration: {message}",
@@ -251,7 +251,7 @@ class PodLife:
         message = f"Pod was rejected: {rejection.message}"
         state = PodState(phase="Failed", reason=rejection.reason, message=message)
         r.stage = Final(state)
-        await self._write(r, pod, state, sandbox_ready=False)
+        await self._report.write(r, pod, state, sandbox_ready=False)
 
     async def _fail_permanently(self, r: PodRecord, pod: KubeObject, error: ProviderError) -> None:
         message = str(error)
@@ -275,7 +275,7 @@ class PodLife:
             ),
         )
         r.stage = Final(state)
-        await self._write(r, pod, state, sandbox_ready=False)
+        await self._report.write(r, pod, state, sandbox_ready=False)
 
     # --- while it runs --------------------------------------------------------------
 
@@ -396,15 +396,6 @@ class PodLife:
                 r.warned = r.warned | {warning}
                 self._report.event(pod, WARNING, "BackendAdjusted", warning)
 
-    async def _write(
-        self, r: PodRecord, pod: KubeObject, state: PodState, sandbox_ready: bool
-    ) -> None:
-        desired = self._report.desired(pod, state, sandbox_ready)
-        r.desired = desired  # before the write: its echo must find it
-        updated = await self._report.write_status(pod, desired)
-        if updated is not None and r.pod is not None and newer(updated, r.pod):
-            r.pod = updated
-
     # --- ending -------------------------------------------------------------------
 
     def _grace_period(self, pod: KubeObject) -> float:
@@ -441,7 +432,7 @@ class PodLife:
         """The status of a pod being stopped (its readiness still changes)."""
         if r.pod is not None:
             with contextlib.suppress(NotFoundError):
-                await self._write(r, r.pod, await self._get_status(r), sandbox_ready=True)
+                await self._report.write(r, r.pod, await self._get_status(r), sandbox_ready=True)
 
     async def _report_ended(self, r: PodRecord, ended: list[PodState]) -> None:
         """The status of a deleted pod's stopped containers, as the backend last knew
@@ -451,7 +442,7 @@ class PodLife:
             return
         state = terminal(ended[0])
         try:
-            await self._write(r, r.pod, state, sandbox_ready=False)
+            await self._report.write(r, r.pod, state, sandbox_ready=False)
         except (NotFoundError, Retry) as error:
             log.info("final status not written", extra={"pod": str(r.ref), "error": str(error)})
 
