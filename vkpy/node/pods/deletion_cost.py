@@ -8,7 +8,8 @@ pod, but nothing in that ranking prefers them: a regular node that holds more of
 set's replicas than the virtual node loses its pods first. With `--pod-deletion-cost
 N` (N below the default 0, e.g. -100) vkpy writes the annotation on every pod it
 runs that belongs to a ReplicaSet, so those replicas go first. A pod that already
-carries the annotation keeps the value its owner gave it.
+carries the annotation keeps the value its owner gave it. Writing it is the first
+step of a pod's life on the node (pod_life), before the backend creates it.
 """
 
 from __future__ import annotations
@@ -36,22 +37,21 @@ def wants_cost(pod: KubeObject) -> bool:
 
 
 class DeletionCost:
-    """Annotates each of the node's ReplicaSet pods once with the configured cost."""
+    """Writes the configured cost on a pod; `PodLife` asks once per pod, until done."""
 
     def __init__(self, client: KubeClient, cost: int | None) -> None:
         self._client = client
         self._cost = cost
-        self._done: set[str] = set()
 
-    async def ensure(self, pod: KubeObject | None) -> None:
-        if self._cost is None or pod is None or not wants_cost(pod):
-            return
+    async def write(self, pod: KubeObject) -> KubeObject | None:
+        """Annotate the pod if it wants the cost; the API's answer once written, None
+        when it needs none or the write failed (a later sync tries again)."""
+        if self._cost is None or not wants_cost(pod):
+            return None
         ref = pod_ref(pod)
-        if ref.uid in self._done:
-            return
         body = {"metadata": {"uid": ref.uid, "annotations": {ANNOTATION: str(self._cost)}}}
         try:
-            await self._client.patch(pod_path(ref), body, MERGE_PATCH)
+            return await self._client.patch(pod_path(ref), body, MERGE_PATCH)
         except ApiError as error:
             # Not a reason to hold the pod back: it runs either way, and a later sync
             # tries again (a gone pod answers 404 or 409 and is forgotten soon).
@@ -59,8 +59,4 @@ class DeletionCost:
                 "could not set the pod deletion cost",
                 extra={"pod": str(ref), "error": str(error)},
             )
-            return
-        self._done.add(ref.uid)
-
-    def forget(self, uid: str) -> None:
-        self._done.discard(uid)
+            return None

@@ -20,7 +20,6 @@ from vkpy.core.objects import KubeObject, meta
 from vkpy.kube.client import KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.watch import Watcher, WatchOptions
-from vkpy.node.pods.deletion_cost import DeletionCost
 from vkpy.node.pods.keyed_queue import KeyedQueue
 from vkpy.node.pods.next_wake import Wake
 from vkpy.node.pods.pod_life import PodLife
@@ -73,7 +72,6 @@ class PodController:
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
-        self._cost = DeletionCost(client, settings.deletion_cost)
         self._life = PodLife(client, provider, report, objects, settings, clock, self._ephemeral)
         self._watcher: Watcher | None = None
         if shared_watch is None:
@@ -211,14 +209,12 @@ class PodController:
             return
         wake: Wake | None = None
         try:
-            await self._cost.ensure(record.pod)
             wake = await self._life.sync(record)
         finally:
             if record.pod is None and not record.in_backend:
                 self._forget(record)  # forgetting a pod is removing its record
                 self._queue.drop(uid)
                 self._ephemeral.forget(uid)
-                self._cost.forget(uid)
             else:  # a failed sync leaves its back-off to the queue; timers follow the record
                 self._apply(uid, wake if wake is not None else self._life.wake(record))
                 if record.unread_change:  # changed after its state was read: sync again

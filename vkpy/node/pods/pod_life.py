@@ -1,13 +1,14 @@
 """One pod's life on this node: each step of `sync`, from its record.
 
 `PodLife.sync` looks at a pod's record (the object on the API server, the stage of
-its life here) and does the one thing due: create it in the backend, apply a changed
-spec, renew its tokens, read its state and write it, kill it at its active deadline,
-report it lost, stop it and delete it when it is being deleted, or stop what the
-API server no longer has. Each step moves the record to its next stage; a
-retryable failure raises `Retry` and leaves the record where it was, so the step is
-done again and never skipped. What should wake the pod next (its timers by reason,
-or at once) is returned to the controller, which owns the queue (next_wake).
+its life here) and does the one thing due: write its deletion cost (once, when
+asked for), create it in the backend, apply a changed spec, renew its tokens, read
+its state and write it, kill it at its active deadline, report it lost, stop it and
+delete it when it is being deleted, or stop what the API server no longer has. Each
+step moves the record to its next stage; a retryable failure raises `Retry` and
+leaves the record where it was, so the step is done again and never skipped. What
+should wake the pod next (its timers by reason, or at once) is returned to the
+controller, which owns the queue (next_wake).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from vkpy.core.objects import KubeObject, meta, spec, status
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING
 from vkpy.node.pods.deadline import DEADLINE_MESSAGE, deadline_exceeded, deadline_state
+from vkpy.node.pods.deletion_cost import DeletionCost
 from vkpy.node.pods.keyed_queue import Retry
 from vkpy.node.pods.lost import lost_state
 from vkpy.node.pods.next_wake import Wake, timers
-from vkpy.node.pods.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping
+from vkpy.node.pods.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping, newer
 from vkpy.node.pods.pod_reporting import PodReporter
 from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.pod_status import TERMINAL_PHASES
@@ -93,6 +95,7 @@ class PodLife:
         self._objects = objects
         self._settings = settings
         self._clock = clock
+        self._cost = DeletionCost(client, settings.deletion_cost)
         self._sysctls = SysctlPolicy.from_patterns(settings.allowed_unsafe_sysctls)
         # Checked once: isinstance against a runtime Protocol walks its members, and was
         # 4% of a pod burst's CPU when asked for every pod.
@@ -121,6 +124,8 @@ class PodLife:
             return False
         if isinstance(r.stage, Deleted):
             return False
+        if not r.cost_written:
+            pod = await self._deletion_cost(r, pod)
         if meta(pod).get("deletionTimestamp"):
             await self._terminate(r, pod)
             return False
@@ -143,6 +148,17 @@ class PodLife:
         state = self._ephemeral.status(pod, r.ref, state)
         await self._report.write(r, pod, state, sandbox_ready=True)
         return False
+
+    async def _deletion_cost(self, r: PodRecord, pod: KubeObject) -> KubeObject:
+        """The pod deletion cost on a ReplicaSet's pod, once (deletion_cost); the pod
+        as the API server's answer shows it, so the annotation's echo asks nothing."""
+        answer = await self._cost.write(pod)
+        if answer is None:
+            return pod
+        r.cost_written = True
+        if r.pod is not None and newer(answer, r.pod):
+            r.pod = answer
+        return r.pod if r.pod is not None else pod
 
     # --- backend calls ------------------------------------------------------------
 

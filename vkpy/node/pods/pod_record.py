@@ -79,6 +79,8 @@ class PodRecord:
     reported: KubeObject | None = None
     """The status last decided for the pod (written, or found already there); set
     and read by pod_reporting only (PodReporter.write, is_echo)."""
+    cost_written: bool = False
+    """The pod deletion cost was written on it (deletion_cost): not tried again."""
     unread_change: bool = False
     """The backend said the pod may have changed while its sync ran, and no state was
     read from it since: the controller syncs the pod once more (a push before the
