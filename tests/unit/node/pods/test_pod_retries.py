@@ -100,3 +100,26 @@ async def test_failed_token_renewal_is_tried_again_soon() -> None:
         await h.clock.advance(11)
         assert h.backend.count("refresh", uid) == 2
         assert len(h.backend.refreshed) == 1
+
+
+async def test_a_backends_retry_after_is_honoured() -> None:
+    """A throttled backend says when to come back (Azure's Retry-After): the pod is
+    not tried again sooner, whatever its own back-off (0.2 s at first) would say,
+    and is tried soon after; a hint while reading the state counts the same."""
+    async with Harness() as h:
+        await h.start()
+        h.backend.fail("create", RetryableError("throttled", retry_after=7.0))
+        pod = await h.add("web")
+        uid = pod["metadata"]["uid"]
+        await h.clock.advance(6.9)
+        assert h.backend.count("create", uid) == 1
+        await h.clock.advance(1.0)
+        assert h.backend.count("create", uid) == 2
+        assert h.current(pod)["status"]["phase"] == "Running"
+
+        h.backend.fail("status", RetryableError("throttled", retry_after=20.0))
+        h.kube.update_pod(pod, metadata={"labels": {"tier": "front"}})  # a sync
+        await h.clock.advance(19.9)
+        assert h.backend.count("status", uid) == 2
+        await h.clock.advance(1.0)
+        assert h.backend.count("status", uid) == 3
