@@ -32,13 +32,21 @@ BACKOFF = "backoff"
 class Retry(Exception):
     """Raised by a handler for an expected, transient failure: retried with back-off
     and logged as a warning without a traceback. `max_delay` caps that back-off (a
-    pod waiting for a ConfigMap is tried at least that often)."""
+    pod waiting for a ConfigMap is tried at least that often); `after` is a floor
+    that no cap lowers (a throttled backend's Retry-After: not sooner than that)."""
 
-    def __init__(self, message: str, max_delay: float | None = None, quiet: bool = False):
+    def __init__(
+        self,
+        message: str,
+        max_delay: float | None = None,
+        quiet: bool = False,
+        after: float | None = None,
+    ):
         super().__init__(message)
         self.max_delay = max_delay
         self.quiet = quiet
         """Logged at info level: an expected wait, already reported elsewhere."""
+        self.after = after
 
 
 class KeyedQueue:
@@ -105,12 +113,17 @@ class KeyedQueue:
         if timer is not None:
             timer[1].cancel()
 
-    def retry_later(self, key: str, max_delay: float | None = None) -> float:
-        """Schedule a retry with this key's back-off; returns the delay chosen."""
+    def retry_later(
+        self, key: str, max_delay: float | None = None, after: float | None = None
+    ) -> float:
+        """Schedule a retry with this key's back-off, no sooner than `after` seconds
+        when given; returns the delay chosen."""
         failures = self._failures.get(key, 0) + 1
         self._failures[key] = failures
         cap = self._max if max_delay is None else min(self._max, max_delay)
         delay = min(cap, self._base * 2.0 ** min(failures - 1, 30)) * random.uniform(0.9, 1.1)
+        if after is not None:
+            delay = max(delay, after)
         self.add_after(key, delay, BACKOFF)
         return delay
 
@@ -158,7 +171,7 @@ class KeyedQueue:
             except asyncio.CancelledError:
                 raise
             except Retry as error:
-                delay = self.retry_later(key, error.max_delay)
+                delay = self.retry_later(key, error.max_delay, error.after)
                 log.log(
                     logging.INFO if error.quiet else logging.WARNING,
                     "pod sync will be retried",

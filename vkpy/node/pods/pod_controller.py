@@ -193,7 +193,7 @@ class PodController:
                 break
             except RetryableError as error:
                 log.warning("backend list failed, retrying", extra={"error": str(error)})
-                await self._clock.sleep(delay)
+                await self._clock.sleep(max(delay, error.retry_after or 0.0))
                 delay = min(delay * 2, 10)
         orphans = 0
         for ref in existing:

@@ -72,7 +72,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 TOKEN_RETRY = 10.0
-"""Seconds before a failed token renewal is tried again."""
+"""Seconds before a failed token renewal is tried again (or the backend's retry_after)."""
 
 
 class PodLife:
@@ -171,7 +171,7 @@ class PodLife:
             return result
         except RetryableError as error:
             metrics.labelled(metrics.POD_OPERATIONS, operation, "retry").inc()
-            raise Retry(f"{operation} {ref}: {error}") from error
+            raise Retry(f"{operation} {ref}: {error}", after=error.retry_after) from error
         except ProviderError:
             metrics.labelled(metrics.POD_OPERATIONS, operation, "error").inc()
             raise
@@ -343,7 +343,8 @@ class PodLife:
                 "volume refresh failed, will retry",
                 extra={"pod": str(r.ref), "uid": r.ref.uid, "error": str(error)},
             )
-            next_due = now + TOKEN_RETRY if tokens_due else stage.token_due
+            wait = max(TOKEN_RETRY, (error.after or 0.0) if isinstance(error, Retry) else 0.0)
+            next_due = now + wait if tokens_due else stage.token_due
             labels = stage.metadata_key
         else:
             if tokens_due:
@@ -387,7 +388,7 @@ class PodLife:
             state = await self._provider.get_pod_status(ref)
         except RetryableError as error:
             metrics.labelled(metrics.POD_OPERATIONS, "status", "retry").inc()
-            raise Retry(f"status {ref}: {error}") from error
+            raise Retry(f"status {ref}: {error}", after=error.retry_after) from error
         metrics.labelled(metrics.POD_OPERATIONS, "status", "ok").inc()
         return state
 
