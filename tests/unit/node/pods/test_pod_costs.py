@@ -63,6 +63,23 @@ async def test_a_pod_to_running_costs_one_backend_status_read() -> None:
             assert h.backend.count("status", p["metadata"]["uid"]) == 1
 
 
+async def test_a_polled_pod_costs_one_sync_and_one_look_per_poll() -> None:
+    """A backend that cannot push is asked every poll_interval; its first look at a
+    new pod finds what the create's sync already read and wakes nothing (it used to:
+    a second sync and a third read of the same Running)."""
+    async with Harness(polled=True, poll_interval=5.0) as h:
+        await h.start()
+        pods = [h.kube.add_pod(pod_object(f"p{n}")) for n in range(PODS)]
+        await settle()
+        await h.clock.advance(5)
+        for p in pods:
+            assert h.current(p)["status"]["phase"] == "Running"
+            assert h.backend.count("status", p["metadata"]["uid"]) == 2  # the sync, one poll
+        await h.clock.advance(5)
+        for p in pods:
+            assert h.backend.count("status", p["metadata"]["uid"]) == 3  # one more poll only
+
+
 async def test_a_change_pushed_after_the_state_was_read_is_written_too() -> None:
     """The one read per sync must not swallow a change the backend reports while (or
     after) it answers: that change gets a sync of its own, at once."""
