@@ -26,7 +26,7 @@ from vkpy.node.pods.pod_life import PodLife
 from vkpy.node.pods.pod_record import Absent, Created, PodRecord, asks_kubelet, newer
 from vkpy.node.pods.pod_reporting import PodReporter, is_echo
 from vkpy.node.pods.pod_settings import PodControllerSettings
-from vkpy.node.pods.polling import pushing
+from vkpy.node.pods.polling import push_or_poll
 from vkpy.node.pods.running_pods import running_pods
 from vkpy.node.pods.shared_pod_watch import SharedPodWatch
 from vkpy.node.podspec.ephemeral import EphemeralContainers
@@ -72,7 +72,20 @@ class PodController:
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
-        self._life = PodLife(client, provider, report, objects, settings, clock, self._ephemeral)
+        self._status, self._poller = push_or_poll(
+            provider, settings.poll_interval, clock, self._in_backend
+        )
+        self._status.on_status_change(self.notify)
+        self._life = PodLife(
+            client,
+            provider,
+            self._status,
+            report,
+            objects,
+            settings,
+            clock,
+            self._ephemeral,
+        )
         self._watcher: Watcher | None = None
         if shared_watch is None:
             self._watcher = Watcher(
@@ -88,10 +101,6 @@ class PodController:
             self._synced = self._watcher.synced
         else:
             self._synced = shared_watch.synced
-        self._status, self._poller = pushing(
-            provider, settings.poll_interval, clock, self._in_backend
-        )
-        self._status.on_status_change(self.notify)
         self.ready = asyncio.Event()
         """Set once the first list is in and backend pods are adopted."""
         if shared_watch is not None:  # last: it may hand over the node's pods at once

@@ -33,6 +33,7 @@ from vkpy.node.pods.pod_record import Absent, Created, Deleted, Final, PodRecord
 from vkpy.node.pods.pod_reporting import PodReporter
 from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.pod_status import TERMINAL_PHASES
+from vkpy.node.pods.polling import StatusFeed
 from vkpy.node.pods.terminating import stop_reporting, terminal
 from vkpy.node.podspec.admission import Rejection, SysctlPolicy, admit
 from vkpy.node.podspec.env import ConfigError
@@ -82,6 +83,7 @@ class PodLife:
         self,
         client: KubeClient,
         provider: Provider,
+        states: StatusFeed,
         report: PodReporter,
         objects: VolumeSource,
         settings: PodControllerSettings,
@@ -91,6 +93,8 @@ class PodLife:
         self._client = client
         self._ephemeral = ephemeral
         self._provider = provider
+        self._states = states
+        """Where pod states are read: the backend, or the poller standing in for it."""
         self._report = report
         self._objects = objects
         self._settings = settings
@@ -385,7 +389,7 @@ class PodLife:
         ref = r.ref
         r.unread_change = False
         try:
-            state = await self._provider.get_pod_status(ref)
+            state = await self._states.get_pod_status(ref)
         except RetryableError as error:
             metrics.labelled(metrics.POD_OPERATIONS, "status", "retry").inc()
             raise Retry(f"status {ref}: {error}", after=error.retry_after) from error
