@@ -16,7 +16,7 @@ import logging
 
 from vkpy.core import metrics
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
-from vkpy.core.objects import KubeObject, meta
+from vkpy.core.objects import KubeObject, uid_of
 from vkpy.kube.client import KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.watch import Watcher, WatchOptions
@@ -130,7 +130,7 @@ class PodController:
             self._queue.add(uid)
 
     def _seen(self, pod: KubeObject) -> None:
-        uid = str(meta(pod).get("uid"))
+        uid = uid_of(pod)
         record = self._records.get(uid)
         if record is None:
             self._remember(PodRecord(ref=pod_ref(pod), pod=pod))
@@ -166,7 +166,7 @@ class PodController:
             self._names.pop((ref.namespace, ref.name), None)
 
     def replace(self, items: list[KubeObject]) -> None:
-        fresh = {str(meta(p).get("uid")) for p in items}
+        fresh = {uid_of(p) for p in items}
         for uid in [u for u in self._records if u not in fresh]:
             self._gone(uid)
         for pod in items:
@@ -174,7 +174,7 @@ class PodController:
 
     def apply(self, event_type: str, obj: KubeObject) -> None:
         if event_type == "DELETED":
-            self._gone(str(meta(obj).get("uid")))
+            self._gone(uid_of(obj))
         else:
             self._seen(obj)
 

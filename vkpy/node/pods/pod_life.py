@@ -21,7 +21,7 @@ from typing import NoReturn, TypeVar
 
 from vkpy.core import metrics
 from vkpy.core.clock import Clock, utcnow
-from vkpy.core.objects import KubeObject, meta, spec, status
+from vkpy.core.objects import KubeObject, containers_of, meta, spec, status
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING
 from vkpy.node.pods.deadline import DEADLINE_MESSAGE, deadline_exceeded, deadline_state
@@ -251,7 +251,7 @@ class PodLife:
                 reason="CreateContainerConfigError",
                 message=message,
             )
-            for c in spec(pod).get("containers") or []
+            for c in containers_of(pod)
         )
         await self._report.write(r, pod, PodState(phase="Pending", containers=waiting), False)
         self._report.event(pod, WARNING, "Failed", f"Error: {message}")
@@ -291,7 +291,7 @@ class PodLife:
                 ContainerState(
                     name=str(c.get("name")), state="waiting", reason=reason, message=message
                 )
-                for c in spec(pod).get("containers") or []
+                for c in containers_of(pod)
             ),
         )
         r.stage = Final(state)
@@ -429,7 +429,7 @@ class PodLife:
         """Graceful deletion: stop in the backend, then remove the object, once."""
         if r.in_backend:
             if isinstance(r.stage, Created):
-                for container in spec(pod).get("containers") or []:
+                for container in containers_of(pod):
                     name = container.get("name")
                     self._report.event(pod, NORMAL, "Killing", f"Stopping container {name}", name)
             r.stage = Stopping()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vkpy.core.objects import KubeObject, meta, spec, status
+from vkpy.core.objects import KubeObject, conditions_of, meta, spec
 from vkpy.node.pods.pod_status import KUBELET_CONDITIONS
 from vkpy.node.podspec.volumes import TokenGrant, TokenKey
 from vkpy.providers.base import PodRef, PodState
@@ -113,9 +113,7 @@ def _metadata(pod: KubeObject) -> KubeObject:
 
 
 def _others_conditions(pod: KubeObject) -> list[KubeObject]:
-    return [
-        c for c in status(pod).get("conditions") or [] if c.get("type") not in KUBELET_CONDITIONS
-    ]
+    return [c for c in conditions_of(pod) if c.get("type") not in KUBELET_CONDITIONS]
 
 
 def asks_kubelet(before: KubeObject | None, update: KubeObject) -> bool:

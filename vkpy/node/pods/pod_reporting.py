@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from vkpy.core import metrics
 from vkpy.core.clock import Clock, utcnow
-from vkpy.core.objects import KubeObject, meta, status
+from vkpy.core.objects import KubeObject, name_of, namespace_of, status, uid_of
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.node.pods.keyed_queue import Retry
@@ -108,13 +108,12 @@ class PodReporter:
         container: str | None = None,
     ) -> None:
         """Queue an Event about the pod (or one of its containers)."""
-        m = meta(pod)
         self._events.emit(
             InvolvedObject(
                 kind="Pod",
-                name=str(m.get("name")),
-                namespace=str(m.get("namespace")),
-                uid=str(m.get("uid")),
+                name=name_of(pod),
+                namespace=namespace_of(pod),
+                uid=uid_of(pod),
                 field_path=f"spec.containers{{{container}}}" if container else "",
             ),
             event_type,

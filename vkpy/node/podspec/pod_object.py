@@ -9,14 +9,13 @@ three unrelated modules.
 
 from __future__ import annotations
 
-from vkpy.core.objects import KubeObject, meta, spec
+from vkpy.core.objects import KubeObject, containers_of, name_of, namespace_of, uid_of
 from vkpy.providers.base import PodRef
 
 
 def pod_ref(pod: KubeObject) -> PodRef:
     """The pod's namespace, name and UID, as the backend knows it."""
-    m = meta(pod)
-    return PodRef(str(m.get("namespace", "")), str(m.get("name", "")), str(m.get("uid", "")))
+    return PodRef(namespace_of(pod), name_of(pod), uid_of(pod))
 
 
 def pod_path(ref: PodRef) -> str:
@@ -26,4 +25,4 @@ def pod_path(ref: PodRef) -> str:
 
 def images(pod: KubeObject) -> tuple[str, ...]:
     """The images of the pod's containers, in order (a change is applied to the backend)."""
-    return tuple(str(c.get("image", "")) for c in spec(pod).get("containers") or [])
+    return tuple(str(c.get("image", "")) for c in containers_of(pod))
