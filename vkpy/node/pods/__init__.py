@@ -18,7 +18,8 @@ Modules:
   became of it.
 - pod_life: One pod's life on this node: each step of `sync`, from its record.
 - pod_record: Everything the pod controller knows about one pod, in one record.
-- pod_reporting: Telling the API server what became of a pod: status patches and Events.
+- pod_reporting: Telling the API server what became of a pod: status patches and Events,
+  and knowing our own writes when the watch brings them back.
 - pod_settings: The pod controller's settings, apart from the controller so flags parse
   cheaply.
 - pod_status: Turning a backend's view of a pod into the pod status the kubelet would
