@@ -11,7 +11,6 @@ the settings name them; `endpoint_url` points every client at an emulator.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import random
@@ -23,7 +22,8 @@ from aiobotocore.response import StreamingBody
 from aiobotocore.session import AioSession
 
 from vkpy import __version__
-from vkpy.providers.aws.retry import Sleep, with_retries
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
+from vkpy.providers.aws.retry import with_retries
 from vkpy.providers.aws.settings import AwsSettings
 from vkpy.providers.errors import ProviderError
 
@@ -41,12 +41,12 @@ class AwsClients:
         settings: AwsSettings,
         services: Sequence[str],
         *,
-        sleep: Sleep = asyncio.sleep,
+        clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
     ) -> None:
         self._settings = settings
         self._services = tuple(services)
-        self._sleep = sleep
+        self._clock = clock
         self._rng = rng or random.Random()
         self._stack = contextlib.AsyncExitStack()
         self._clients: dict[str, Any] = {}
@@ -121,7 +121,7 @@ class AwsClients:
             once,
             f"{service}:{operation}",
             self._settings.retry,
-            sleep=self._sleep,
+            clock=self._clock,
             rng=self._rng,
             only_throttling=only_throttling,
         )

@@ -11,14 +11,14 @@ reader is closed. CloudWatch does not tell stdout from stderr: every line is std
 
 from __future__ import annotations
 
-import asyncio
 import collections
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.providers.aws.clients import AwsClients, AwsObject
-from vkpy.providers.aws.retry import Sleep, not_found
+from vkpy.providers.aws.retry import not_found
 from vkpy.providers.base import LogQuery, LogRecord
 from vkpy.providers.errors import ProviderError
 
@@ -91,7 +91,7 @@ async def read_logs(
     *,
     ended: Ended | None = None,
     follow_policy: FollowPolicy | None = None,
-    sleep: Sleep = asyncio.sleep,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[LogRecord]:
     """The lines of `source` as `query` asks; see the module docstring."""
     if "stdout" not in query.streams:
@@ -112,7 +112,7 @@ async def read_logs(
     wait = policy.initial
     finishing = False
     while True:
-        await sleep(wait)
+        await clock.sleep(wait)
         if not finishing and ended is not None and await ended():
             finishing = True  # one last read for lines written before the end
         fresh = [

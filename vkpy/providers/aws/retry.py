@@ -31,6 +31,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.providers.errors import (
     InvalidInputError,
     NotFoundError,
@@ -41,7 +42,6 @@ from vkpy.providers.errors import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Sleep = Callable[[float], Awaitable[None]]
 
 THROTTLING_CODES = frozenset(
     {
@@ -207,7 +207,7 @@ async def with_retries(
     operation: str,
     policy: RetryPolicy,
     *,
-    sleep: Sleep = asyncio.sleep,
+    clock: Clock = SYSTEM_CLOCK,
     rng: random.Random | None = None,
     only_throttling: bool = False,
 ) -> T:
@@ -239,7 +239,7 @@ async def with_retries(
                 },
             )
             retry += 1
-            await sleep(delay)
+            await clock.sleep(delay)
 
 
 def not_found(error: ProviderError) -> bool:

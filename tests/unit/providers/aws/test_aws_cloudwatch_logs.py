@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from vkpy.core.clock import SystemClock
 from vkpy.providers.aws.cloudwatch_logs import FollowPolicy, LogSource, read_logs
 from vkpy.providers.aws.retry import AwsApiError
 from vkpy.providers.base import LogQuery
@@ -70,14 +71,17 @@ async def test_follow_polls_with_backoff_and_ends_after_the_container() -> None:
     waits: list[float] = []
     ended = {"now": False}
 
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-        if len(waits) == 3:
-            logs.add(1000, "same millisecond")  # not lost, not repeated
-            logs.add(2000, "second")
-        if len(waits) == 5:
-            ended["now"] = True
-            logs.add(3000, "last words")
+    class Script(SystemClock):
+        """Each wait the logs are followed with: what the group holds changes on cue."""
+
+        async def sleep(self, seconds: float) -> None:
+            waits.append(seconds)
+            if len(waits) == 3:
+                logs.add(1000, "same millisecond")  # not lost, not repeated
+                logs.add(2000, "second")
+            if len(waits) == 5:
+                ended["now"] = True
+                logs.add(3000, "last words")
 
     async def is_ended() -> bool:
         return ended["now"]
@@ -87,7 +91,7 @@ async def test_follow_polls_with_backoff_and_ends_after_the_container() -> None:
         LogQuery("app", follow=True),
         ended=is_ended,
         follow_policy=FollowPolicy(initial=0.5, maximum=2.0),
-        sleep=sleep,
+        clock=Script(),
     )
     assert lines == [b"first\n", b"same millisecond\n", b"second\n", b"last words\n"]
     assert waits == [0.5, 1.0, 2.0, 0.5, 1.0]

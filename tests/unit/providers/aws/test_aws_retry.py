@@ -7,6 +7,7 @@ import random
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from tests.unit.fake_clock import NoWaitClock
 from vkpy.providers.aws.retry import AwsApiError, RetryPolicy, transient_reason, with_retries
 from vkpy.providers.errors import RetryableError
 
@@ -58,20 +59,19 @@ class Flaky:
         return "ok"
 
 
-async def no_sleep(_: float) -> None:
-    return None
+NO_WAIT = NoWaitClock()
 
 
 async def test_throttling_is_retried_until_it_passes() -> None:
     call = Flaky(client_error("ThrottlingException"), client_error("X", 500))
-    assert await with_retries(call, "svc:op", RetryPolicy(attempts=3), sleep=no_sleep) == "ok"
+    assert await with_retries(call, "svc:op", RetryPolicy(attempts=3), clock=NO_WAIT) == "ok"
     assert call.calls == 3
 
 
 async def test_exhausted_retries_become_retryable_errors() -> None:
     call = Flaky(*[client_error("ThrottlingException")] * 5)
     with pytest.raises(RetryableError) as caught:
-        await with_retries(call, "svc:op", RetryPolicy(attempts=3), sleep=no_sleep)
+        await with_retries(call, "svc:op", RetryPolicy(attempts=3), clock=NO_WAIT)
     assert caught.value.reason == "Throttled"
     assert call.calls == 3
 
@@ -79,7 +79,7 @@ async def test_exhausted_retries_become_retryable_errors() -> None:
 async def test_other_answers_are_not_retried_and_keep_their_code() -> None:
     call = Flaky(client_error("ResourceNotFoundException", 404))
     with pytest.raises(AwsApiError) as caught:
-        await with_retries(call, "lambda:get_function", RetryPolicy(), sleep=no_sleep)
+        await with_retries(call, "lambda:get_function", RetryPolicy(), clock=NO_WAIT)
     assert caught.value.code == "ResourceNotFoundException"
     assert caught.value.not_found
     assert call.calls == 1
@@ -88,8 +88,8 @@ async def test_other_answers_are_not_retried_and_keep_their_code() -> None:
 async def test_calls_that_must_not_repeat_retry_only_refusals() -> None:
     refused = Flaky(client_error("TooManyRequestsException", 429))
     policy = RetryPolicy(attempts=3)
-    assert await with_retries(refused, "op", policy, sleep=no_sleep, only_throttling=True) == "ok"
+    assert await with_retries(refused, "op", policy, clock=NO_WAIT, only_throttling=True) == "ok"
     failed = Flaky(client_error("ServiceException", 500))
     with pytest.raises(RetryableError):
-        await with_retries(failed, "op", policy, sleep=no_sleep, only_throttling=True)
+        await with_retries(failed, "op", policy, clock=NO_WAIT, only_throttling=True)
     assert failed.calls == 1
