@@ -474,6 +474,11 @@ def test_standby_takes_over_when_the_leader_is_killed(hosted: Hosted) -> None:
     records = {p.stem for p in hosted.platform.glob("*.json")}
     assert records == {uid for uid, *_ in before.values()}  # nothing duplicated
     restart_worker(hosted, host)  # back up
+    # The dead leader's host coming back (its replica starting again as a standby)
+    # loses nothing of the running pods either.
+    wait_for("two vkpy replicas again", lambda: len(vkpy_pods(hosted)) == 2, timeout=90)
+    assert identity(hosted) == before
+    assert {p.stem for p in hosted.platform.glob("*.json")} == records
 
 
 def nothing_of_the_release_left(hosted: Hosted, release: Release) -> None:
