@@ -325,9 +325,10 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
     assert sorted(p.name for p in Path("/srv").iterdir()) == host_srv  # host untouched
     assert group.model.containers[0].readiness_probe.exec_property.command == ["true"]
     wait_for("private Running (imagePullSecrets)", phase_is(kube, "private", "Running"), 60)
-    refused = wait_for("nocreds Failed", phase_is(kube, "nocreds", "Failed"), timeout=60)
-    assert "myregistry.azurecr.io" in refused["status"]["message"]
-    assert refused["status"]["reason"] == "RegistryErrorResponse"  # the operation's error
+    refused = cannot_start(kube, "nocreds")  # Pending, never Failed (issue 31)
+    assert refused["reason"] == "ErrImagePull"
+    assert "myregistry.azurecr.io" in refused["message"]
+    assert refused["message"].startswith("RegistryErrorResponse: ")  # the operation's error
     del aci.emulator.emulator.registries["myregistry.azurecr.io"]
 
 
