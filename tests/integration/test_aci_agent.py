@@ -17,6 +17,7 @@ from typing import Any
 
 from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: F401
 from tests.integration.agent import Agent, Kube, wait_for
+from tests.integration.cannot_start import cannot_start
 from tests.integration.conftest import StartAgent
 from tests.integration.stream_helpers import (
     Terminal,
@@ -287,9 +288,12 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
     assert failed["status"]["reason"] == "ResourceRequestsNotSupported"
     assert "maximum allowed resource" in failed["status"]["message"]
     wait_for("an Event", lambda: "ResourceRequestsNotSupported" in events(kube, "big"))
-    unsupported = wait_for("host Failed", phase_is(kube, "host", "Failed"))
-    assert unsupported["status"]["reason"] == "UnsupportedVolume"
-    wait_for("its Event", lambda: "UnsupportedVolume" in events(kube, "host"))
+    assert failed["status"]["message"].startswith("Pod was rejected: ")  # as at admission
+    # a volume ACI lacks: Pending, Waiting with CreateContainerError, never Failed (issue 31)
+    unsupported = cannot_start(kube, "host")
+    assert unsupported["reason"] == "CreateContainerError"
+    assert unsupported["message"].startswith("UnsupportedVolume: ")
+    assert any("UnsupportedVolume" in e["message"] for e in unsupported["events"])
     wait_for("fine Running", phase_is(kube, "fine", "Running"), timeout=60)
     wait_for("gpu Running", phase_is(kube, "gpu", "Running"), timeout=60)
     node = kube.get("node", agent.node_name, namespaced=False)
@@ -321,9 +325,10 @@ def test_refused_pods_fail_with_acis_words_while_others_run(
     assert sorted(p.name for p in Path("/srv").iterdir()) == host_srv  # host untouched
     assert group.model.containers[0].readiness_probe.exec_property.command == ["true"]
     wait_for("private Running (imagePullSecrets)", phase_is(kube, "private", "Running"), 60)
-    refused = wait_for("nocreds Failed", phase_is(kube, "nocreds", "Failed"), timeout=60)
-    assert "myregistry.azurecr.io" in refused["status"]["message"]
-    assert refused["status"]["reason"] == "RegistryErrorResponse"  # the operation's error
+    refused = cannot_start(kube, "nocreds")  # Pending, never Failed (issue 31)
+    assert refused["reason"] == "ErrImagePull"
+    assert "myregistry.azurecr.io" in refused["message"]
+    assert refused["message"].startswith("RegistryErrorResponse: ")  # the operation's error
     del aci.emulator.emulator.registries["myregistry.azurecr.io"]
 
 

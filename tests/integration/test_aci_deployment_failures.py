@@ -1,24 +1,27 @@
 """Deployments that ARM accepted and that then failed: capacity and quota failures
 (`ServiceUnavailable`, `ContainerGroupQuotaReached`) are deployed again with back-off,
 the platform's words on the pending pod meanwhile, until the pod runs in one group;
-an image ACI cannot pull (`InaccessibleImage`) fails the pod for good, with an Event.
+an image ACI cannot pull (`InaccessibleImage`) leaves the pod Pending with
+ErrImagePull and an Event, deployed again after the kubelet's image back-off.
 Against the emulator, through the real SDK and kubectl.
 """
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tests.integration.aci_fixtures import AciSetup, aci, aci_emulator  # noqa: F401
 from tests.integration.agent import Kube, wait_for
+from tests.integration.cannot_start import cannot_start
 from tests.integration.conftest import StartAgent
 from tests.integration.test_aci_agent import aci_pod, events, phase_is, ref_of, start_aci
 from vkpy.providers import owner_tags
 from vkpy.providers.aci.naming import group_name
 
 
-def test_capacity_failures_are_retried_and_an_inaccessible_image_fails_the_pod(
+def test_capacity_failures_are_retried_and_an_inaccessible_image_keeps_the_pod_pending(
     kube: Kube, start_agent: StartAgent, aci: AciSetup
 ) -> None:
     agent = start_aci(start_agent, aci)
@@ -63,13 +66,26 @@ def test_capacity_failures_are_retried_and_an_inaccessible_image_fails_the_pod(
         "resources": {"requests": {"cpu": "100m", "memory": "100M"}},
     }
     kube.create(aci_pod("lost", agent.node_name, [lost]))
-    failed = wait_for("lost Failed", phase_is(kube, "lost", "Failed"), timeout=60)
-    assert failed["status"]["reason"] == "InaccessibleImage"
-    assert "busybox-does-not-exist:1" in failed["status"]["message"]
-    assert "is not accessible" in failed["status"]["message"]
+    # an image ACI cannot pull: Pending with ErrImagePull, deployed again after the
+    # kubelet's image back-off, never Failed (a ReplicaSet would replace it: issue 31)
+    refused = cannot_start(kube, "lost")
+    assert refused["reason"] == "ErrImagePull"
+    assert refused["message"].startswith("InaccessibleImage: ")
+    assert "busybox-does-not-exist:1" in refused["message"]
+    assert "is not accessible" in refused["message"]
     wait_for("its Event", lambda: "InaccessibleImage" in events(kube, "lost"))
-    group = aci.emulator.group(group_name(ref_of(failed)), aci.resource_group)
-    assert group is not None and group.provisioning == "Failed"  # not deployed again
+    name = group_name(ref_of(refused["pod"]))
+    group = aci.emulator.group(name, aci.resource_group)
+    assert group is not None and group.provisioning == "Failed"
+    first = group.created
+
+    def deployed_again() -> bool:
+        again = aci.emulator.group(name, aci.resource_group)
+        return again is not None and again.created > first
+
+    wait_for("deployed again after the 10 s back-off", deployed_again, timeout=30)
+    assert time.time() - first >= 10
+    assert phase_is(kube, "lost", "Pending")
 
 
 def test_a_put_refused_for_quota_keeps_the_pod_pending_with_acis_words_until_it_runs(

@@ -12,6 +12,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.agent import Kube, free_port, sim_pod, wait_for
+from tests.integration.cannot_start import cannot_start
 from tests.integration.conftest import StartAgent
 
 
@@ -257,12 +258,10 @@ def test_invalid_pod_gets_reason_and_event_while_others_run(
     agent = start_agent()
     kube.create(sim_pod("broken", agent.node_name, {"sim.vkpy.io/exit-code": "three"}))
     kube.create(sim_pod("fine", agent.node_name))
-    broken = wait_for(
-        "Failed", lambda: kube.phase("broken") == "Failed" and kube.get("pod", "broken")
-    )
-    assert broken["status"]["reason"] == "InvalidSimAnnotation"
-    assert "not a number" in broken["status"]["message"]
-    wait_for("Warning Event", lambda: any(e["type"] == "Warning" for e in kube.events("broken")))
+    broken = cannot_start(kube, "broken")  # Pending, never Failed (issue 31)
+    assert broken["reason"] == "CreateContainerError"
+    assert broken["message"].startswith("InvalidSimAnnotation: ")
+    assert "not a number" in broken["message"]
     wait_for("other pod Running", lambda: kube.phase("fine") == "Running")
     assert agent.alive()
 

@@ -24,6 +24,7 @@ from tests.integration.aws_fixtures import (  # noqa: F401 - fixtures
     lambda_setup,
     moto,
 )
+from tests.integration.cannot_start import cannot_start
 from tests.integration.conftest import StartAgent
 from tests.integration.moto_server import Aws, AwsProxy, Call, MotoServer, exit_code_rewrite
 from vkpy.providers.aws.naming import function_name, task_family
@@ -206,10 +207,11 @@ def test_lambda_unrepresentable_pod_gets_reason_and_event(
     agent = start_lambda(start_agent, lambda_setup)
     two = [{"name": "a", "image": IMAGE}, {"name": "b", "image": IMAGE}]
     kube.create(aws_pod("two", agent.node_name, containers=two))
-    failed = wait_for("Failed", phase_is(kube, "two", "Failed"))
-    assert failed["status"]["reason"] == "UnsupportedMultipleContainers"
-    assert "one container" in failed["status"]["message"]
-    wait_for("an Event", lambda: "UnsupportedMultipleContainers" in events(kube, "two"))
+    refused = cannot_start(kube, "two")  # Pending, never Failed (issue 31)
+    assert refused["reason"] == "CreateContainerError"
+    assert refused["message"].startswith("UnsupportedMultipleContainers: ")
+    assert "one container" in refused["message"]
+    assert any("UnsupportedMultipleContainers" in e["message"] for e in refused["events"])
 
 
 def test_lambda_zip_code_from_a_config_map(
@@ -487,10 +489,11 @@ def test_fargate_converges_under_throttling_and_refuses_unrepresentable_pods(
     kube.create(bad)
     for i in range(3):
         wait_for(f"t{i} Running", phase_is(kube, f"t{i}", "Running"), timeout=90)
-    failed = wait_for("Failed", phase_is(kube, "hostpath", "Failed"))
-    assert failed["status"]["reason"] == "UnsupportedVolume"
-    assert "hostPath" in failed["status"]["message"]
-    wait_for("an Event", lambda: "UnsupportedVolume" in events(kube, "hostpath"))
+    refused = cannot_start(kube, "hostpath")  # Pending, never Failed (issue 31)
+    assert refused["reason"] == "CreateContainerError"
+    assert refused["message"].startswith("UnsupportedVolume: ")
+    assert "hostPath" in refused["message"]
+    assert any("UnsupportedVolume" in e["message"] for e in refused["events"])
     for i in range(3):
         kube.kubectl("delete", "pod", f"t{i}", "-n", kube.namespace, "--wait=false")
     wait_for(

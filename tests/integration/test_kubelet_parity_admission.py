@@ -87,7 +87,8 @@ def test_containers_that_cannot_start_get_a_failed_event_and_logs_say_why(
     logs = kube.cluster.run_kubectl("logs", "-n", kube.namespace, "imageonly", check=False)
     assert logs.returncode != 0
     assert (
-        'container "app" in pod "imageonly" is waiting to start: ContainerCannotRun' in logs.stderr
+        'container "app" in pod "imageonly" is waiting to start: CreateContainerError'
+        in logs.stderr
     )
     wait_for("blocked Pending", lambda: phase_is(kube, "blocked", "Pending"))
     logs = kube.cluster.run_kubectl(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.agent import Kube, free_port, wait_for
+from tests.integration.cannot_start import cannot_start
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     StartProcessAgent,
     condition,
@@ -154,17 +155,10 @@ def test_pod_processes_have_no_privileges_and_the_escapes_are_refused(
 
 
 def _refused(kube: Kube, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    def failed_with_event() -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-        pod = kube.get("pod", name)
-        if not pod or pod["status"].get("phase") != "Failed":
-            return None
-        events = [e for e in kube.events(name) if e["type"] == "Warning"]
-        return (pod, events) if events else None
-
-    found: tuple[dict[str, Any], list[dict[str, Any]]] = wait_for(
-        f"{name} refused", failed_with_event
-    )
-    return found
+    """The refused pod (Pending, Waiting with a reason: never Failed, issue 31) and
+    its Warning Events."""
+    found = cannot_start(kube, name)
+    return found, found["events"]
 
 
 ASKS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
@@ -194,12 +188,13 @@ def test_privileges_and_host_namespaces_are_refused_by_default_with_an_event(
             )
         )
     for name, (_, _, words) in ASKS.items():
-        pod, events = _refused(kube, name)
-        assert pod["status"]["reason"] == "UnsupportedSecurityContext", name
-        assert words in pod["status"]["message"], pod["status"]
+        refused, events = _refused(kube, name)
+        assert refused["reason"] == "CreateContainerError", name
+        assert refused["message"].startswith("UnsupportedSecurityContext: "), refused
+        assert words in refused["message"], refused
         assert any(words in e["message"] for e in events), events
         if name != "localhost":
-            assert "does not allow" in pod["status"]["message"], pod["status"]
+            assert "does not allow" in refused["message"], refused
 
 
 def _free_low_port() -> int:

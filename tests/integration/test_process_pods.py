@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.integration.agent import Kube, free_port, wait_for
+from tests.integration.cannot_start import cannot_start
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     StartProcessAgent,
     condition,
@@ -430,28 +431,29 @@ def test_unrunnable_pods_get_a_reason_and_an_event(
     )
     kube.create(process_pod("missing", agent.node_name, "", container={"command": ["no-such-cmd"]}))
     kube.create(process_pod("healthy", agent.node_name, "sleep 3600"))
-    image_only = wait_for("Failed", lambda: phase_is(kube, "imageonly", "Failed"))
-    assert image_only["status"]["reason"] == "NoCommand"
-    assert "has no command" in image_only["status"]["message"]
-    assert "`images` setting" in image_only["status"]["message"]
-    waiting = status_of(image_only)["state"]["waiting"]
-    assert waiting["reason"] == "ContainerCannotRun"
-    claims = wait_for("Failed", lambda: phase_is(kube, "claims", "Failed"))
-    assert claims["status"]["reason"] == "UnsupportedVolume"
-    assert "persistentVolumeClaim" in claims["status"]["message"]
-    hostroot = wait_for("Failed", lambda: phase_is(kube, "hostroot", "Failed"))
-    assert "host_path_prefixes" in hostroot["status"]["message"]
+    # refused at create: Pending, Waiting with CreateContainerError, never Failed (issue 31)
+    image_only = cannot_start(kube, "imageonly")
+    assert image_only["reason"] == "CreateContainerError"
+    assert image_only["message"].startswith("NoCommand: ")
+    assert "has no command" in image_only["message"]
+    assert "`images` setting" in image_only["message"]
+    claims = cannot_start(kube, "claims")
+    assert claims["reason"] == "CreateContainerError"
+    assert claims["message"].startswith("UnsupportedVolume: ")
+    assert "persistentVolumeClaim" in claims["message"]
+    hostroot = cannot_start(kube, "hostroot")
+    assert "host_path_prefixes" in hostroot["message"]
     missing = wait_for("Failed", lambda: phase_is(kube, "missing", "Failed"))
     terminated = status_of(missing)["state"]["terminated"]
     assert terminated["reason"] == "ContainerCannotRun"
     assert "no-such-cmd" in terminated["message"]
-    for name, reason in (("imageonly", "NoCommand"), ("claims", "UnsupportedVolume")):
-        wait_for(
-            f"{reason} Event",
-            lambda n=name, r=reason: any(
-                e["type"] == "Warning" and e["reason"] == r for e in kube.events(n)
-            ),
-        )
+    for refused, reason in ((image_only, "NoCommand"), (claims, "UnsupportedVolume")):
+        assert any(
+            e["reason"] == "Failed" and e["message"].startswith(f"Error: {reason}: ")
+            for e in refused["events"]
+        ), refused["events"]
+    for name in ("imageonly", "claims", "hostroot"):
+        assert phase_is(kube, name, "Pending"), name
     wait_for("healthy Running", lambda: phase_is(kube, "healthy", "Running"))
     assert agent.alive()
 

@@ -5,6 +5,8 @@ pod_life; pod_reporting writes the status).
 Modules:
 - backend_events: Events a backend reports about its pods, written as the kubelet writes
   its own.
+- cannot_start: What the kubelet shows for a pod whose containers cannot start, and when
+  it tries again.
 - deadline: activeDeadlineSeconds: when a pod has run too long, and what it looks like
   after.
 - deletion_cost: Opt-in `controller.kubernetes.io/pod-deletion-cost` on the pods of this

@@ -24,12 +24,32 @@ from vkpy.core.clock import Clock, utcnow
 from vkpy.core.objects import KubeObject, containers_of, meta, spec, status
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING
+from vkpy.node.pods.cannot_start import (
+    CONFIG_ERROR,
+    ERR_IMAGE_PULL,
+    IMAGE_PULL_BACK_OFF,
+    affected,
+    as_cannot_start,
+    back_off_message,
+    images_of,
+    pull_delay,
+    waiting,
+)
 from vkpy.node.pods.deadline import DEADLINE_MESSAGE, deadline_exceeded, deadline_state
 from vkpy.node.pods.deletion_cost import DeletionCost
 from vkpy.node.pods.keyed_queue import Retry
 from vkpy.node.pods.lost import lost_state
 from vkpy.node.pods.next_wake import Wake, timers
-from vkpy.node.pods.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping, newer
+from vkpy.node.pods.pod_record import (
+    Absent,
+    Created,
+    Deleted,
+    Final,
+    PodRecord,
+    PullBackOff,
+    Stopping,
+    newer,
+)
 from vkpy.node.pods.pod_reporting import PodReporter
 from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.pod_status import TERMINAL_PHASES
@@ -51,7 +71,6 @@ from vkpy.node.podspec.volumes import (
     metadata_key,
 )
 from vkpy.providers.base import (
-    ContainerState,
     KnowsImageUsers,
     PodConfig,
     PodRef,
@@ -62,6 +81,8 @@ from vkpy.providers.base import (
     RefreshesVolumes,
 )
 from vkpy.providers.errors import (
+    AdmissionError,
+    CannotStartError,
     InvalidInputError,
     NotFoundError,
     ProviderError,
@@ -215,21 +236,28 @@ class PodLife:
     # --- creating -----------------------------------------------------------------
 
     async def _create(self, r: PodRecord, pod: KubeObject) -> bool:
-        """Start the pod in the backend; False when it cannot be (status written)."""
+        """Start the pod in the backend; False when it is rejected (status written).
+        A container that cannot start raises Retry (cannot_start): the pod stays
+        Pending, Waiting with the kubelet's reason, and is tried again."""
         node_os = self._settings.operating_system or self._provider.node_info().operating_system
         rejection = admit(pod, node_os, self._sysctls)
         if rejection is not None:
             await self._reject(r, pod, rejection)
             return False
+        await self._wait_for_pull_backoff(r, pod)
         try:
             config, token_due, grants = await self._config(pod)
         except ConfigError as error:
-            await self._config_error(r, pod, str(error))
+            await self._cannot_start(r, pod, CannotStartError(str(error), reason=CONFIG_ERROR))
         try:
             await self._backend("create", r.ref, self._provider.create_pod(config))
-        except (InvalidInputError, UnsupportedError) as error:
-            await self._fail_permanently(r, pod, error)
+        except CannotStartError as error:
+            await self._cannot_start(r, pod, error)
+        except AdmissionError as error:
+            await self._reject(r, pod, Rejection(error.reason, str(error)))
             return False
+        except (InvalidInputError, UnsupportedError) as error:
+            await self._cannot_start(r, pod, as_cannot_start(error))
         r.stage = Created(
             images=images(pod),
             token_due=token_due,
@@ -241,24 +269,57 @@ class PodLife:
         log.info("pod created in backend", extra={"pod": str(r.ref), "uid": r.ref.uid})
         return True
 
-    async def _config_error(self, r: PodRecord, pod: KubeObject, message: str) -> NoReturn:
-        """Pending with CreateContainerConfigError and an Event; retried with a back-off
-        capped at `config_retry_max` (the recorder folds repeats into one Event)."""
-        waiting = tuple(
-            ContainerState(
-                name=str(c.get("name")),
-                state="waiting",
-                reason="CreateContainerConfigError",
-                message=message,
-            )
-            for c in containers_of(pod)
+    async def _cannot_start(
+        self, r: PodRecord, pod: KubeObject, error: CannotStartError
+    ) -> NoReturn:
+        """Pending, the containers that cannot start Waiting with the error's reason, a
+        Warning `Failed` Event (the recorder folds repeats into one), and Retry: after
+        a failed pull not before the image back-off (cannot_start), otherwise with the
+        queue's back-off capped at `config_retry_max` (the kubelet's sync back-off).
+        Never Failed: the kubelet fails a pod only at admission."""
+        message = str(error)
+        names = affected(pod, error)
+        log.info(
+            "container cannot start, will retry",
+            extra={"pod": str(r.ref), "reason": error.reason, "error": message},
         )
-        await self._report.write(r, pod, PodState(phase="Pending", containers=waiting), False)
-        self._report.event(pod, WARNING, "Failed", f"Error: {message}")
+        state = waiting(error.reason, dict.fromkeys(names, message))
+        await self._report.write(r, pod, state, sandbox_ready=False)
+        if error.reason == ERR_IMAGE_PULL:
+            self._report.event(pod, WARNING, "Failed", message)
+            self._report.event(pod, WARNING, "Failed", f"Error: {ERR_IMAGE_PULL}")
+            previous = r.stage.pull_backoff if isinstance(r.stage, Absent) else None
+            failures = (previous.failures if previous is not None else 0) + 1
+            until = self._clock.time() + pull_delay(failures)
+            r.stage = Absent(PullBackOff(failures, until, tuple(images_of(pod, names).items())))
+        else:
+            self._report.event(pod, WARNING, "Failed", f"Error: {message}")
         raise Retry(
-            f"pod {r.ref} waits for its configuration: {message}",
+            f"pod {r.ref} cannot start: {message}",
             max_delay=self._settings.config_retry_max,
             quiet=True,
+        )
+
+    async def _wait_for_pull_backoff(self, r: PodRecord, pod: KubeObject) -> None:
+        """While the image pull back-off runs, the containers wait with
+        ImagePullBackOff (a `BackOff` Event each) and nothing is created: Retry at its
+        end. An image changed since the failed pull is tried at once."""
+        stage = r.stage
+        backoff = stage.pull_backoff if isinstance(stage, Absent) else None
+        if backoff is None:
+            return
+        wait = backoff.until - self._clock.time()
+        failed = dict(backoff.images)
+        if wait <= 0 or images_of(pod, tuple(failed)) != failed:
+            return
+        messages = {name: back_off_message(image) for name, image in failed.items()}
+        state = waiting(IMAGE_PULL_BACK_OFF, messages)
+        await self._report.write(r, pod, state, sandbox_ready=False)
+        for name, text in messages.items():
+            self._report.event(pod, NORMAL, "BackOff", text, name)
+        self._report.event(pod, WARNING, "Failed", f"Error: {IMAGE_PULL_BACK_OFF}")
+        raise Retry(
+            f"pod {r.ref} waits for its image pull back-off", max_delay=wait, quiet=True, after=wait
         )
 
     async def _reject(self, r: PodRecord, pod: KubeObject, rejection: Rejection) -> None:
@@ -270,30 +331,6 @@ class PodLife:
         self._report.event(pod, WARNING, rejection.reason, rejection.message)
         message = f"Pod was rejected: {rejection.message}"
         state = PodState(phase="Failed", reason=rejection.reason, message=message)
-        r.stage = Final(state)
-        await self._report.write(r, pod, state, sandbox_ready=False)
-
-    async def _fail_permanently(self, r: PodRecord, pod: KubeObject, error: ProviderError) -> None:
-        message = str(error)
-        log.warning(
-            "backend cannot run pod",
-            extra={"pod": str(r.ref), "reason": error.reason, "error": message},
-        )
-        self._report.event(pod, WARNING, error.reason, message)
-        reason = "ContainerCannotRun" if isinstance(error, InvalidInputError) else error.reason
-        if isinstance(error, InvalidInputError):  # no container can start: the kubelet's Event
-            self._report.event(pod, WARNING, "Failed", f"Error: {message}")
-        state = PodState(
-            phase="Failed",
-            reason=error.reason,
-            message=message,
-            containers=tuple(
-                ContainerState(
-                    name=str(c.get("name")), state="waiting", reason=reason, message=message
-                )
-                for c in containers_of(pod)
-            ),
-        )
         r.stage = Final(state)
         await self._report.write(r, pod, state, sandbox_ready=False)
 

@@ -23,8 +23,22 @@ from vkpy.providers.base import PodRef, PodState
 
 
 @dataclass(frozen=True, slots=True)
+class PullBackOff:
+    """An image pull failed: the pod's create waits until `until` (epoch s), the
+    containers in `images` (name, image) shown with ImagePullBackOff meanwhile; a
+    changed image is tried at once (cannot_start)."""
+
+    failures: int
+    until: float
+    images: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Absent:
-    """Not (or no longer) in the backend: to be created if the pod should run."""
+    """Not (or no longer) in the backend: to be created if the pod should run; after
+    a failed image pull, not before its back-off ends (`pull_backoff`)."""
+
+    pull_backoff: PullBackOff | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,9 @@ class PodControllerSettings:
     poll_interval: float = 5.0
     """How often a backend that cannot push is asked for every pod's state."""
     config_retry_max: float = 10.0
-    """Longest wait before a pod missing a ConfigMap or Secret is tried again."""
+    """Longest wait before a pod whose containers cannot start (a missing ConfigMap or
+    Secret, a backend refusing it: cannot_start) is tried again; the kubelet's sync
+    back-off. A failed image pull waits for its own back-off (up to 5 min)."""
     default_grace_period: float = 30.0
     deletion_cost: int | None = None
     """`controller.kubernetes.io/pod-deletion-cost` written on the node's ReplicaSet

@@ -27,12 +27,17 @@ from azure.mgmt.monitor.aio import MonitorManagementClient
 
 from vkpy.providers.aci.config import AciConfig
 from vkpy.providers.errors import (
+    AdmissionError,
     InvalidInputError,
     NotFoundError,
     ProviderError,
     RetryableError,
 )
 
+ADMISSION_CODES = frozenset({"ResourceRequestsNotSupported"})
+"""ARM's refusals of a group that the kubelet makes at admission (requests no
+container group can have, as a kubelet's OutOfcpu/OutOfmemory): the pod is Failed.
+Any other refusal leaves it Pending, its containers CreateContainerError."""
 RETRYABLE_CODES = frozenset(
     {
         "TooManyRequests",
@@ -147,6 +152,8 @@ def provider_error(error: Exception, what: str) -> ProviderError:
             return RetryableError(
                 message, reason=code or "AzureUnavailable", retry_after=retry_after(error)
             )
+        if 400 <= status < 500 and code in ADMISSION_CODES:
+            return AdmissionError(arm_message(error), reason=code)
         if 400 <= status < 500:
             return InvalidInputError(arm_message(error), reason=code or "InvalidRequest")
         return RetryableError(message, reason=code or "AzureError")

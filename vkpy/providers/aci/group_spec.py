@@ -23,7 +23,7 @@ from vkpy.core.objects import KubeObject
 from vkpy.providers.aci import naming, resources, volumes
 from vkpy.providers.aci.config import AciConfig
 from vkpy.providers.base import ContainerConfig, PodConfig
-from vkpy.providers.errors import InvalidInputError
+from vkpy.providers.errors import AdmissionError, InvalidInputError
 
 ANNOTATION = "vkpy.io/aci-"
 PRIORITY = ANNOTATION + "priority"
@@ -250,8 +250,8 @@ def _identity(annotations: Mapping[str, str]) -> m.ContainerGroupIdentity | None
 def _check_os(pod: KubeObject, config: AciConfig) -> None:
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
     wanted = selector.get("kubernetes.io/os")
-    if wanted and wanted.lower() != config.os_type.lower():
-        raise InvalidInputError(
+    if wanted and wanted.lower() != config.os_type.lower():  # the kubelet's admission
+        raise AdmissionError(
             f"the pod asks for {wanted} and this node runs {config.os_type} groups",
             reason="NodeAffinity",
         )

@@ -60,8 +60,17 @@ CAPACITY_CODES = frozenset(
     {"ServiceUnavailable", "ContainerGroupQuotaReached", "InternalServerError", "TooManyRequests"}
 )
 """Codes of an accepted deployment's failure that a later deployment may not meet:
-the group is deployed again. Any other code (`InaccessibleImage`,
-`RegistryErrorResponse`, ...) fails the pod for good."""
+the group is deployed again. Any other code, but an image pull's (PULL_CODES), fails
+the pod for good."""
+PULL_CODES = frozenset({"InaccessibleImage", "RegistryErrorResponse"})
+"""Codes of an accepted deployment that could not pull an image: as with the
+kubelet, the pod is not Failed (its ReplicaSet would replace it at once, again and
+again) but stays Pending, its containers `ErrImagePull` with ACI's code and words,
+and the group is deployed again after the kubelet's image back-off."""
+PULL_REASON = "ErrImagePull"
+PULL_FIRST = 10.0
+PULL_MAX = 300.0
+"""The image pull back-off (seconds): 10 doubling to 5 min, as the kubelet's."""
 
 
 class AciProvider:
@@ -272,6 +281,8 @@ class AciProvider:
         if failure is not None and state.phase == "Failed" and state.reason == "ProviderFailed":
             if _capacity(failure):  # deployed again (see _redeploy)
                 state = status.retrying(state, failure.reason, _words(failure))
+            elif _pull(failure):  # deployed again after the image back-off
+                state = status.retrying(state, PULL_REASON, f"{failure.reason}: {_words(failure)}")
             else:
                 state = status.failed(state, failure.reason, _words(failure))
         return self._with_notes(record, state)
@@ -352,9 +363,9 @@ class AciProvider:
             return
         await self._fetch(record)
         self._observe(record)
-        if _capacity(record.failure) and record.spec is not None:
-            assert isinstance(record.failure, RetryableError)
-            await self._redeploy(record, record.failure)
+        ended = record.failure
+        if ended is not None and (_capacity(ended) or _pull(ended)) and record.spec:
+            await self._redeploy(record, ended)
 
     def _failed(self, record: GroupRecord, failure: ProviderError) -> None:
         """A deployment failed (or its PUT was refused): remembered, logged, and one
@@ -367,15 +378,18 @@ class AciProvider:
         if self._on_event is not None:
             self._on_event(record.ref, PodEvent("Warning", failure.reason, _words(failure)))
 
-    async def _redeploy(self, record: GroupRecord, failure: RetryableError) -> None:
-        """Deploy a group again after ACI ran out of capacity or quota for it, backing
-        off, until a deployment is accepted (its operation is then followed anew) or
-        the pod goes; the platform's message stays on the pod meanwhile (its Event was
-        recorded when the deployment failed)."""
+    async def _redeploy(self, record: GroupRecord, failure: ProviderError) -> None:
+        """Deploy a group again after ACI ran out of capacity or quota for it, or could
+        not pull its image (after the image back-off), backing off, until a deployment
+        is accepted (its operation is then followed anew) or the pod goes; the
+        platform's message stays on the pod meanwhile (its Event was recorded when the
+        deployment failed)."""
         assert record.spec is not None
-        delay = failure.retry_after or min(
-            REDEPLOY_FIRST * 2 ** (record.attempts - 1), REDEPLOY_MAX
-        )
+        if _pull(failure):
+            delay = min(PULL_FIRST * 2 ** (record.attempts - 1), PULL_MAX)
+        else:
+            hint = failure.retry_after if isinstance(failure, RetryableError) else None
+            delay = hint or min(REDEPLOY_FIRST * 2 ** (record.attempts - 1), REDEPLOY_MAX)
         while True:
             log.info(
                 "deploying the container group again",
@@ -515,6 +529,11 @@ class AciProvider:
 def _capacity(failure: ProviderError | None) -> bool:
     """Whether a deployment failed for want of capacity or quota (see CAPACITY_CODES)."""
     return isinstance(failure, RetryableError) and failure.reason in CAPACITY_CODES
+
+
+def _pull(failure: ProviderError | None) -> bool:
+    """Whether a deployment failed to pull an image (see PULL_CODES)."""
+    return failure is not None and failure.reason in PULL_CODES
 
 
 def _words(failure: ProviderError) -> str:

@@ -25,7 +25,7 @@ from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers import owner_tags
 from vkpy.providers.aws import naming, tags
 from vkpy.providers.base import ContainerConfig, PodConfig
-from vkpy.providers.errors import InvalidInputError, UnsupportedError
+from vkpy.providers.errors import AdmissionError, InvalidInputError, UnsupportedError
 from vkpy.providers.fargate import sizes
 from vkpy.providers.fargate.config import FargateConfig
 
@@ -211,8 +211,8 @@ def _size(pod: PodConfig) -> tuple[int, int, str | None]:
     cpu = max(sum(r.cpu for r in app), max((r.cpu for r in init), default=0))
     memory = max(sum(r.memory for r in app), max((r.memory for r in init), default=0))
     size = sizes.fit(cpu, memory)
-    if size is None:
-        raise InvalidInputError(
+    if size is None:  # never fits: what a kubelet rejects at admission (OutOfcpu)
+        raise AdmissionError(
             f"the pod asks for {cpu / 1024:g} vCPU and {memory} MiB; the largest Fargate task "
             f"has {sizes.MAX_CPU // 1024} vCPU and {sizes.MAX_MEMORY} MiB",
             reason="InvalidResources",

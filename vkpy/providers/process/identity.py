@@ -10,9 +10,11 @@ the pod's directory is gone and no process of it runs.
 
 `runAsUser`, `runAsGroup`, `fsGroup` and `supplementalGroups` are honoured inside
 the range and refused outside it (a pod cannot ask for root or a host user), as is
-an id that is another pod's own. `privileged`, added capabilities and the host's
-namespaces are refused unless the node allows them (privileges.py). When vkpy is
-not root there is one identity, vkpy's: ids other than its own are refused.
+an id that is another pod's own: the pod then waits, Pending, its containers
+CreateContainerConfigError (CannotStartError), never Failed. `privileged`, added
+capabilities and the host's namespaces are refused unless the node allows them
+(privileges.py). When vkpy is not root there is one identity, vkpy's: ids other
+than its own are refused.
 """
 
 from __future__ import annotations
@@ -26,13 +28,17 @@ from pathlib import Path
 
 from vkpy.core.objects import KubeObject
 from vkpy.providers.base import ContainerConfig, PodConfig
-from vkpy.providers.errors import RetryableError, UnsupportedError
+from vkpy.providers.errors import CannotStartError, RetryableError, UnsupportedError
 from vkpy.providers.process import privileges
 from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.layout import read_json, write_json
 
 REASON = privileges.REASON
+ID_REFUSED = "CreateContainerConfigError"
+"""The waiting reason of a pod refused for its ids: Pending and tried again, as the
+kubelet keeps a container whose config it cannot honour (not Failed: a ReplicaSet
+would replace it at once, again and again)."""
 TOLERATED_EPHEMERAL = frozenset({"SYS_PTRACE"})
 """Capabilities an ephemeral container may ask for and run without (see check_added)."""
 
@@ -209,10 +215,10 @@ class IdPool:
         uid = self.shared.uid if self.shared.uid is not None else os.geteuid()
         gid = self.shared.gid if self.shared.gid is not None else os.getegid()
         if value == 0 or value not in (uid, gid):
-            raise UnsupportedError(
+            raise CannotStartError(
                 f"{what}: every pod of this node runs as {uid}:{gid} (vkpy is "
                 "not root, or run_as is set), so it cannot be given another id",
-                reason=REASON,
+                reason=ID_REFUSED,
             )
 
     def _check(self, pod: PodConfig) -> list[int]:
@@ -225,14 +231,15 @@ class IdPool:
                 self._check_shared(what, value)
                 continue
             if not self.first <= value <= self.last:
-                raise UnsupportedError(
+                raise CannotStartError(
                     f"{what} is outside this node's pod id range {self.first}-{self.last} "
-                    "(pod_uid_range): it could be root's or a host user's",
-                    reason=REASON,
+                    "(pod_uid_range): it could be root's or a host user's; ask for an id "
+                    "inside the range, or widen pod_uid_range",
+                    reason=ID_REFUSED,
                 )
             if value in owners:
-                raise UnsupportedError(
-                    f"{what} is the own id of another pod on this node", reason=REASON
+                raise CannotStartError(
+                    f"{what} is the own id of another pod on this node", reason=ID_REFUSED
                 )
             ids.append(value)
         return ids

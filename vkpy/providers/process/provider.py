@@ -43,6 +43,7 @@ from vkpy.providers.base import (
     StreamIO,
 )
 from vkpy.providers.errors import (
+    AdmissionError,
     InvalidInputError,
     NotFoundError,
     ProviderError,
@@ -358,7 +359,7 @@ class ProcessProvider:
             )
         why = sysctls.refusal(spec, kinds)
         if why is not None:
-            raise InvalidInputError(why, reason="SysctlForbidden")
+            raise AdmissionError(why, reason="SysctlForbidden")
 
     def _allocate_address(self, runtime: Runtime, pod: PodConfig, pod_dir: PodDir) -> None:
         """The pod's own address (`network: pod`), recorded before its network is made."""

@@ -12,7 +12,7 @@ from tests.unit.pod_harness import Harness
 from tests.unit.pod_harness import pod as pod_object
 from vkpy.kube.client import ApiError
 from vkpy.providers.base import ContainerState, PodState
-from vkpy.providers.errors import InvalidInputError, RetryableError, UnsupportedError
+from vkpy.providers.errors import RetryableError, UnsupportedError
 
 
 async def test_pod_lost_by_the_backend_with_restart_policy_never_fails() -> None:
@@ -182,21 +182,6 @@ async def test_backend_warnings_become_one_event_each() -> None:
             await settle()
         (event,) = h.kube.events("BackendAdjusted")
         assert event["count"] == 1
-
-
-async def test_backend_that_cannot_run_the_pod_fails_it_for_good() -> None:
-    async with Harness() as h:
-        h.backend.fail("create", InvalidInputError("image is not a zip file"))
-        await h.start()
-        pod = await h.add("web")
-        await h.clock.advance(600)
-        status = h.current(pod)["status"]
-        assert status["phase"] == "Failed"
-        assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == (
-            "ContainerCannotRun"
-        )
-        assert h.backend.count("create") == 1
-        assert len(h.kube.events("ProviderFailed")) == 1
 
 
 async def test_backend_trouble_on_create_is_retried() -> None:

@@ -22,7 +22,7 @@ from vkpy.providers.base import (
     VolumeConfig,
     VolumeFile,
 )
-from vkpy.providers.errors import InvalidInputError
+from vkpy.providers.errors import AdmissionError, InvalidInputError
 
 REF = PodRef("team-a", "web", "6f1c2d3e-0000-4000-8000-000000000001")
 
@@ -251,7 +251,7 @@ def test_windows_node_spot_confidential_identity_and_registry_logins() -> None:
         "n",
     )
     assert on_windows.group.os_type == "Windows"
-    with pytest.raises(InvalidInputError, match="asks for linux"):
+    with pytest.raises(AdmissionError, match="asks for linux") as other_os:  # Failed
         group_spec.build(
             pod(container(), spec={"nodeSelector": {"kubernetes.io/os": "linux"}}),
             AciConfig.from_dict(
@@ -259,6 +259,7 @@ def test_windows_node_spot_confidential_identity_and_registry_logins() -> None:
             ),
             "n",
         )
+    assert other_os.value.reason == "NodeAffinity"
     p = pod(
         container(ports=[{"containerPort": 80}]),
         annotations={

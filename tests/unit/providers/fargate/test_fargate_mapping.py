@@ -10,7 +10,7 @@ import pytest
 from vkpy.providers.aws.retry import RetryPolicy
 from vkpy.providers.aws.settings import AwsSettings
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef, VolumeConfig
-from vkpy.providers.errors import InvalidInputError, UnsupportedError
+from vkpy.providers.errors import AdmissionError, UnsupportedError
 from vkpy.providers.fargate import sizes, task_definition
 from vkpy.providers.fargate.config import FargateConfig
 from vkpy.providers.fargate.records import PodTasks, shape_of
@@ -135,7 +135,8 @@ def test_rounding_up_is_noted_and_same_pod_same_digest() -> None:
             UnsupportedError,
             "sidecar",
         ),
-        (pod(container(resources={"limits": {"cpu": "64"}})), InvalidInputError, "largest"),
+        # never fits: an admission rejection (Failed), not a container that waits
+        (pod(container(resources={"limits": {"cpu": "64"}})), AdmissionError, "largest"),
     ],
 )
 def test_unrepresentable_pods_are_refused(

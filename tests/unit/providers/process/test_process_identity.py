@@ -12,7 +12,7 @@ import pytest
 from vkpy.node.podspec.env import ConfigError
 from vkpy.node.podspec.pod_config import check_run_as_non_root
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
-from vkpy.providers.errors import UnsupportedError
+from vkpy.providers.errors import CannotStartError, UnsupportedError
 from vkpy.providers.process.config import ProcessConfig, RunAs
 from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.identity import IdPool, PodIdentity, container_ids
@@ -70,12 +70,30 @@ def test_ids_found_on_disk_are_kept(tmp_path: Path) -> None:
     [
         ({"runAsUser": 0}, "runAsUser 0"),
         ({"runAsUser": 1000}, "runAsUser 1000"),
+        ({"runAsUser": 10001}, "runAsUser 10001"),
         ({"runAsGroup": 0}, "runAsGroup 0"),
+    ],
+)
+def test_ids_the_range_cannot_give_make_the_pod_wait(security: dict[str, Any], words: str) -> None:
+    """Refused for its ids, the pod waits with CreateContainerConfigError (issue 31:
+    Failed, its ReplicaSet replaced it again and again)."""
+    with pytest.raises(CannotStartError) as refused:
+        pool().allocate(pod("a", security), "n1")
+    assert refused.value.reason == "CreateContainerConfigError"
+    assert f"{words} is outside this node's pod id range {FIRST}-{LAST}" in str(refused.value)
+    assert "pod_uid_range" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("security", "words"),
+    [
         ({"privileged": True}, "privileged"),
         ({"capabilities": {"add": ["SYS_ADMIN"]}}, "SYS_ADMIN"),
     ],
 )
-def test_what_the_range_cannot_give_is_refused(security: dict[str, Any], words: str) -> None:
+def test_privileges_the_node_does_not_allow_are_refused(
+    security: dict[str, Any], words: str
+) -> None:
     with pytest.raises(UnsupportedError) as refused:
         pool().allocate(pod("a", security), "n1")
     assert refused.value.reason == "UnsupportedSecurityContext"
@@ -84,11 +102,13 @@ def test_what_the_range_cannot_give_is_refused(security: dict[str, Any], words: 
 
 def test_fs_group_outside_the_range_and_another_pods_own_id_are_refused() -> None:
     ids = pool()
-    with pytest.raises(UnsupportedError, match="fsGroup 2000"):
+    with pytest.raises(CannotStartError, match="fsGroup 2000") as outside:
         ids.allocate(pod("a", fsGroup=2000), "n1")
+    assert outside.value.reason == "CreateContainerConfigError"
     other = ids.allocate(pod("b"), "n1")
-    with pytest.raises(UnsupportedError, match="another pod"):
+    with pytest.raises(CannotStartError, match="another pod") as taken:
         ids.allocate(pod("c", runAsUser=other.own), "n1")
+    assert taken.value.reason == "CreateContainerConfigError"
 
 
 def test_asked_ids_inside_the_range_are_honoured_and_not_given_to_others() -> None:
@@ -105,8 +125,9 @@ def test_asked_ids_inside_the_range_are_honoured_and_not_given_to_others() -> No
 def test_without_per_pod_ids_only_the_shared_identity_may_be_asked_for() -> None:
     shared = IdPool(FIRST, LAST, False, RunAs(65534, 65534))
     assert shared.allocate(pod("a", runAsUser=65534), "n1").own is None
-    with pytest.raises(UnsupportedError, match="runAsUser 0"):
+    with pytest.raises(CannotStartError, match="runAsUser 0") as refused:
         shared.allocate(pod("b", runAsUser=0), "n1")
+    assert refused.value.reason == "CreateContainerConfigError"
 
 
 def test_run_as_non_root_with_user_zero_is_a_config_error() -> None:
