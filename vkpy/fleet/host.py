@@ -133,12 +133,16 @@ class NodeHost:
         self.events = EventRecorder(self.client, host=first.name)
         self.objects = ApiObjectSource(self.client)
         self.watch: SharedPodWatch | None = None
+        """One watch for many nodes (a shared set keeps every node's pods, for a node
+        taken later); None: one node watches only its own pods (field-selected)."""
         if len(self.members) > 1 or membership.sharing:
             kept = [m.node.name for m in self.members] if membership.sharing else []
             self.watch = SharedPodWatch(self.client, clock, keep=kept)
         self._pool: KubeClient | None = None
         """The heartbeat pool, when it is not the client itself (a credential plugin's)."""
         self.heartbeats = self.client
+        """What the nodes' registration, status and Leases go through: many nodes have
+        a pool of their own, so pod work filling the main pool cannot starve them."""
         if len(self.members) > 1:
             pool = client.separate_pool(heartbeat_connections(len(self.members)))
             self._pool = None if pool is client else pool
