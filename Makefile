@@ -5,13 +5,14 @@ PY := $(VENV)/bin/python
 CLUSTER_DIR ?= .cluster
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv controlplane test-tools cluster cluster-down run demo test test-unit lint bench conformance clean
+.PHONY: help venv controlplane system-deps test-tools cluster cluster-down run demo test test-unit lint bench conformance clean
 
 help:
 	@echo "make run          local control plane (or KUBECONFIG) + a virtual node (WORKERS=N: + N regular nodes)"
 	@echo "make demo         hybrid node pools: a burst overflowing onto the virtual node, live"
 	@echo "make test         the whole test suite against a real control plane"
 	@echo "make lint         ruff, mypy --strict, import-linter"
+	@echo "make system-deps  Debian packages for images and the OCI runtime (skopeo, umoci, runc, ...; root)"
 	@echo "make bench        benchmarks, figures into docs/benchmarks.md"
 	@echo "make conformance  Kubernetes' node conformance specs on a vkpy node (root, ~1 h), into docs/conformance.md"
 	@echo "make cluster      start the local control plane in $(CLUSTER_DIR)"
@@ -29,9 +30,39 @@ controlplane:
 	@controlplane/build.sh >/dev/null
 	@controlplane/build.sh metrics-server >/dev/null
 
+# The Debian packages that images and the OCI runtime need (docs/images.md): skopeo
+# (registry protocol), umoci (unpacking), runc (the OCI runtime); the tests' registry
+# (docker-registry), image content (busybox-static) and registry passwords
+# (apache2-utils: htpasswd), the runtime default seccomp profile (containers-common's
+# seccomp.json, the one CRI-O and podman use). Installs only what is missing; without root it says
+# what to install and fails.
+SYSTEM_DEPS := skopeo:skopeo umoci:umoci runc:runc docker-registry:docker-registry \
+	busybox-static:/bin/busybox apache2-utils:htpasswd \
+	golang-github-containers-common:/usr/share/containers/seccomp.json
+system-deps:
+	@missing=""; for dep in $(SYSTEM_DEPS); do \
+		pkg=$${dep%%:*}; prog=$${dep#*:}; \
+		if [ "$$pkg" = busybox-static ]; then \
+			if command -v dpkg-query >/dev/null; then \
+				dpkg-query -W -f='$${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
+					|| missing="$$missing $$pkg"; \
+			else [ -x /bin/busybox ] || missing="$$missing $$pkg"; fi; \
+		elif [ "$${prog#/}" != "$$prog" ]; then [ -e "$$prog" ] || missing="$$missing $$pkg"; \
+		else command -v $$prog >/dev/null 2>&1 || missing="$$missing $$pkg"; fi; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "make system-deps: missing Debian packages:$$missing" >&2; \
+		echo "  install them as root: apt-get install -y --no-install-recommends$$missing" >&2; \
+		exit 1; \
+	fi; \
+	echo "make system-deps: installing$$missing"; \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing >/dev/null \
+		|| { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing >/dev/null; }
+
 # The Go tools the test suite runs, built before pytest starts so that a cold build
 # never counts against a test timeout.
-test-tools: controlplane
+test-tools: controlplane system-deps
 	@controlplane/build.sh helm >/dev/null
 	@controlplane/build.sh agnhost >/dev/null
 	@controlplane/build.sh descheduler >/dev/null
@@ -53,7 +84,7 @@ demo: venv controlplane
 test: venv test-tools
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-test-unit: venv
+test-unit: venv system-deps
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
 lint: venv

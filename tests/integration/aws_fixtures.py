@@ -21,6 +21,7 @@ from tests.integration.moto_server import (
     MotoServer,
     fake_aws_environment,
 )
+from tests.integration.ssm_endpoint import SsmEndpoint
 
 _SHARED: list[MotoServer] = []
 """The session's one server: each module importing the fixture gets its own fixture
@@ -47,6 +48,19 @@ def aws_proxy(moto: MotoServer) -> Iterator[AwsProxy]:
             yield proxy
     finally:
         proxy.stop()
+
+
+@pytest.fixture
+def ssm_endpoint(moto: MotoServer, aws_proxy: AwsProxy) -> Iterator[SsmEndpoint]:
+    """ECS ExecuteCommand and the Session Manager data channel (moto has neither),
+    answered through the test's proxy."""
+    endpoint = SsmEndpoint(moto.url).start()
+    aws_proxy.intercepts.append(endpoint.intercept)
+    aws_proxy.rewrites.append(endpoint.observe)
+    try:
+        yield endpoint
+    finally:
+        endpoint.stop()
 
 
 @pytest.fixture

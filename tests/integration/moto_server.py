@@ -12,7 +12,8 @@ also needs a container-level memory or memoryReservation (vkpy always sets one).
 Between vkpy and moto sits `AwsProxy`, a small HTTP forwarder the tests control: it
 answers a share of calls with ThrottlingException / TooManyRequestsException (to show
 that pods still converge), counts calls, and lets a test rewrite answers for what
-moto does not emulate (a function's Pending state, a container's non-zero exit code).
+moto does not emulate (a function's Pending state, a container's non-zero exit code)
+or answer calls moto does not have (ECS ExecuteCommand: tests/integration/ssm_endpoint.py).
 """
 
 from __future__ import annotations
@@ -170,6 +171,8 @@ LAMBDA_API_VERSIONS = frozenset({"2015-03-31", "2016-08-19", "2017-03-31", "2018
 """First path segments of Lambda's REST API (its throttling error is TooManyRequests)."""
 
 Rewrite = Callable[[Call, dict[str, Any]], dict[str, Any] | None]
+Intercept = Callable[[Call], tuple[int, list[tuple[str, str]], bytes] | None]
+"""Answers a call itself (what moto does not emulate), or None to forward it."""
 
 
 def _lambda_path(path: str) -> bool:
@@ -184,6 +187,7 @@ class AwsProxy:
         self.throttle_rate = 0.0
         self.random = random.Random(seed)
         self.rewrites: list[Rewrite] = []
+        self.intercepts: list[Intercept] = []
         self.counts: Counter[str] = Counter()
         self.throttled: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -243,6 +247,10 @@ class AwsProxy:
         refused = self._throttle(call)
         if refused is not None:
             return refused
+        for intercept in list(self.intercepts):
+            answered = intercept(call)
+            if answered is not None:
+                return answered
         connection = http.client.HTTPConnection(self.upstream, timeout=60)
         try:
             forward = {k: v for k, v in headers.items() if k.lower() != "connection"}

@@ -37,6 +37,7 @@ from tests.namespaces import create_namespace
 from vkpy.api.certs.csr import CURRENT, USAGES, CertificateRotator
 from vkpy.api.certs.tls import ServingTLS
 from vkpy.api.certs.x509 import serving_csr
+from vkpy.core.clock import SystemClock
 from vkpy.devcluster import CertificateAuthority, DevCluster
 from vkpy.kube.client import ClientOptions, KubeClient
 
@@ -275,22 +276,25 @@ async def test_renewal_by_the_real_signer_without_a_restart(
     node = f"vk-{secrets.token_hex(3)}"
     jumped = datetime.timedelta()
 
-    def clock() -> datetime.datetime:
-        return datetime.datetime.now(datetime.UTC) + jumped
+    class JumpingClock(SystemClock):
+        """Real time, plus the waits for the renewal time skipped."""
 
-    async def sleep(seconds: float) -> None:
-        nonlocal jumped
-        if seconds > 5:  # waiting for the renewal time: jump there instead
-            jumped += datetime.timedelta(seconds=seconds)
-            await asyncio.sleep(0)
-        else:
-            await asyncio.sleep(seconds)
+        def time(self) -> float:
+            return super().time() + jumped.total_seconds()
+
+        async def sleep(self, seconds: float) -> None:
+            nonlocal jumped
+            if seconds > 5:  # waiting for the renewal time: jump there instead
+                jumped += datetime.timedelta(seconds=seconds)
+                await asyncio.sleep(0)
+            else:
+                await asyncio.sleep(seconds)
 
     client = await KubeClient.connect(ClientOptions(kubeconfig=str(verifying.kubeconfig)))
     tls, events, stop = ServingTLS(verify_client=False), Events(), asyncio.Event()
     rotator = CertificateRotator(
         client, tls, events, node, ["127.0.0.1"], tmp_path,
-        clock=clock, sleep=sleep, expiration_seconds=600,
+        clock=JumpingClock(), expiration_seconds=600,
     )  # fmt: skip
     approver = asyncio.create_task(approve_csrs_for(kube, node, stop))
     rotation = asyncio.create_task(rotator.run())

@@ -12,6 +12,8 @@ import heapq
 import itertools
 from collections.abc import Callable
 
+from vkpy.core.clock import SystemClock
+
 START = 1_800_000_000.0  # 2027-01-15, an arbitrary but fixed wall time
 
 
@@ -79,3 +81,16 @@ class FakeClock:
             await settle()
         self._now = target
         await settle()
+
+
+class NoWaitClock(SystemClock):
+    """The real clock, but `sleep` returns after one turn of the event loop and records
+    the delay it was asked for: for retry loops a test runs flat out while it checks
+    their back-off."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(0)

@@ -29,7 +29,7 @@ from vkpy.api.endpoints.logs import container_logs
 from vkpy.api.endpoints.portforward import port_forward_handler
 from vkpy.api.state import POD_LISTS, deps, plain, pod_list_encoder, stats
 from vkpy.core import jsoncodec
-from vkpy.core.objects import KubeObject, meta, spec, status
+from vkpy.core.objects import KubeObject, containers_of, meta, status, uid_of
 from vkpy.providers.base import PodStats, StatsProvider
 from vkpy.providers.errors import ProviderError
 
@@ -100,7 +100,7 @@ async def running_pods(request: web.Request) -> web.Response:
                 "spec": {
                     "containers": [
                         {"name": c.get("name"), "image": c.get("image")}
-                        for c in spec(pod).get("containers") or ()
+                        for c in containers_of(pod)
                         if c.get("name") in running
                     ]
                 },
@@ -122,7 +122,7 @@ async def _samples(request: web.Request) -> list[PodStats] | web.Response:
 
 
 def _known_uids(request: web.Request) -> set[str]:
-    return {str(meta(p).get("uid")) for p in deps(request).pods()}
+    return {uid_of(p) for p in deps(request).pods()}
 
 
 async def stats_summary(request: web.Request) -> web.Response:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,12 +41,12 @@ from vkpy.api.routes import add_metrics_routes, add_routes
 from vkpy.api.state import DEPS, STATS
 from vkpy.api.streaming.audit import audit_streams
 from vkpy.core import open_files
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT = 2.0
 MAX_BODY = 1024 * 1024
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class _QuietClientErrors(logging.Filter):
@@ -83,11 +82,11 @@ class KubeletServer:
         settings: ApiSettings,
         deps: ApiDependencies,
         *,
-        sleep: Sleep = asyncio.sleep,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
         self.deps = deps
-        self._sleep = sleep
+        self._clock = clock
         self.tls = ServingTLS(
             verify_client=bool(settings.client_ca_file or deps.default_client_ca),
             options=settings.tls,
@@ -171,7 +170,7 @@ class KubeletServer:
                 self.deps.node_name,
                 self.deps.addresses,
                 cert_dir,
-                sleep=self._sleep,
+                clock=self._clock,
             )
         else:
             pair = self_signed_pair(cert_dir, self.deps.node_name, self.deps.addresses)
@@ -241,7 +240,7 @@ class KubeletServer:
             async with asyncio.TaskGroup() as group:
                 for files in watched:
                     group.create_task(
-                        files.watch(self.settings.reload_interval, self._sleep),
+                        files.watch(self.settings.reload_interval, self._clock),
                         name="kubelet-api-reload",
                     )
                 if self.rotator is not None:

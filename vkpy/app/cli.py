@@ -69,7 +69,8 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m vkpy",
         description="vkpy: a virtual kubelet. Registers a Node and runs its pods on a backend.",
         epilog="Every flag can also be set as an environment variable VKPY_<FLAG> "
-        "(e.g. VKPY_NODE_NAME); --kubeconfig also reads KUBECONFIG.",
+        "(e.g. VKPY_NODE_NAME); --kubeconfig also reads KUBECONFIG. "
+        "`python -m vkpy images import FILE` loads an image archive into the node's store.",
     )
     p.add_argument("--version", action="version", version=f"vkpy {__version__}")
     _option(
@@ -549,6 +550,11 @@ def _node_set(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["images"]:  # `python -m vkpy images import FILE`: the node's image store
+        from vkpy.oci.images import command  # noqa: PLC0415 - keeps --help fast
+
+        return command.main(argv[1:], default_state_dir)
     args = parser().parse_args(argv)
     vklog.setup(args.log_level, args.log_format)
     try:

@@ -151,7 +151,7 @@ class NodeHost:
         """The nodes served here now, by name."""
         self._gate = asyncio.Semaphore(AT_ONCE)
         self._registered = 0
-        self.api = KubeletServer(settings.api, self._listener(membership.attach(self)))
+        self.api = KubeletServer(settings.api, self._listener(membership.attach(self)), clock=clock)
 
     # --- building a node --------------------------------------------------------------
 
@@ -179,7 +179,7 @@ class NodeHost:
         renews its Lease itself. Raises registry.ProviderConfigError."""
         provider = self.backend(member)
         events = self.events.for_host(member.node.name)
-        tasks = TaskSupervisor(sleep=self.clock.sleep, clock=self.clock.monotonic)
+        tasks = TaskSupervisor(clock=self.clock)
         beat = client or self.heartbeats
         node = NodeController(
             beat, provider, events, member.node, self.clock, task_problem=tasks.problem
@@ -192,9 +192,8 @@ class NodeHost:
                 lambda: node.uid,
                 duration=member.node.lease_duration,
                 renew_interval=member.node.lease_renew_interval,
-                sleep=self.clock.sleep,
                 spread=member.node.spread,
-                monotonic=self.clock.monotonic,
+                clock=self.clock,
                 may_exist=lambda: node.adopted,
             )
         pods = PodController(

@@ -214,7 +214,7 @@ class Sharded:
                         resource="leases",
                     ),
                     cache,
-                    sleep=self._clock.sleep,
+                    clock=self._clock,
                 )
                 name = f"lease-watch/{namespace}"
                 nodes.create_task(run_logged(name, watcher.run()), name=name)

@@ -28,17 +28,16 @@ import asyncio
 import logging
 import os
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from vkpy.core import jsoncodec, metrics
-from vkpy.core.objects import KubeObject, meta
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
+from vkpy.core.objects import KubeObject, annotations_of, meta
 from vkpy.kube.client import ApiError, KubeClient
 
 log = logging.getLogger(__name__)
-
-Sleep = Callable[[float], Awaitable[None]]
 
 WATCH_LIST_GATE = "KUBE_FEATURE_WatchListClient"
 
@@ -96,12 +95,12 @@ class Watcher:
         client: KubeClient,
         options: WatchOptions,
         handler: WatchHandler,
-        sleep: Sleep = asyncio.sleep,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._client = client
         self._options = options
         self._handler = handler
-        self._sleep = sleep
+        self._clock = clock
         self._resource_version = ""
         self._progress = False
         """Whether a list or a watch event came through since the last failure."""
@@ -157,7 +156,7 @@ class Watcher:
                 "watch failed, retrying",
                 extra={"resource": self._options.resource, "error": message, "delay": delay},
             )
-            await self._sleep(delay)
+            await self._clock.sleep(delay)
 
     async def _list(self) -> None:
         body = await self._client.get(self._options.path, self._selectors())
@@ -227,7 +226,7 @@ class Watcher:
                 if event_type == "ERROR":
                     raise _error(obj)
                 if event_type == "BOOKMARK":
-                    annotations = meta(obj).get("annotations") or {}
+                    annotations = annotations_of(obj)
                     if annotations.get(INITIAL_EVENTS_END) == "true":
                         self._synced(list(initial.values()), meta(obj))
                         return True

@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.providers.base import BackgroundTask, Provider, RunsTasks
 
 log = logging.getLogger(__name__)
-
-Sleep = Callable[[float], Awaitable[None]]
-Clock = Callable[[], float]
 
 
 @dataclass
@@ -39,14 +35,12 @@ class TaskSupervisor:
     def __init__(
         self,
         *,
-        sleep: Sleep = asyncio.sleep,
-        clock: Clock = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         first_delay: float = 1.0,
         max_delay: float = 60.0,
         unhealthy_after: int = 3,
         stable_after: float = 60.0,
     ) -> None:
-        self._sleep = sleep
         self._clock = clock
         self._first_delay = first_delay
         self._max_delay = max_delay
@@ -72,7 +66,7 @@ class TaskSupervisor:
 
     def problem(self) -> str | None:
         """Why the backend's tasks make the node unhealthy now; None when they do not."""
-        now = self._clock()
+        now = self._clock.monotonic()
         for state in self._states.values():
             if state.error is None:
                 continue
@@ -101,7 +95,7 @@ class TaskSupervisor:
     async def _keep(self, state: _State) -> None:
         name = state.task.name
         while True:
-            state.running_since = self._clock()
+            state.running_since = self._clock.monotonic()
             log.debug("background task started", extra={"task": name})
             try:
                 await state.task.run()
@@ -113,7 +107,7 @@ class TaskSupervisor:
             except Exception as failure:
                 error = f"{type(failure).__name__}: {failure}"
                 log.exception("background task failed", extra={"task": name})
-            ran = self._clock() - state.running_since
+            ran = self._clock.monotonic() - state.running_since
             state.running_since = None
             if ran >= self._stable_after:
                 state.failures = 0
@@ -124,4 +118,4 @@ class TaskSupervisor:
                 "restarting background task",
                 extra={"task": name, "failures": state.failures, "delay": delay},
             )
-            await self._sleep(delay)
+            await self._clock.sleep(delay)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.fake_clock import NoWaitClock
 from vkpy.kube.client import ApiError
 from vkpy.kube.watch import Watcher, WatchOptions
 
@@ -50,10 +51,6 @@ class Recorder:
         self.seen.append((event_type, obj["metadata"]["name"]))
 
 
-async def no_sleep(delay: float) -> None:
-    await asyncio.sleep(0)
-
-
 async def run_until(watcher: Watcher, api: FakeApi, watches: int) -> None:
     task = asyncio.create_task(watcher.run())
     while len(api.watch_queries) < watches:
@@ -75,7 +72,7 @@ async def test_resumes_from_newest_version_and_ignores_bookmarks() -> None:
         ],
     )
     recorder = Recorder()
-    watcher = Watcher(api, WatchOptions(path="/api/v1/pods"), recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    watcher = Watcher(api, WatchOptions(path="/api/v1/pods"), recorder, clock=NoWaitClock())  # type: ignore[arg-type]
     await run_until(watcher, api, watches=2)
     assert recorder.seen == [("LIST", "a"), ("ADDED", "b")]
     assert [q["resourceVersion"] for q in api.watch_queries] == ["10", "15"]
@@ -92,7 +89,7 @@ async def test_relists_when_the_version_is_gone() -> None:
         [[{"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}]],
     )
     recorder = Recorder()
-    watcher = Watcher(api, WatchOptions(path="/api/v1/pods"), recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    watcher = Watcher(api, WatchOptions(path="/api/v1/pods"), recorder, clock=NoWaitClock())  # type: ignore[arg-type]
     await run_until(watcher, api, watches=2)
     assert recorder.seen == [("LIST", "a"), ("LIST", "c")]
     assert [q["resourceVersion"] for q in api.watch_queries] == ["10", "50"]
@@ -107,12 +104,9 @@ async def test_reconnects_after_errors_from_the_same_version() -> None:
         ],
     )
     recorder = Recorder()
-    delays: list[float] = []
-
-    async def sleep(delay: float) -> None:
-        delays.append(delay)
-
-    watcher = Watcher(api, WatchOptions(path="/api/v1/pods"), recorder, sleep=sleep)  # type: ignore[arg-type]
+    clock = NoWaitClock()
+    delays = clock.delays
+    watcher = Watcher(api, WatchOptions(path="/api/v1/pods"), recorder, clock=clock)  # type: ignore[arg-type]
     await run_until(watcher, api, watches=3)
     assert recorder.seen == [("LIST", ""), ("ADDED", "d")]
     assert [q["resourceVersion"] for q in api.watch_queries] == ["10", "10", "12"]
@@ -144,7 +138,7 @@ async def test_the_first_state_comes_from_a_streaming_list_without_a_list() -> N
         ],
     )
     recorder = Recorder()
-    watcher = Watcher(api, STREAMING, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    watcher = Watcher(api, STREAMING, recorder, clock=NoWaitClock())  # type: ignore[arg-type]
     await run_until(watcher, api, watches=2)
     assert recorder.seen == [("LIST", "a,b"), ("MODIFIED", "a"), ("ADDED", "c")]
     assert watcher.synced.is_set()
@@ -165,7 +159,7 @@ async def test_the_client_go_feature_variable_turns_streaming_lists_off(
         [[{"type": "ADDED", "object": pod("b", "11")}]],
     )
     recorder = Recorder()
-    watcher = Watcher(api, STREAMING, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    watcher = Watcher(api, STREAMING, recorder, clock=NoWaitClock())  # type: ignore[arg-type]
     await run_until(watcher, api, watches=2)
     assert recorder.seen == [("LIST", "a"), ("ADDED", "b")]
     assert [q.get("sendInitialEvents") for q in api.watch_queries] == [None, None]
@@ -184,7 +178,7 @@ async def test_a_stream_cut_before_the_initial_state_is_whole_starts_over() -> N
         ],
     )
     recorder = Recorder()
-    watcher = Watcher(api, STREAMING, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    watcher = Watcher(api, STREAMING, recorder, clock=NoWaitClock())  # type: ignore[arg-type]
     await run_until(watcher, api, watches=3)
     assert recorder.seen == [("LIST", "a,b")]  # nothing half-seen was handed over
     assert [q.get("sendInitialEvents") for q in api.watch_queries] == [True, True, None]
@@ -197,7 +191,7 @@ async def test_a_server_that_refuses_streaming_lists_gets_a_list() -> None:
         [refused, [{"type": "ADDED", "object": pod("b", "11")}]],
     )
     recorder = Recorder()
-    watcher = Watcher(api, STREAMING, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    watcher = Watcher(api, STREAMING, recorder, clock=NoWaitClock())  # type: ignore[arg-type]
     await run_until(watcher, api, watches=3)
     assert recorder.seen == [("LIST", "a"), ("ADDED", "b")]
     assert [q.get("sendInitialEvents") for q in api.watch_queries] == [True, None, None]
@@ -221,7 +215,7 @@ async def test_a_server_that_ignores_streaming_lists_gets_a_list() -> None:
     api.stream_lines = quiet_then_open  # type: ignore[method-assign]
     recorder = Recorder()
     options = WatchOptions(path="/api/v1/pods", stream_initial=True, initial_quiet=0.2)
-    watcher = Watcher(api, options, recorder, sleep=no_sleep)  # type: ignore[arg-type]
+    watcher = Watcher(api, options, recorder, clock=NoWaitClock())  # type: ignore[arg-type]
     await run_until(watcher, api, watches=2)
     assert recorder.seen == [("LIST", "a")]
     assert [q.get("sendInitialEvents") for q in api.watch_queries] == [True, None]

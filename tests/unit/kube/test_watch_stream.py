@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.unit.fake_clock import NoWaitClock
 from vkpy.kube.access import Access
 from vkpy.kube.client import ClientOptions, KubeClient
 from vkpy.kube.watch import Watcher, WatchOptions
@@ -92,10 +93,6 @@ class Recorder:
         self.objects[obj["metadata"]["name"]] = obj
 
 
-async def no_sleep(delay: float) -> None:
-    await asyncio.sleep(0)
-
-
 @pytest.fixture
 async def api() -> AsyncIterator[tuple[FakeApiServer, KubeClient]]:
     server = FakeApiServer()
@@ -118,7 +115,7 @@ async def watch_until(
     server: FakeApiServer, client: KubeClient, recorder: Recorder, wanted: tuple[str, str]
 ) -> asyncio.Task[None]:
     """Run the watch until `wanted` was delivered; the task is returned still running."""
-    watcher = Watcher(client, WatchOptions(path="/api/v1/pods"), recorder, sleep=no_sleep)
+    watcher = Watcher(client, WatchOptions(path="/api/v1/pods"), recorder, clock=NoWaitClock())
     task = asyncio.create_task(watcher.run())
     try:
         async with asyncio.timeout(10):
@@ -286,15 +283,11 @@ async def test_the_back_off_starts_over_once_a_watch_has_worked(
         [CUT],
         [line("ADDED", pod("b", "12"))],
     ]
-    delays: list[float] = []
-
-    async def sleep(delay: float) -> None:
-        delays.append(delay)
-        await asyncio.sleep(0)
-
+    clock = NoWaitClock()
+    delays = clock.delays
     recorder = Recorder()
     options = WatchOptions(path="/api/v1/pods", max_backoff=3.0)
-    watcher = Watcher(client, options, recorder, sleep=sleep)
+    watcher = Watcher(client, options, recorder, clock=clock)
     task = asyncio.create_task(watcher.run())
     try:
         async with asyncio.timeout(10):

@@ -27,7 +27,7 @@ import base64
 import datetime
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from vkpy.api.certs.tls import ServingTLS
@@ -43,7 +43,8 @@ from vkpy.api.certs.x509 import (
 )
 from vkpy.api.config import ClusterClient, EventSink
 from vkpy.core import metrics
-from vkpy.core.objects import KubeObject, meta, status
+from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
+from vkpy.core.objects import KubeObject, conditions_of, meta, name_of, status
 from vkpy.core.rfc3339 import format_time
 from vkpy.kube.client import ApiError
 from vkpy.kube.events import NORMAL, WARNING, InvolvedObject
@@ -55,8 +56,6 @@ SIGNER = "kubernetes.io/kubelet-serving"
 USAGES = ["digital signature", "server auth"]
 CURRENT = "kubelet-server-current.pem"
 BACKOFF = (2.0, 4.0, 8.0, 16.0, 32.0)
-Clock = Callable[[], datetime.datetime]
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class RequestFailed(Exception):
@@ -67,12 +66,8 @@ class RequestFailed(Exception):
         self.outcome = outcome
 
 
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
 def _condition(csr: KubeObject, kind: str) -> KubeObject | None:
-    for condition in status(csr).get("conditions") or ():
+    for condition in conditions_of(csr):
         if condition.get("type") == kind and condition.get("status", "True") == "True":
             return dict(condition)
     return None
@@ -90,8 +85,7 @@ class CertificateRotator:
         addresses: Sequence[str],
         cert_dir: Path,
         *,
-        clock: Clock = _now,
-        sleep: Sleep = asyncio.sleep,
+        clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         poll_interval: float = 1.0,
         wait_timeout: float = 900.0,
@@ -104,7 +98,6 @@ class CertificateRotator:
         self._addresses = tuple(addresses)
         self._path = cert_dir / CURRENT
         self._clock = clock
-        self._sleep = sleep
         self._rng = rng or random.Random()
         self._poll = poll_interval
         self._wait_timeout = wait_timeout
@@ -120,7 +113,7 @@ class CertificateRotator:
 
     def _usable(self, pair: ServingPair) -> bool:
         return (
-            pair.not_after > self._clock()
+            pair.not_after > self._now()
             and pair.common_name == NODE_USER_PREFIX + self._node
             and pair.covers(self._addresses)
         )
@@ -138,6 +131,9 @@ class CertificateRotator:
             log.info("the stored serving certificate is expired or for other names")
             return None
         return pair
+
+    def _now(self) -> datetime.datetime:
+        return utcnow(self._clock)
 
     async def run(self) -> None:
         pair = self.load_stored()
@@ -161,8 +157,8 @@ class CertificateRotator:
             self._serve(pair)
 
     async def _sleep_until(self, deadline: datetime.datetime) -> None:
-        while (remaining := (deadline - self._clock()).total_seconds()) > 0:
-            await self._sleep(min(remaining, 3600.0))
+        while (remaining := (deadline - self._now()).total_seconds()) > 0:
+            await self._clock.sleep(min(remaining, 3600.0))
 
     def _serve(self, pair: ServingPair) -> None:
         self._tls.serve(pair)
@@ -184,7 +180,7 @@ class CertificateRotator:
                 )
                 self._events.emit(self._involved, WARNING, "ServingCertificateFailed", str(error))
                 attempt += 1
-                await self._sleep(delay)
+                await self._clock.sleep(delay)
             finally:
                 self.pending = None
 
@@ -205,7 +201,7 @@ class CertificateRotator:
             "spec": spec,
         }
         created = await self._client.create(CSR_PATH, body)
-        name = str(meta(created).get("name", ""))
+        name = name_of(created)
         uid = meta(created).get("uid")
         self.pending = name
         message = (
@@ -215,7 +211,7 @@ class CertificateRotator:
         log.info(message, extra={"csr": name})
         if self._tls.pair is None:
             self._events.emit(self._involved, WARNING, "ServingCertificatePending", message)
-        deadline = self._clock() + datetime.timedelta(seconds=self._wait_timeout)
+        deadline = self._now() + datetime.timedelta(seconds=self._wait_timeout)
         while True:
             csr = await self._client.get(f"{CSR_PATH}/{name}")
             if uid and meta(csr).get("uid") != uid:
@@ -242,8 +238,8 @@ class CertificateRotator:
                     f"expires {format_time(pair.not_after)}",
                 )
                 return pair
-            if self._clock() > deadline:
+            if self._now() > deadline:
                 raise RequestFailed(
                     "timeout", f"CertificateSigningRequest {name} was not issued in time"
                 )
-            await self._sleep(self._poll)
+            await self._clock.sleep(self._poll)

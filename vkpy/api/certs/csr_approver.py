@@ -33,7 +33,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from vkpy.api.certs.x509 import NODE_USER_PREFIX, NODES_GROUP
-from vkpy.core.objects import KubeObject, meta, spec, status
+from vkpy.core.objects import KubeObject, conditions_of, meta, name_of, spec, status
 from vkpy.core.rfc3339 import format_time, parse_or_none
 from vkpy.kube.client import ApiError, KubeClient
 
@@ -59,7 +59,7 @@ class Decision:
 
 
 def _decided(csr: KubeObject) -> bool:
-    return any(c.get("type") in ("Approved", "Denied") for c in status(csr).get("conditions") or ())
+    return any(c.get("type") in ("Approved", "Denied") for c in conditions_of(csr))
 
 
 def _node_addresses(node: KubeObject) -> set[str]:
@@ -209,7 +209,7 @@ class CsrApprover:
             raise
 
     async def _act(self, csr: KubeObject, decision: Decision) -> None:
-        name = str(meta(csr).get("name"))
+        name = name_of(csr)
         if decision.verdict is Verdict.IGNORE:
             return
         if decision.verdict is Verdict.WAIT:
@@ -222,7 +222,7 @@ class CsrApprover:
         updated["status"] = {
             **status(csr),
             "conditions": [
-                *(status(csr).get("conditions") or ()),
+                *conditions_of(csr),
                 condition(decision, self._clock()),
             ],
         }

@@ -21,17 +21,17 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vkpy.api.certs.tls import FileSignature, ServingTLS, read_pem_files
 from vkpy.api.certs.x509 import CertificateError, ServingPair, load_pair, self_signed, write_private
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
 SELF_SIGNED_CERT = "kubelet.crt"
 SELF_SIGNED_KEY = "kubelet.key"
-Sleep = Callable[[float], Awaitable[None]]
 
 
 def self_signed_pair(cert_dir: Path, host: str, addresses: Sequence[str]) -> ServingPair:
@@ -90,9 +90,9 @@ class WatchedFiles:
         log.info(f"{self._what} reloaded")
         return True
 
-    async def watch(self, interval: float, sleep: Sleep = asyncio.sleep) -> None:
+    async def watch(self, interval: float, clock: Clock = SYSTEM_CLOCK) -> None:
         while True:
-            await sleep(interval)
+            await clock.sleep(interval)
             # Off the event loop: a certificate is read in a child process
             # (vkpy.api.certs.x509); what it changes is swapped in by one assignment.
             await asyncio.to_thread(self.check)

@@ -40,7 +40,7 @@ from vkpy.api.endpoints.log_options import (
 from vkpy.api.state import deps as deps_of
 from vkpy.api.state import plain
 from vkpy.core import metrics
-from vkpy.core.objects import KubeObject, meta, spec, status
+from vkpy.core.objects import KubeObject, name_of, spec, status, uid_of
 from vkpy.providers.base import LogRecord, LogsProvider, PodRef
 from vkpy.providers.errors import (
     NotFoundError,
@@ -128,7 +128,7 @@ async def _close(
 def _not_found(pod: KubeObject, container: str, previous: bool) -> str:
     """Why there are no logs, in the kubelet's words (its validateContainerLogStatus),
     from the container's status as the node last reported it."""
-    name = str(meta(pod).get("name", ""))
+    name = name_of(pod)
     if previous:
         return f'previous terminated container "{container}" in pod "{name}" not found'
     podstatus = status(pod)
@@ -246,7 +246,7 @@ async def container_logs(request: web.Request) -> web.StreamResponse:
     provider = deps.backend(pod)
     if not isinstance(provider, LogsProvider):
         return plain(501, f"the {provider.name} backend does not provide container logs")
-    ref = PodRef(namespace, pod_name, str(meta(pod).get("uid", "")))
+    ref = PodRef(namespace, pod_name, uid_of(pod))
     query = options.query(container, datetime.now(UTC))
     try:
         records = provider.container_logs(ref, query)

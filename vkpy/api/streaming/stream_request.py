@@ -16,7 +16,7 @@ from aiohttp import web
 from vkpy.api.state import deps as deps_of
 from vkpy.api.state import plain
 from vkpy.api.streaming.shared import STREAM_SETTINGS, StreamSettings
-from vkpy.core.objects import KubeObject, meta, spec
+from vkpy.core.objects import KubeObject, spec, uid_of
 from vkpy.providers.base import PodRef
 from vkpy.streams.channels import split_offered
 from vkpy.streams.remotecommand import HEADER_ACCEPTED_PROTOCOL_VERSIONS
@@ -39,7 +39,7 @@ def find_target(request: web.Request) -> Target | web.Response:
     pod = deps.find_pod(namespace, name, uid)
     if pod is None:
         return plain(404, "pod does not exist")
-    return Target(PodRef(namespace, name, str(meta(pod).get("uid", ""))), pod)
+    return Target(PodRef(namespace, name, uid_of(pod)), pod)
 
 
 def has_container(pod: KubeObject, name: str) -> bool:

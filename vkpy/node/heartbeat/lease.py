@@ -16,13 +16,12 @@ per renewal, whatever became of the one before.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.core.objects import KubeObject
 from vkpy.core.rfc3339 import format_micro
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
@@ -45,9 +44,8 @@ class LeaseKeeper:
         node_uid: Callable[[], str],
         duration: int = 40,
         renew_interval: float = 10.0,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         spread: bool = False,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         may_exist: Callable[[], bool] = lambda: False,
     ) -> None:
         """`spread`: the second renewal comes a random part of the interval after the
@@ -61,9 +59,8 @@ class LeaseKeeper:
         self._node_uid = node_uid
         self._duration = duration
         self._interval = renew_interval
-        self._sleep = sleep
         self._spread = spread
-        self._monotonic = monotonic
+        self._clock = clock
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{node_name}"
         self._exists = False
         self._may_exist = may_exist
@@ -74,7 +71,7 @@ class LeaseKeeper:
         the next renewal back (sleeping a whole interval after each answer made a loaded
         API server's Leases drift late)."""
         self._exists = self._may_exist()
-        due = self._monotonic()
+        due = self._clock.monotonic()
         first = True
         while True:
             try:
@@ -84,10 +81,10 @@ class LeaseKeeper:
             step = random.uniform(0, self._interval) if first and self._spread else self._interval
             first = False
             due += step
-            now = self._monotonic()
+            now = self._clock.monotonic()
             while due <= now:  # late (a slow API server): the next point of the schedule
                 due += self._interval
-            await self._sleep(due - now)
+            await self._clock.sleep(due - now)
 
     def _desired(self) -> KubeObject:
         return {

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
-from vkpy.core.objects import KubeObject, meta, spec, status
+from vkpy.core.objects import KubeObject, conditions_of, meta, spec, uid_of
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.node.heartbeat.node_status import (
@@ -127,9 +127,9 @@ class NodeController:
                 log.warning("node registration failed, retrying", extra={"error": str(error)})
                 await self._clock.sleep(delay)
                 delay = min(delay * 2, 30)
-        self.uid = str(meta(node).get("uid"))
+        self.uid = uid_of(node)
         self.adopted = exists
-        self._conditions = list(status(node).get("conditions") or [])
+        self._conditions = list(conditions_of(node))
         self._tell_pod_cidrs(node)
         self.registered.set()
         self._events.emit(self._involved(), NORMAL, "RegisteredNode", "vkpy node registered")
@@ -186,7 +186,7 @@ class NodeController:
                 f"Node {self._settings.name} status is now: {ready['reason']}",
             )
         node = await self._client.patch(self._path + "/status", {"status": desired})
-        self._conditions = list(status(node).get("conditions") or [])
+        self._conditions = list(conditions_of(node))
         self._tell_pod_cidrs(node)
         self._last_sent = desired
         self._last_sent_at = self._clock.monotonic()

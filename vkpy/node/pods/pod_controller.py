@@ -78,7 +78,7 @@ class PodController:
                     stream_initial=True,
                 ),
                 self,
-                sleep=clock.sleep,
+                clock=clock,
             )
             self._synced = self._watcher.synced
         else:

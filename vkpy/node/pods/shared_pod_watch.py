@@ -51,7 +51,7 @@ class SharedPodWatch:
                 stream_initial=True,
             ),
             self,
-            sleep=clock.sleep,
+            clock=clock,
         )
         self.dropped = 0
         """Events about pods of nodes this process does not serve (counted, not kept)."""

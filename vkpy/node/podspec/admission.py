@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from vkpy.core.objects import KubeObject, meta, spec
+from vkpy.core.objects import KubeObject, labels_of, spec
 
 Namespace = Literal["ipc", "net"]
 
@@ -122,7 +122,7 @@ class SysctlPolicy:
 
 
 def _os_rejection(pod: KubeObject, node_os: str) -> Rejection | None:
-    label = (meta(pod).get("labels") or {}).get("kubernetes.io/os")
+    label = labels_of(pod).get("kubernetes.io/os")
     if label is not None and label != node_os:
         return Rejection(
             "PodOSSelectorNodeLabelDoesNotMatch",

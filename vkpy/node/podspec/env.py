@@ -17,7 +17,7 @@ from decimal import Decimal
 from vkpy.node.podspec.config_objects import ConfigError, Kind, ObjectSource, key_value, lookup
 
 __all__ = ["ConfigError", "ObjectSource", "expand", "field_value", "resolve_env", "resource_value"]
-from vkpy.core.objects import KubeObject, meta, spec, status
+from vkpy.core.objects import KubeObject, meta, namespace_of, spec, status
 from vkpy.core.quantity import QuantityError, parse_quantity
 
 REFS: tuple[tuple[Kind, str], ...] = (("ConfigMap", "configMapRef"), ("Secret", "secretRef"))
@@ -157,7 +157,7 @@ async def resolve_env(
 ) -> list[tuple[str, str]]:
     """The container's environment in order, later definitions winning; `links`
     (service_env.py) first, so the container's own variables win over them."""
-    namespace = str(meta(pod).get("namespace", ""))
+    namespace = namespace_of(pod)
     values: dict[str, str] = dict(links)
     for name, found in await _env_from(source, namespace, container):
         values.pop(name, None)

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vkpy.core.objects import KubeObject, spec
+from vkpy.core.objects import KubeObject, ephemeral_containers_of
 from vkpy.kube.events import WARNING, EventRecorder, InvolvedObject
 from vkpy.node.pods.keyed_queue import Retry
 from vkpy.node.podspec.env import ConfigError, ObjectSource
@@ -51,7 +51,7 @@ class _Refused:
 
 
 def _names(pod: KubeObject) -> list[str]:
-    return [str(c.get("name", "")) for c in spec(pod).get("ephemeralContainers") or []]
+    return [str(c.get("name", "")) for c in ephemeral_containers_of(pod)]
 
 
 class EphemeralContainers:
@@ -132,10 +132,7 @@ class EphemeralContainers:
         if not refused:
             return state
         known = {c.name for c in state.ephemeral_containers}
-        images = {
-            str(c.get("name")): str(c.get("image", ""))
-            for c in spec(pod).get("ephemeralContainers") or []
-        }
+        images = {str(c.get("name")): str(c.get("image", "")) for c in ephemeral_containers_of(pod)}
         extra = tuple(
             ContainerState(
                 name=name,

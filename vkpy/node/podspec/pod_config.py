@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from vkpy.core.objects import KubeObject, meta, spec
+from vkpy.core.objects import KubeObject, ephemeral_containers_of, meta, namespace_of, spec
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.podspec.env import ConfigError, ObjectSource, expand, resolve_env
 from vkpy.node.podspec.pull_secrets import pull_credentials
@@ -142,7 +142,7 @@ async def service_links(pod: KubeObject, source: ObjectSource) -> list[tuple[str
     the pod turned `enableServiceLinks` off."""
     if spec(pod).get("enableServiceLinks") is False:
         return []
-    return service_variables(await source.list_services(str(meta(pod).get("namespace", ""))))
+    return service_variables(await source.list_services(namespace_of(pod)))
 
 
 async def ephemeral_container_configs(
@@ -154,7 +154,7 @@ async def ephemeral_container_configs(
     return tuple(
         [
             await _container(pod, c, source, host_ip, allocatable, links)
-            for c in spec(pod).get("ephemeralContainers") or []
+            for c in ephemeral_containers_of(pod)
         ]
     )
 

@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from vkpy.core.objects import KubeObject, meta, spec
+from vkpy.core.objects import (
+    KubeObject,
+    containers_of,
+    init_containers_of,
+    meta,
+    namespace_of,
+    spec,
+    volumes_of,
+)
 from vkpy.core.rfc3339 import parse_or_none
 from vkpy.node.podspec.config_objects import ConfigError, Kind, ObjectSource, key_value, lookup
 from vkpy.node.podspec.env import field_value, resource_value
@@ -221,10 +229,7 @@ def _downward_files(
     what: str,
 ) -> list[VolumeFile]:
     files = []
-    containers = {
-        str(c.get("name")): c
-        for c in (spec(pod).get("containers") or []) + (spec(pod).get("initContainers") or [])
-    }
+    containers = {str(c.get("name")): c for c in containers_of(pod) + init_containers_of(pod)}
     for item in items:
         path = check_path(str(item.get("path", "")), what)
         mode = _mode(item.get("mode"), default_mode, what)
@@ -274,7 +279,7 @@ async def _projected_files(
     allocatable: Mapping[str, str],
     what: str,
 ) -> list[VolumeFile]:
-    namespace = str(meta(pod).get("namespace", ""))
+    namespace = namespace_of(pod)
     default_mode = _mode(projected.get("defaultMode"), DEFAULT_MODE, what)
     files: list[VolumeFile] = []
     for entry in projected.get("sources") or []:
@@ -319,7 +324,7 @@ async def resolve_volume(
     kind = volume_kind(volume)
     body: KubeObject = volume.get(kind) or {}
     what = f"volume {name!r}"
-    namespace = str(meta(pod).get("namespace", ""))
+    namespace = namespace_of(pod)
     files: list[VolumeFile] = []
     if kind == "configMap":
         mode = _mode(body.get("defaultMode"), DEFAULT_MODE, what)
@@ -368,12 +373,12 @@ async def resolve_volumes(
             VolumeConfig(
                 name=str(v.get("name", "")), kind=volume_kind(v), source=v.get(volume_kind(v)) or {}
             )
-            for v in spec(pod).get("volumes") or []
+            for v in volumes_of(pod)
         )
     return tuple(
         [
             await resolve_volume(pod, volume, source, host_ip, allocatable)
-            for volume in spec(pod).get("volumes") or []
+            for volume in volumes_of(pod)
         ]
     )
 
@@ -393,13 +398,13 @@ def files_digest(volumes: Sequence[VolumeConfig]) -> str:
 def follows_sources(pod: KubeObject) -> bool:
     """Whether the pod has volumes whose contents come from API objects or its own
     metadata (configMap, secret, downwardAPI, projected): resolved again while it runs."""
-    return any(FILE_KINDS & set(volume) for volume in spec(pod).get("volumes") or [])
+    return any(FILE_KINDS & set(volume) for volume in volumes_of(pod))
 
 
 def metadata_key(pod: KubeObject) -> str:
     """What of the pod's metadata a downward API volume may show (labels, annotations),
     as one comparable string; "" when the pod has no downward API volume."""
-    for volume in spec(pod).get("volumes") or []:
+    for volume in volumes_of(pod):
         sources = (volume.get("projected") or {}).get("sources") or []
         if "downwardAPI" in volume or any("downwardAPI" in entry for entry in sources):
             m = meta(pod)
@@ -409,7 +414,7 @@ def metadata_key(pod: KubeObject) -> str:
 
 def has_token_volumes(pod: KubeObject) -> bool:
     """Whether the pod projects a service account token (and so needs renewals)."""
-    for volume in spec(pod).get("volumes") or []:
+    for volume in volumes_of(pod):
         for entry in (volume.get("projected") or {}).get("sources") or []:
             if "serviceAccountToken" in entry:
                 return True

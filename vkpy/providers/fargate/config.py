@@ -43,6 +43,9 @@ class FargateConfig:
     """How long past the grace period delete waits for a task to stop."""
     log_poll_max: float = 5.0
     """Longest wait between polls of CloudWatch Logs while following logs."""
+    enable_execute_command: bool = False
+    """Start tasks with ECS Exec on, so `kubectl exec` works (the task role needs the
+    ssmmessages permissions; see docs/aws-backends.md)."""
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, object]) -> FargateConfig:
@@ -63,6 +66,7 @@ class FargateConfig:
             restart_backoff_max=reader.number("restart_backoff_max", 300.0),
             stop_wait=reader.number("stop_wait", 30.0),
             log_poll_max=reader.number("log_poll_max", 5.0),
+            enable_execute_command=reader.boolean("enable_execute_command", False),
         )
         reader.finish()
         if not config.subnets:

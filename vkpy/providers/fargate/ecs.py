@@ -89,6 +89,8 @@ class Ecs:
             "tags": tags.as_list(task_tags),
             "clientToken": token[:64],
         }
+        if self._config.enable_execute_command:
+            params["enableExecuteCommand"] = True
         if self._config.platform_version:
             params["platformVersion"] = self._config.platform_version
         answer = await self._clients.call("ecs", "run_task", **params)

@@ -33,11 +33,18 @@ from vkpy.providers.base import (
     PodRef,
     PodState,
     StatusCallback,
+    StreamIO,
 )
-from vkpy.providers.errors import InvalidInputError, NotFoundError, ProviderError
+from vkpy.providers.errors import (
+    InvalidInputError,
+    NotFoundError,
+    ProviderError,
+    UnsupportedError,
+)
 from vkpy.providers.fargate import records, status, task_definition
 from vkpy.providers.fargate.config import FargateConfig
 from vkpy.providers.fargate.ecs import Ecs
+from vkpy.providers.fargate.exec import Exec, exec_disabled
 from vkpy.providers.fargate.records import PodTasks
 from vkpy.providers.fargate.status import STOPPED
 
@@ -62,8 +69,10 @@ class FargateProvider:
     ) -> None:
         self._config = config
         self._node = node_name
-        self._clients = clients or AwsClients(config.aws, ("ecs", "logs"))
+        services = ("ecs", "logs", "ssm") if config.enable_execute_command else ("ecs", "logs")
+        self._clients = clients or AwsClients(config.aws, services)
         self._ecs = Ecs(self._clients, config, node_name)
+        self._exec = Exec(self._clients, config.cluster)
         self._pods: dict[str, PodTasks] = {}
         self._callback: StatusCallback | None = None
 
@@ -347,6 +356,42 @@ class FargateProvider:
             follow_policy=FollowPolicy(maximum=self._config.log_poll_max),
         ):
             yield line
+
+    # --- exec ---------------------------------------------------------------------
+
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], io: StreamIO
+    ) -> int:
+        """Through ECS Exec (see vkpy.providers.fargate.exec)."""
+        record = self._pods.get(ref.uid)
+        if record is None or record.task_arn is None:
+            raise NotFoundError(f"no ECS task for pod {ref}")
+        if container not in record.shape.app:
+            raise NotFoundError(f"pod {ref} has no container {container!r}")
+        if not self._config.enable_execute_command:
+            raise exec_disabled()
+        task = (await self._ecs.describe([record.task_arn])).get(record.task_arn) or record.task
+        last = (task or {}).get("lastStatus")
+        desired = (task or {}).get("desiredStatus")
+        if last != "RUNNING" or desired == STOPPED:
+            state = "stopping" if desired == STOPPED and last != STOPPED else str(last).lower()
+            raise ProviderError(
+                f"cannot exec in pod {ref}: its ECS task is {state} "
+                f"(ECS Exec needs a RUNNING task)",
+                reason="TaskNotRunning",
+            )
+        return await self._exec.run(record.task_arn, container, command, io)
+
+    async def attach_to_container(self, ref: PodRef, container: str, io: StreamIO) -> int | None:
+        """ECS Exec only starts new processes: it cannot reach the main process's stdio."""
+        if ref.uid not in self._pods:
+            raise NotFoundError(f"no ECS task for pod {ref}")
+        raise UnsupportedError(
+            "kubectl attach is not possible on fargate pods: ECS Exec starts new processes "
+            "and cannot connect to the container's main process. Use `kubectl logs -f` for "
+            "its output, or `kubectl exec -it <pod> -- sh` for a shell in the container",
+            reason="AttachUnsupported",
+        )
 
 
 def _created(task: AwsObject) -> float:

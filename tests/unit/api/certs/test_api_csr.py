@@ -30,6 +30,9 @@ class Clock:
     def __call__(self) -> datetime.datetime:
         return self.now
 
+    def time(self) -> float:
+        return self.now.timestamp()
+
     async def sleep(self, seconds: float) -> None:
         self.now += datetime.timedelta(seconds=seconds)
         await asyncio.sleep(0)
@@ -107,7 +110,6 @@ def rotator(
         ["192.0.2.7", "node-1"],
         cert_dir,
         clock=clock,
-        sleep=clock.sleep,
         rng=random.Random(7),
     )
 

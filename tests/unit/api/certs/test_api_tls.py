@@ -27,6 +27,7 @@ from vkpy.api.certs.x509 import (
     self_signed,
     serving_csr,
 )
+from vkpy.core.clock import SystemClock
 from vkpy.devcluster import CertificateAuthority
 
 
@@ -185,14 +186,15 @@ async def test_watching_the_files_serves_the_new_pair(tmp_path: Path) -> None:
     watched = file_certificate(tls, str(cert), str(key))
     sleeps = 0
 
-    async def sleep(_: float) -> None:
-        nonlocal sleeps
-        sleeps += 1
-        if sleeps == 2:
-            write_pair(tmp_path, "serving", (two.cert_pem, two.key_pem))
-        await asyncio.sleep(0.01)
+    class SwapOnSecondSleep(SystemClock):
+        async def sleep(self, seconds: float) -> None:
+            nonlocal sleeps
+            sleeps += 1
+            if sleeps == 2:
+                write_pair(tmp_path, "serving", (two.cert_pem, two.key_pem))
+            await asyncio.sleep(0.01)
 
-    task = asyncio.create_task(watched.watch(1.0, sleep))
+    task = asyncio.create_task(watched.watch(1.0, SwapOnSecondSleep()))
     try:
         async with asyncio.timeout(120):  # a bound on a hang: loads run in a child
             while tls.pair is None or not tls.pair.common_name.startswith("two@"):

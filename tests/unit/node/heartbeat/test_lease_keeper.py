@@ -31,8 +31,7 @@ class Lease:
             lambda: "node-uid",
             duration=40,
             renew_interval=10,
-            sleep=self.clock.sleep,
-            monotonic=self.clock.monotonic,
+            clock=self.clock,
         )
         self.task: asyncio.Task[None] | None = None
 
@@ -106,8 +105,7 @@ def _keeper_of_a_node_that_was_there(lease: Lease) -> LeaseKeeper:
         lease.kube,  # type: ignore[arg-type]
         "vk-1",
         lambda: "node-uid",
-        sleep=lease.clock.sleep,
-        monotonic=lease.clock.monotonic,
+        clock=lease.clock,
         may_exist=lambda: True,
     )
 
@@ -160,8 +158,7 @@ async def test_many_spread_leases_are_renewed_evenly_and_never_late() -> None:
             f"vk-{n}",
             lambda: "uid",
             renew_interval=10,
-            sleep=clock.sleep,
-            monotonic=clock.monotonic,
+            clock=clock,
             spread=True,
         )
         for n in range(40)

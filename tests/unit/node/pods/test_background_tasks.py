@@ -29,7 +29,7 @@ class Clock:
         self.now = 1000.0
         self.delays: list[float] = []
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
         return self.now
 
     async def sleep(self, delay: float) -> None:
@@ -51,7 +51,7 @@ async def test_a_task_that_fails_or_ends_is_restarted_with_growing_back_off(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock = Clock()
-    supervisor = TaskSupervisor(sleep=clock.sleep, clock=clock)
+    supervisor = TaskSupervisor(clock=clock)
     runs = 0
     done = asyncio.Event()
 
@@ -78,7 +78,7 @@ async def test_a_task_that_fails_or_ends_is_restarted_with_growing_back_off(
 
 async def test_repeated_failures_make_the_node_unhealthy_until_the_task_runs_again() -> None:
     clock = Clock()
-    supervisor = TaskSupervisor(sleep=clock.sleep, clock=clock, stable_after=60)
+    supervisor = TaskSupervisor(clock=clock, stable_after=60)
     runs = 0
     done = asyncio.Event()
 
@@ -101,7 +101,7 @@ async def test_repeated_failures_make_the_node_unhealthy_until_the_task_runs_aga
 
 async def test_a_critical_task_fails_the_node_at_once() -> None:
     clock = Clock()
-    supervisor = TaskSupervisor(sleep=clock.sleep, clock=clock)
+    supervisor = TaskSupervisor(clock=clock)
     failed = asyncio.Event()
 
     async def watcher() -> None:

@@ -1,0 +1,335 @@
+"""vkpy and kwok as a user would compare them: a fresh cluster per run, defaults, 32 clients.
+
+bench/peers.py runs every system on one long-lived control plane, with its own tuned
+flags and one client. A user comparing two agents does it differently, and saw
+different figures (issue 30); this is that workload, kept as a benchmark:
+
+- each run starts a **fresh** local control plane (`DevCluster.up`), then the agent
+  with its **default flags** (only what a loopback-only cluster needs: node address,
+  listen address and port; vkpy's sim backend with `start_seconds: 0`; kwok with the
+  Stages its module ships, as kwokctl installs them), and waits for its node Ready;
+- N pods with `spec.nodeName` set are created by **32 concurrent clients** (each its
+  own API connection), each pod timed from its POST to the first watch event that
+  shows it Running;
+- `kubectl delete pods -l ... --wait=false`, then until every DELETED event;
+- runs are interleaved (vkpy, kwok, vkpy, kwok, ...) and each figure is the median of
+  a system's runs.
+
+Reported per system and as ratios to kwok: pods/s, latency percentiles, the creating
+clients' own POST phase (how long the API server took to take the creates while the
+agent worked: what the agent costs the API server), the agent's CPU and peak RSS,
+and the API requests per pod by verb and resource during creation and deletion
+(Events counted apart), from the API server's own counters.
+
+    python bench/fresh.py --pods 1000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import published
+from peers import Kwok, PodWatch, System, Vkpy, node_ready, pct
+from pods import apiserver_requests_by_code, cpu_seconds, free_port, peak_rss_mib, until
+
+from vkpy.devcluster import DevCluster
+from vkpy.kube.client import ApiError, ClientOptions, KubeClient
+
+SYSTEMS = ("vkpy", "kwok")
+CLIENTS = 32
+LABEL = "bench=fresh"
+
+
+class DefaultVkpy(Vkpy):
+    """vkpy as `python -m vkpy` starts with its defaults, on the sim backend."""
+
+    def argv(self, node: str) -> list[str]:
+        config = self.workdir / "sim.yaml"
+        config.write_text("start_seconds: 0\n")
+        return [
+            sys.executable,
+            "-m",
+            "vkpy",
+            f"--kubeconfig={self.kubeconfig}",
+            f"--node-name={node}",
+            "--provider=sim",
+            f"--provider-config={config}",
+            "--node-ip=127.0.0.1",
+            "--listen-address=127.0.0.1",
+            f"--port={free_port()}",
+            f"--state-dir={self.workdir / node}",
+        ]
+
+
+@dataclass
+class Run:
+    """One system's figures in one run on its own fresh cluster."""
+
+    system: str
+    pods: int
+    running: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    post_phase: float = 0.0
+    delete_seconds: float = float("nan")
+    cpu_seconds: float = 0.0
+    peak_rss: float = 0.0
+    create_requests: Counter[str] = field(default_factory=Counter)
+    delete_requests: Counter[str] = field(default_factory=Counter)
+    error: str = ""
+
+
+def pod(name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"bench": "fresh"}},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            "tolerations": [{"operator": "Exists"}],
+        },
+    }
+
+
+def by_resource(delta: Counter[tuple[str, str, str, str]]) -> Counter[str]:
+    """`VERB resource[/sub]` counts, every client's."""
+    out: Counter[str] = Counter()
+    for (verb, resource, sub, _code), n in delta.items():
+        if resource:
+            out[f"{verb} {resource}{'/' + sub if sub else ''}"] += n
+    return out
+
+
+async def create_with_clients(
+    kubeconfig: Path, namespace: str, names: list[str], node: str
+) -> tuple[dict[str, float], float]:
+    """Each name POSTed by one of CLIENTS clients (connections of their own), all at
+    once; the POST start per pod, and the whole POST phase in seconds."""
+    clients = [
+        await KubeClient.connect(ClientOptions(kubeconfig=str(kubeconfig))) for _ in range(CLIENTS)
+    ]
+    created: dict[str, float] = {}
+    path = f"/api/v1/namespaces/{namespace}/pods"
+
+    async def one_client(client: KubeClient, share: list[str]) -> None:
+        for name in share:
+            created[name] = time.monotonic()
+            await client.create(path, pod(name, node))
+
+    try:
+        started = time.monotonic()
+        await asyncio.gather(*(one_client(c, names[i::CLIENTS]) for i, c in enumerate(clients)))
+        return created, time.monotonic() - started
+    finally:
+        for client in clients:
+            await client.close()
+
+
+async def one_run(system: System, cluster: DevCluster, count: int, timeout: float) -> Run:
+    node = f"fresh-{system.name}"
+    namespace = "bench"
+    run = Run(system=system.name, pods=count)
+    client = await KubeClient.connect(ClientOptions(kubeconfig=str(cluster.kubeconfig)))
+    watch: PodWatch | None = None
+    watcher: asyncio.Task[None] | None = None
+    try:
+        await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+        await until(
+            "default ServiceAccount",
+            lambda: _exists(client, f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
+            60,
+        )
+        watch = PodWatch(client, namespace)
+        watcher = asyncio.create_task(watch.run())
+        await system.start(client, node)
+        assert system.process is not None
+        pid = system.process.pid
+        await until(f"{system.name} node Ready", lambda: node_ready(client, node), 120)
+        await watch.ready.wait()
+        await asyncio.sleep(2)
+        cpu0 = cpu_seconds(pid)
+        before = await apiserver_requests_by_code(client)
+        names = [f"p{n:05d}" for n in range(count)]
+        started = time.monotonic()
+        created, run.post_phase = await create_with_clients(
+            cluster.kubeconfig, namespace, names, node
+        )
+
+        async def all_running() -> bool:
+            return all(n in watch.running for n in names)  # type: ignore[union-attr]
+
+        try:
+            await until("all Running", all_running, timeout)
+        except TimeoutError:
+            run.error = f"{sum(n in watch.running for n in names)}/{count} Running"
+        run.running = sum(n in watch.running for n in names)
+        run.seconds = max(watch.running.values(), default=started) - started
+        run.latencies = sorted(watch.running[n] - created[n] for n in names if n in watch.running)
+        await asyncio.sleep(2)
+        middle = await apiserver_requests_by_code(client)
+        deleting = time.monotonic()
+        kubectl = await asyncio.create_subprocess_exec(
+            str(cluster.access().kubectl),
+            f"--kubeconfig={cluster.kubeconfig}",
+            *("-n", namespace, "delete", "pods", "-l", LABEL, "--wait=false"),
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+        if await kubectl.wait():
+            raise RuntimeError("kubectl delete failed")
+
+        async def all_gone() -> bool:
+            return all(n in watch.gone for n in names)  # type: ignore[union-attr]
+
+        try:
+            await until("all deleted", all_gone, timeout)
+            run.delete_seconds = max(watch.gone[n] for n in names) - deleting
+        except TimeoutError:
+            run.error += f" {sum(n in watch.gone for n in names)}/{count} deleted"
+        await asyncio.sleep(3)  # trailing writes (Events) that belong to these pods
+        after = await apiserver_requests_by_code(client)
+        run.cpu_seconds = cpu_seconds(pid) - cpu0
+        run.peak_rss = peak_rss_mib(pid)
+        run.create_requests = by_resource(middle - before)
+        run.delete_requests = by_resource(after - middle)
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watcher
+        await system.stop()
+        await client.close()
+    return run
+
+
+async def _exists(client: KubeClient, path: str) -> bool:
+    try:
+        await client.get(path)
+    except ApiError:
+        return False
+    return True
+
+
+def summary(runs: list[Run]) -> dict[str, float]:
+    def med(values: list[float]) -> float:
+        values = [v for v in values if v == v]
+        return statistics.median(values) if values else float("nan")
+
+    ok = [r for r in runs if r.running]
+    out = {
+        "pods/s to Running": med([r.running / r.seconds for r in ok if r.seconds]),
+        "p50 POST→Running ms": med([pct(r.latencies, 50) * 1000 for r in ok]),
+        "p99 POST→Running ms": med([pct(r.latencies, 99) * 1000 for r in ok]),
+        "the clients' POST phase s": med([r.post_phase for r in ok]),
+        "delete until every DELETED s": med([r.delete_seconds for r in ok]),
+        "agent CPU s": med([r.cpu_seconds for r in ok]),
+        "agent peak RSS MiB": med([r.peak_rss for r in ok]),
+    }
+    for step, pick in (("creating", "create_requests"), ("deleting", "delete_requests")):
+        keys = sorted({k for r in ok for k in getattr(r, pick)})
+        for k in keys:
+            out[f"{k} per pod, {step}"] = med([getattr(r, pick)[k] / r.pods for r in ok])
+    return out
+
+
+def fmt(value: float) -> str:
+    if value != value:
+        return "—"
+    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+
+
+def table(results: dict[str, dict[str, float]]) -> str:
+    order = [s for s in SYSTEMS if s in results]
+    measures = sorted({m for r in results.values() for m in r}, key=_measure_order)
+    lines = [
+        "| measure | " + " | ".join(order) + " | vkpy / kwok |",
+        "|---" * (len(order) + 2) + "|",
+    ]
+    for m in measures:
+        cells = [fmt(results[s].get(m, float("nan"))) for s in order]
+        kwok = results.get("kwok", {}).get(m, float("nan"))
+        vkpy = results.get("vkpy", {}).get(m, float("nan"))
+        ratio = fmt(vkpy / kwok) if kwok and kwok == kwok else "—"
+        lines.append(f"| {m} | " + " | ".join(cells) + f" | {ratio} |")
+    return "\n".join(lines)
+
+
+def _measure_order(measure: str) -> tuple[int, str]:
+    return (1 if " per pod, " in measure else 0, measure)
+
+
+def report(results: dict[str, dict[str, float]], runs: list[Run], args: argparse.Namespace) -> str:
+    errors = [f"- {r.system}: {r.error.strip()}" for r in runs if r.error]
+    per_run = "; ".join(f"{r.system} {r.running / r.seconds if r.seconds else 0:.0f}" for r in runs)
+    return (
+        f"### A fresh cluster per run, defaults, {CLIENTS} clients "
+        f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()})\n\n"
+        f"`python bench/fresh.py --pods {args.pods} --rounds {args.rounds}`: each run on a "
+        f"control plane of its own, started for it; {args.pods} bound pods created by "
+        f"{CLIENTS} clients, then `kubectl delete --wait=false`; runs interleaved, medians. "
+        f"pods/s per run in order: {per_run}. API requests per pod: the API server's "
+        "counters, every client's (the benchmark's own creates and its one DELETE "
+        "collection included).\n\n"
+        + table(results)
+        + "\n"
+        + ("\nIncomplete runs:\n" + "\n".join(errors) + "\n" if errors else "")
+    )
+
+
+def bench(args: argparse.Namespace, workdir: Path) -> str:
+    runs: list[Run] = []
+    makers = {"vkpy": DefaultVkpy, "kwok": Kwok}
+    for round_no in range(args.rounds):
+        for name in args.systems:
+            where = workdir / f"{name}-{round_no}"
+            cluster = DevCluster(where / "cluster")
+            print(f"round {round_no + 1}: {name}, a fresh control plane", file=sys.stderr)
+            cluster.up()
+            try:
+                system = makers[name](cluster.kubeconfig, where, args)
+                run = asyncio.run(one_run(system, cluster, args.pods, args.timeout))
+            finally:
+                cluster.down(purge=True)
+            print(
+                f"  {run.running} Running in {run.seconds:.1f} s, POST phase "
+                f"{run.post_phase:.1f} s, agent CPU {run.cpu_seconds:.2f} s {run.error}",
+                file=sys.stderr,
+            )
+            runs.append(run)
+    results = {n: summary([r for r in runs if r.system == n]) for n in args.systems}
+    return report(results, runs, args)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--timeout", type=float, default=300, help="per step (s)")
+    parser.add_argument("--event-loop", default="asyncio", help=argparse.SUPPRESS)
+    parser.add_argument("--vkpy-arg", action="append", default=[], help=argparse.SUPPRESS)
+    published.add_options(parser)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="vkpy-fresh-") as tmp:
+        text = bench(args, Path(tmp))
+    print(text)
+    published.append(text, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
