@@ -36,7 +36,7 @@ from typing import Protocol
 
 from vkpy.api import ApiDependencies, KubeletServer, ListenError
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
-from vkpy.core.objects import KubeObject, spec
+from vkpy.core.objects import KubeObject, node_name_of
 from vkpy.fleet.leader import LeaderElector
 from vkpy.fleet.node_set import Member
 from vkpy.fleet.settings import Settings
@@ -347,9 +347,9 @@ class NodeHost:
         )
 
     def provider_for(self, pod: KubeObject) -> Provider:
-        node = self.served.get(str(spec(pod).get("nodeName") or ""))
+        node = self.served.get(node_name_of(pod))
         if node is None:  # find() only returns pods of the nodes served here
-            raise LookupError(f"no node served here runs {spec(pod).get('nodeName')}")
+            raise LookupError(f"no node served here runs {node_name_of(pod) or 'the pod'}")
         return node.provider
 
 
