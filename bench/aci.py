@@ -113,7 +113,7 @@ def main() -> None:
         with given_or_started(args.kubeconfig, work) as access:
             namespace = f"bench-aci-{secrets.token_hex(2)}"
             access.run_kubectl("create", "namespace", namespace)
-            log = (work / "vkpy.core.log").open("wb")
+            log = (work / "vkpy.log").open("wb")
             agent = subprocess.Popen(
                 [
                     sys.executable, "-m", "vkpy", f"--kubeconfig={access.kubeconfig}",

@@ -171,12 +171,12 @@ def start_node(
         "--log-level=info",
     ]
     argv.append(f"--provider-config={config}")
-    log = (run_dir / "vkpy.core.log").open("ab")
+    log = (run_dir / "vkpy.log").open("ab")
     node = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True, cwd=ROOT)
     deadline = time.monotonic() + 120
     while not node_ready(cluster):
         if node.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"vkpy did not become Ready; see {run_dir / 'vkpy.core.log'}")
+            raise SystemExit(f"vkpy did not become Ready; see {run_dir / 'vkpy.log'}")
         time.sleep(1)
     return node
 

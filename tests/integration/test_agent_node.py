@@ -205,7 +205,7 @@ def test_a_busy_port_is_one_clear_line_not_a_traceback(
             cluster=cluster,
             node_name="vk-busy-port",
             state_dir=tmp_path / "state",
-            log_path=tmp_path / "vkpy.core.log",
+            log_path=tmp_path / "vkpy.log",
             port=port,
         ).start()
         assert agent.process is not None

@@ -7,10 +7,12 @@
   the docs works unchanged, and the pod is hardened as the values promise;
 - least privilege: the chart's ServiceAccount and RBAC are created for real, and vkpy
   runs with nothing but that ServiceAccount's token (a kubeconfig from a TokenRequest):
-  it registers its node, gets its serving certificate by CSR (approved by the chart's
-  approver, itself running with only its own ServiceAccount), runs a pod with
-  ConfigMap, Secret and token volumes, and `kubectl logs` reaches it; nothing it does
-  is refused, and what it does not need it cannot do.
+  it registers its node, leads on its leader Lease in the release's namespace (apart
+  from the node's heartbeat Lease), gets its serving certificate by CSR (approved by
+  the chart's approver, itself running with only its own ServiceAccount), runs a pod
+  with ConfigMap, Secret and token volumes, and `kubectl logs` reaches it; nothing it
+  does is refused, and what it does not need it cannot do;
+- the leader Lease is never the node's Lease, whatever the node's name (issue 27).
 """
 
 from __future__ import annotations
@@ -173,6 +175,50 @@ def test_every_rendering_is_accepted_by_the_api_server(
         assert certificate["spec"]["commonName"] == "system:node:vk-vkpy"
         assert certificate["spec"]["subject"]["organizations"] == ["system:nodes"]
         assert skipped == {"Certificate", "ServiceMonitor"}
+
+
+def arg(args: list[str], flag: str) -> str:
+    (value,) = [a.split("=", 1)[1] for a in args if a.startswith(f"{flag}=")]
+    return value
+
+
+@pytest.mark.parametrize("node_name", ["", "vk-vkpy", "edge-1"])
+def test_the_leader_lease_is_never_the_node_lease(helm: list[str], node_name: str) -> None:
+    """Issue 27: with nodeName at its default (the release's full name, also the
+    leader Lease's name) the two Leases were one object in kube-node-lease."""
+    objects = template(helm, "vk-system", "--set", f"nodeName={node_name}")
+    args = vkpy_container(objects)["args"]
+    node = arg(args, "--node-name")
+    assert node == (node_name or "vk-vkpy")
+    lease = (
+        arg(args, "--leader-elect-resource-namespace"),
+        arg(args, "--leader-elect-resource-name"),
+    )
+    assert lease == ("vk-system", "vk-vkpy") != ("kube-node-lease", node)
+    # the leader's Role is in the release's namespace, for that one Lease (and create)
+    role = one(objects, "Role", "-vkpy-leader")
+    assert role["metadata"]["namespace"] == "vk-system"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["vk-vkpy"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    # the uninstall hook deletes that Lease, not one in kube-node-lease
+    hook = one(objects, "Job", "-uninstall")["spec"]["template"]["spec"]["containers"][0]
+    assert arg(hook["args"], "--lease-namespace") == "vk-system"
+    assert arg(hook["args"], "--lease-name") == "vk-vkpy"
+    # and the serving certificate is approved without a manual step by default
+    assert one(objects, "Deployment", "-approver")["spec"]["replicas"] == 1
+
+
+def test_the_chart_refuses_kube_node_lease_as_its_namespace(helm: list[str]) -> None:
+    result = run([*helm, "template", "vk", str(CHART), "-n", "kube-node-lease"], check=False)
+    assert result.returncode != 0
+    assert "install vkpy into a namespace of its own: kube-node-lease holds" in result.stderr
 
 
 def test_a_node_set_takes_a_count_or_groups_not_both(helm: list[str]) -> None:
@@ -371,6 +417,12 @@ def test_vkpy_runs_with_only_the_chart_service_account(
 
     vk_config = token_kubeconfig(cluster, ns, "vk-vkpy", tmp_path / "vkpy.kubeconfig")
     ap_config = token_kubeconfig(cluster, ns, "vk-vkpy-approver", tmp_path / "approver.kubeconfig")
+    # the leader Lease: this one only (beside creating it), and only in the namespace
+    assert can(cluster, sa, "update", "leases/vk-vkpy", "-n", ns)
+    assert not can(cluster, sa, "update", "leases/other", "-n", ns)
+    assert not can(cluster, sa, "update", "leases", "-n", "kube-node-lease")
+    election = [a for a in vkpy_container(chart_rbac)["args"] if a.startswith("--leader-elect")]
+    assert f"--leader-elect-resource-namespace={ns}" in election
     approver_log = tmp_path / "approver.log"
     with approver_log.open("wb") as out:
         approver = subprocess.Popen(
@@ -382,8 +434,8 @@ def test_vkpy_runs_with_only_the_chart_service_account(
         cluster=cluster,
         node_name=node,
         state_dir=tmp_path / "state",
-        log_path=tmp_path / "vkpy.core.log",
-        extra_args=["--rotate-server-certificates"],
+        log_path=tmp_path / "vkpy.log",
+        extra_args=["--rotate-server-certificates", *election, "--leader-elect-identity=pod-a"],
         kubeconfig_env=str(vk_config),
     )
     try:
@@ -434,6 +486,10 @@ def test_vkpy_runs_with_only_the_chart_service_account(
             timeout=60,
         )
         assert logs.startswith("line ")
+        leader = json.loads(kube.kubectl("get", "lease", "-n", ns, "vk-vkpy", "-o", "json"))
+        assert leader["spec"]["holderIdentity"] == "pod-a"
+        heartbeat = kube.kubectl("get", "lease", "-n", "kube-node-lease", node, "-o", "json")
+        assert json.loads(heartbeat)["spec"]["holderIdentity"] == node
         wait_for(
             "the CSR approved by the chart's approver",
             lambda: "CSR approved" in approver_log.read_text(),

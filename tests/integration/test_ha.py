@@ -22,6 +22,9 @@ import pytest
 from tests.integration.agent import Agent, Kube, free_port, pod_identity, sim_pod, wait_for
 from vkpy.devcluster import ClusterAccess
 
+# Where the replicas' leader Lease is by default outside a cluster (vkpy.app.cli): never in
+# kube-node-lease, where the node's own heartbeat Lease is (issue 27).
+LEADER_NS = "default"
 # Shorter than the defaults (15/10/2) so the test is quick; the rules are the same.
 ELECTION = [
     "--leader-elect",
@@ -57,7 +60,7 @@ def replicas(cluster: ClusterAccess, tmp_path: Path) -> Iterator[list[Agent]]:
         agent.stop()
     cluster.run_kubectl("delete", "node", node, "--wait=false", check=False)
     cluster.run_kubectl(
-        "delete", "lease", "-n", "kube-node-lease", f"vkpy-{node}", "--wait=false", check=False
+        "delete", "lease", "-n", LEADER_NS, f"vkpy-{node}", "--wait=false", check=False
     )
     for agent in out:
         print(f"--- log of {agent.log_path.stem} ---\n{agent.logs()[-12000:]}")
@@ -77,7 +80,7 @@ def probe(agent: Agent, path: str) -> int:
 
 def holder(kube: Kube, node: str) -> str:
     out = kube.kubectl(
-        "get", "lease", "-n", "kube-node-lease", f"vkpy-{node}", "-o", "json", "--ignore-not-found"
+        "get", "lease", "-n", LEADER_NS, f"vkpy-{node}", "-o", "json", "--ignore-not-found"
     )
     lease = json.loads(out) if out.strip() else {}
     return str(lease.get("spec", {}).get("holderIdentity") or "")
@@ -161,7 +164,7 @@ def test_failover_keeps_pods_running_and_nothing_duplicated(
     assert records == {before[n][0] for n in names}
     assert len(kube.list("pods")) == len(names)
     transitions = json.loads(
-        kube.kubectl("get", "lease", "-n", "kube-node-lease", f"vkpy-{node}", "-o", "json")
+        kube.kubectl("get", "lease", "-n", LEADER_NS, f"vkpy-{node}", "-o", "json")
     )["spec"]["leaseTransitions"]
     assert transitions == 2
 

@@ -23,6 +23,13 @@ The tests run in order on one release, as its life goes:
 - `helm uninstall`: the node is drained (pods stopped in the backend, their
   controller's replacements Pending), the Node and the leader Lease are deleted, and
   no object of the release is left.
+
+Then a second release as a new user installs it (issue 27): nothing but `provider`
+and the process backend's two needs, so the node is named after the release, as is
+the leader Lease (in the release's namespace, never the node's Lease): it serves
+`kubectl logs`/`exec` within a minute of `helm install --wait` (the chart's approver,
+on by default), runs 2 minutes without a restart, and with two replicas the standby
+takes over when the leader's host dies; then it is uninstalled.
 """
 
 from __future__ import annotations
@@ -49,14 +56,40 @@ from vkpy.devcluster import nodes as devnodes
 from vkpy.devcluster.binaries import tool_dir
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "vkpy"
-RELEASE = "vk"
-FULLNAME = "vk-vkpy"
-NAMESPACE = "vkpy-system"
-NODE = "vk-helm"
 APPS = "apps"
 LEASE_DURATION = 8
-LABELS = f"app.kubernetes.io/name=vkpy,app.kubernetes.io/instance={RELEASE}"
-VKPY_PODS = f"{LABELS},!app.kubernetes.io/component"
+
+
+@dataclass(frozen=True)
+class Release:
+    """One install of the chart: its names, and its workload on the virtual node."""
+
+    name: str
+    namespace: str
+    node: str
+    app: str  # the workload's `app` label (and Deployment name)
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.name}-vkpy"  # charts/vkpy/templates/_helpers.tpl: vkpy.fullname
+
+    @property
+    def labels(self) -> str:
+        return f"app.kubernetes.io/name=vkpy,app.kubernetes.io/instance={self.name}"
+
+    @property
+    def vkpy_pods(self) -> str:
+        return f"{self.labels},!app.kubernetes.io/component"
+
+
+# Values of a typical user's install (the process backend's ids and addresses, a shared
+# sim platform for HA, the test's own ports and shorter election timings) ...
+VK = Release("vk", "vkpy-system", node="vk-helm", app="web")
+# ... and an install as in issue 27: nothing but `provider` and what the process
+# backend's pods need, so the node's name is the chart's default, the release's full name.
+BARS = Release("bars-vk", "bars-vk", node="bars-vk-vkpy", app="bars-web")
+# ... and the same with the approver off: the certificate is approved by hand.
+MANUAL = Release("manual", "manual", node="manual-vkpy", app="manual-web")
 
 
 @dataclass
@@ -67,14 +100,22 @@ class Hosted:
     helm: list[str]
     values: Path
     platform: Path
-    kube: Kube  # in NAMESPACE
+    kube: Kube  # in VK's namespace
     apps: Kube  # in APPS: the workload on the virtual node
 
-    def run_helm(self, *args: str, timeout: float = 240) -> str:
-        argv = [*self.helm, *args, "--namespace", NAMESPACE, f"--kubeconfig={self.dev.kubeconfig}"]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    def helm_result(
+        self, *args: str, timeout: float = 240, release: Release = VK
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [
+            *self.helm, *args, "--namespace", release.namespace,
+            f"--kubeconfig={self.dev.kubeconfig}",
+        ]  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def run_helm(self, *args: str, timeout: float = 240, release: Release = VK) -> str:
+        result = self.helm_result(*args, timeout=timeout, release=release)
         if result.returncode != 0:
-            raise AssertionError(f"{argv} failed:\n{result.stdout}\n{result.stderr}")
+            raise AssertionError(f"{result.args} failed:\n{result.stdout}\n{result.stderr}")
         return result.stdout
 
 
@@ -86,7 +127,7 @@ def values(platform: Path) -> dict[str, Any]:
     return {
         "provider": "sim",
         "providers": {"sim": {"platform_dir": "/var/lib/sim-platform"}},
-        "nodeName": NODE,
+        "nodeName": VK.node,
         "listenAddress": "$(VKPY_NODE_IP)",
         "kubeletPort": free_port(),
         "healthPort": free_port(),
@@ -104,7 +145,7 @@ def values(platform: Path) -> dict[str, Any]:
                         "labelSelector": {
                             "matchLabels": {
                                 "app.kubernetes.io/name": "vkpy",
-                                "app.kubernetes.io/instance": RELEASE,
+                                "app.kubernetes.io/instance": VK.name,
                             },
                             "matchExpressions": [
                                 {"key": "app.kubernetes.io/component", "operator": "DoesNotExist"}
@@ -147,14 +188,16 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
             helm=[str(tool_dir("helm") / "helm")],
             values=values_file,
             platform=platform,
-            kube=Kube(access, NAMESPACE),
+            kube=Kube(access, VK.namespace),
             apps=Kube(access, APPS),
         )
     finally:
-        shown = dev.access().run_kubectl(
-            "logs", "-n", NAMESPACE, "-l", LABELS, "--prefix", "--tail=30", check=False
-        )
-        print(f"--- the release's pods ---\n{shown.stdout}{shown.stderr}")
+        for release in (VK, BARS, MANUAL):
+            shown = dev.access().run_kubectl(
+                "logs", "-n", release.namespace, "-l", release.labels, "--prefix", "--tail=30",
+                check=False,
+            )  # fmt: skip
+            print(f"--- {release.name}'s pods ---\n{shown.stdout}{shown.stderr}")
         for name in ("vkpy-worker-1", "vkpy-worker-2"):
             log = dev.logs_dir / f"{name}.log"
             if log.exists():
@@ -172,10 +215,19 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
 # --- reading the cluster --------------------------------------------------------------------
 
 
-def vkpy_pods(hosted: Hosted) -> list[dict[str, Any]]:
-    return [
-        p for p in hosted.kube.list("pods", VKPY_PODS) if not p["metadata"].get("deletionTimestamp")
-    ]
+def in_namespace(hosted: Hosted, release: Release) -> Kube:
+    return Kube(hosted.apps.cluster, release.namespace)
+
+
+def vkpy_pods(hosted: Hosted, release: Release = VK) -> list[dict[str, Any]]:
+    pods = in_namespace(hosted, release).list("pods", release.vkpy_pods)
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def restarts(pods: list[dict[str, Any]]) -> int:
+    return sum(
+        c.get("restartCount", 0) for p in pods for c in p["status"].get("containerStatuses") or []
+    )
 
 
 def ready(obj: dict[str, Any] | None) -> bool:
@@ -183,8 +235,8 @@ def ready(obj: dict[str, Any] | None) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def node(hosted: Hosted) -> dict[str, Any] | None:
-    return hosted.kube.get("node", NODE, namespaced=False)
+def node(hosted: Hosted, release: Release = VK) -> dict[str, Any] | None:
+    return hosted.kube.get("node", release.node, namespaced=False)
 
 
 def node_ip(obj: dict[str, Any] | None) -> str:
@@ -192,29 +244,34 @@ def node_ip(obj: dict[str, Any] | None) -> str:
     return next((a["address"] for a in addresses if a["type"] == "InternalIP"), "")
 
 
-def leader(hosted: Hosted) -> str:
+def lease_holder(hosted: Hosted, namespace: str, name: str) -> str:
     out = hosted.kube.kubectl(
-        "get", "lease", "-n", "kube-node-lease", FULLNAME, "-o", "json", "--ignore-not-found"
+        "get", "lease", "-n", namespace, name, "-o", "json", "--ignore-not-found"
     )
     lease = json.loads(out) if out.strip() else {}
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
 
-def workload(hosted: Hosted) -> list[dict[str, Any]]:
-    return [
-        p for p in hosted.apps.list("pods", "app=web") if not p["metadata"].get("deletionTimestamp")
-    ]
+def leader(hosted: Hosted, release: Release = VK) -> str:
+    """The holder of the release's leader Lease: an object of its own in the release's
+    namespace (docs/deploy.md), never the node's heartbeat Lease in kube-node-lease."""
+    return lease_holder(hosted, release.namespace, release.fullname)
 
 
-def identity(hosted: Hosted) -> dict[str, tuple[Any, ...]]:
+def workload(hosted: Hosted, release: Release = VK) -> list[dict[str, Any]]:
+    pods = hosted.apps.list("pods", f"app={release.app}")
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def identity(hosted: Hosted, release: Release = VK) -> dict[str, tuple[Any, ...]]:
     """What must not change while vkpy rolls or fails over, per workload pod."""
-    return {pod["metadata"]["name"]: pod_identity(pod) for pod in workload(hosted)}
+    return {pod["metadata"]["name"]: pod_identity(pod) for pod in workload(hosted, release)}
 
 
-def logs_and_exec_work(hosted: Hosted) -> bool:
+def logs_and_exec_work(hosted: Hosted, release: Release = VK) -> bool:
     """`kubectl logs` and `exec` on a workload pod, through the API server (which
     verifies the serving certificate of the node's current leader)."""
-    pods = workload(hosted)
+    pods = workload(hosted, release)
     if not pods:
         return False
     name = pods[0]["metadata"]["name"]
@@ -243,29 +300,57 @@ def vkpy_pid(identity_name: str) -> int:
     raise AssertionError(f"no vkpy process of {identity_name}")
 
 
-WEB = {
-    "apiVersion": "apps/v1",
-    "kind": "Deployment",
-    "metadata": {"name": "web"},
-    "spec": {
-        "replicas": 2,
-        "selector": {"matchLabels": {"app": "web"}},
-        "template": {
-            "metadata": {"labels": {"app": "web"}},
-            "spec": {
-                "nodeSelector": {"type": "virtual-kubelet", "kubernetes.io/hostname": NODE},
-                "tolerations": [
-                    {
-                        "key": "virtual-kubelet.io/provider",
-                        "operator": "Exists",
-                        "effect": "NoSchedule",
-                    }
-                ],
-                "containers": [{"name": "app", "image": "example.com/web:1"}],
+def web(release: Release) -> dict[str, Any]:
+    """Two pods on the release's virtual node."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": release.app},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": release.app}},
+            "template": {
+                "metadata": {"labels": {"app": release.app}},
+                "spec": {
+                    "nodeSelector": {
+                        "type": "virtual-kubelet",
+                        "kubernetes.io/hostname": release.node,
+                    },
+                    "tolerations": [
+                        {
+                            "key": "virtual-kubelet.io/provider",
+                            "operator": "Exists",
+                            "effect": "NoSchedule",
+                        }
+                    ],
+                    "containers": [{"name": "app", "image": "example.com/web:1"}],
+                },
             },
         },
-    },
-}
+    }
+
+
+def workload_running(hosted: Hosted, release: Release) -> bool:
+    pods = workload(hosted, release)
+    return len(pods) == 2 and all(
+        p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == release.node
+        for p in pods
+    )
+
+
+def kill_host(hosted: Hosted, pods: list[dict[str, Any]], pod_name: str) -> str:
+    """The host of vkpy pod `pod_name` dies: its worker and the vkpy process with it (a
+    process killed alone is restarted in its pod, which resumes the Lease as the same
+    holder). Returns the worker's name."""
+    host: str = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == pod_name)
+    worker = next(a for a in hosted.dev.extras().records.of_kind("node") if a.process.name == host)
+    os.kill(worker.process.pid, signal.SIGKILL)
+    os.kill(vkpy_pid(pod_name), signal.SIGKILL)
+    return host
+
+
+def restart_worker(hosted: Hosted, host: str) -> None:
+    hosted.dev.start_nodes([devnodes.worker(int(host.rsplit("-", 1)[1]))])
 
 
 # --- the release's life ---------------------------------------------------------------------
@@ -274,7 +359,7 @@ WEB = {
 def test_install_runs_vkpy_in_cluster_on_a_worker(hosted: Hosted) -> None:
     began = time.monotonic()
     hosted.run_helm(
-        "install", RELEASE, str(CHART), "--create-namespace", "-f", str(hosted.values),
+        "install", VK.name, str(CHART), "--create-namespace", "-f", str(hosted.values),
         "--wait", "--timeout=3m",
     )  # fmt: skip
     print(f"helm install --wait: {time.monotonic() - began:.1f} s")
@@ -293,7 +378,7 @@ def test_install_runs_vkpy_in_cluster_on_a_worker(hosted: Hosted) -> None:
     shown = hosted.kube.kubectl(
         "exec",
         "-n",
-        NAMESPACE,
+        VK.namespace,
         name,
         "--",
         "sh",
@@ -302,7 +387,7 @@ def test_install_runs_vkpy_in_cluster_on_a_worker(hosted: Hosted) -> None:
         " head -1 /etc/vkpy/provider/provider.yaml",
     )
     assert shown.split() == [
-        NAMESPACE,
+        VK.namespace,
         "127.0.0.1",
         "none",
         "platform_dir:",
@@ -310,22 +395,16 @@ def test_install_runs_vkpy_in_cluster_on_a_worker(hosted: Hosted) -> None:
     ]
 
     # its serving certificate came by CSR, requested by the ServiceAccount, approved
-    account = f"system:serviceaccount:{NAMESPACE}:{FULLNAME}"
+    account = f"system:serviceaccount:{VK.namespace}:{VK.fullname}"
     csrs = json.loads(hosted.kube.kubectl("get", "csr", "-o", "json"))["items"]
     mine = [c for c in csrs if c["spec"].get("username") == account]
     assert mine and all(c["status"].get("certificate") for c in mine)
     assert all(c["status"]["conditions"][0]["type"] == "Approved" for c in mine)
 
-    hosted.apps.apply(WEB)
+    hosted.apps.apply(web(VK))
     wait_for(
         "the workload Running on the virtual node",
-        lambda: (
-            len(pods := workload(hosted)) == 2
-            and all(
-                p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == NODE
-                for p in pods
-            )
-        ),
+        lambda: workload_running(hosted, VK),
         timeout=60,
     )
     # the API server verifies kubelet certificates here (--kubelet-certificate-authority)
@@ -339,14 +418,14 @@ def test_upgrade_changing_a_value_rolls_without_losing_pods(hosted: Hosted) -> N
     (old,) = vkpy_pods(hosted)
     before = identity(hosted)
     hosted.run_helm(
-        "upgrade", RELEASE, str(CHART), "-f", str(hosted.values), "--set", "logLevel=debug",
+        "upgrade", VK.name, str(CHART), "-f", str(hosted.values), "--set", "logLevel=debug",
         "--wait", "--timeout=3m",
     )  # fmt: skip
     old_name = old["metadata"]["name"]
     (new,) = wait_for(
         "the old vkpy pod gone, one new one",
         lambda: (
-            len(p := hosted.kube.list("pods", VKPY_PODS)) == 1
+            len(p := hosted.kube.list("pods", VK.vkpy_pods)) == 1
             and p[0]["metadata"]["name"] != old_name
             and p
         ),
@@ -365,7 +444,7 @@ def test_upgrade_changing_a_value_rolls_without_losing_pods(hosted: Hosted) -> N
 
 def test_standby_takes_over_when_the_leader_is_killed(hosted: Hosted) -> None:
     hosted.run_helm(
-        "upgrade", RELEASE, str(CHART), "-f", str(hosted.values), "--set", "logLevel=debug",
+        "upgrade", VK.name, str(CHART), "-f", str(hosted.values), "--set", "logLevel=debug",
         "--set", "replicaCount=2", "--wait", "--timeout=3m",
     )  # fmt: skip
     pods = wait_for("two vkpy replicas", lambda: len(p := vkpy_pods(hosted)) == 2 and p)
@@ -376,13 +455,8 @@ def test_standby_takes_over_when_the_leader_is_killed(hosted: Hosted) -> None:
     wait_for("the Node at the leader", lambda: node_ip(node(hosted)) == ips[first])
     before = identity(hosted)
 
-    # The leader's host dies: its worker and the vkpy process with it (a process
-    # killed alone is restarted in its pod, which resumes the Lease as the same holder).
-    host = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == first)
-    worker = next(a for a in hosted.dev.extras().records.of_kind("node") if a.process.name == host)
     killed_at = time.monotonic()
-    os.kill(worker.process.pid, signal.SIGKILL)
-    os.kill(vkpy_pid(first), signal.SIGKILL)
+    host = kill_host(hosted, pods, first)
     wait_for("the standby to take the Lease", lambda: leader(hosted) == standby, timeout=90)
     wait_for(
         "the Node at the standby, Ready",
@@ -397,34 +471,229 @@ def test_standby_takes_over_when_the_leader_is_killed(hosted: Hosted) -> None:
         f"logs/exec served {served:.1f} s (lease duration {LEASE_DURATION} s)"
     )
     assert identity(hosted) == before
-    hosted.dev.start_nodes([devnodes.worker(int(host.rsplit("-", 1)[1]))])  # back up
     records = {p.stem for p in hosted.platform.glob("*.json")}
     assert records == {uid for uid, *_ in before.values()}  # nothing duplicated
+    restart_worker(hosted, host)  # back up
 
 
-def test_uninstall_drains_and_leaves_nothing_behind(hosted: Hosted) -> None:
-    hosted.run_helm("uninstall", RELEASE, "--wait", "--timeout=3m")
-    assert node(hosted) is None
-    assert leader(hosted) == ""
+def nothing_of_the_release_left(hosted: Hosted, release: Release) -> None:
     kinds = "all,configmap,secret,serviceaccount,role,rolebinding,pdb,job"
     wait_for(
         "nothing of the release left in its namespace (pods stop in their grace period)",
         lambda: (
             not hosted.kube.kubectl(
-                "get", kinds, "-n", NAMESPACE, "-l", LABELS, "-o", "name"
+                "get", kinds, "-n", release.namespace, "-l", release.labels, "-o", "name"
             ).strip()
         ),
         timeout=60,
     )
     in_lease_ns = hosted.kube.kubectl(
-        "get", "role,rolebinding,lease", "-n", "kube-node-lease", "-l", LABELS, "-o", "name"
-    )
+        "get", "role,rolebinding,lease", "-n", "kube-node-lease", "-l", release.labels,
+        "-o", "name",
+    )  # fmt: skip
     assert in_lease_ns.strip() == ""
     cluster_wide = hosted.kube.kubectl(
-        "get", "clusterrole,clusterrolebinding", "-l", LABELS, "-o", "name"
+        "get", "clusterrole,clusterrolebinding", "-l", release.labels, "-o", "name"
     )
     assert cluster_wide.strip() == ""
+
+
+def test_uninstall_drains_and_leaves_nothing_behind(hosted: Hosted) -> None:
+    hosted.run_helm("uninstall", VK.name, "--wait", "--timeout=3m")
+    assert node(hosted) is None
+    assert leader(hosted) == ""
+    nothing_of_the_release_left(hosted, VK)
     # the workload was stopped in the backend; its controller's replacements wait
     assert list(hosted.platform.glob("*.json")) == []
     pods = workload(hosted)
     assert len(pods) == 2 and all(not p["spec"].get("nodeName") for p in pods)
+
+
+# --- issue 27: the chart's defaults ---------------------------------------------------------
+
+# What every pod of the process backend needs (docs/deploy.md, "On the dev cluster"):
+# the backend's own uids, and listening on the pod's IP (pods share their host's network).
+PROCESS_BACKEND = [
+    "--set-json", 'podSecurityContext={"runAsUser":null,"runAsGroup":null,"fsGroup":null}',
+    "--set", "listenAddress=$(VKPY_NODE_IP)",
+]  # fmt: skip
+STAYS_UP = 120.0
+"""Seconds the default install must run without a restart (issue 27: it crash-looped)."""
+
+
+def test_defaults_install_serves_at_once_and_stays_up(hosted: Hosted) -> None:
+    """`helm install` with nothing but `provider` (and the process backend's needs): the
+    node's name is the release's full name, as is the leader Lease's, yet the two never
+    contend; the chart's approver has the serving certificate issued, so `kubectl
+    logs`/`exec` through the node work within a minute of `helm install --wait`."""
+    began = time.monotonic()
+    hosted.run_helm(
+        "install", BARS.name, str(CHART), "--create-namespace", "--set", "provider=sim",
+        *PROCESS_BACKEND, "--wait", "--timeout=3m", release=BARS,
+    )  # fmt: skip
+    installed = time.monotonic()
+    print(f"helm install --wait (defaults): {installed - began:.1f} s")
+
+    def up() -> bool:
+        """Never a restart of vkpy (raises at once), and the node Ready."""
+        pods = vkpy_pods(hosted, BARS)
+        spent = time.monotonic() - began
+        last = [
+            c.get("lastState") for p in pods for c in p["status"].get("containerStatuses") or []
+        ]
+        assert restarts(pods) == 0, f"vkpy restarted {spent:.0f} s after install: {last}"
+        return len(pods) == 1 and ready(node(hosted, BARS))
+
+    wait_for("the virtual node Ready", up, timeout=60)
+    (pod,) = vkpy_pods(hosted, BARS)
+    assert f"--node-name={BARS.node}" in pod["spec"]["containers"][0]["args"]
+    hosted.apps.apply(web(BARS))
+    wait_for("the workload Running", lambda: up() and workload_running(hosted, BARS), timeout=60)
+    left = 60 - (time.monotonic() - installed)
+    wait_for(
+        "kubectl logs and exec within a minute of helm install",
+        lambda: up() and logs_and_exec_work(hosted, BARS),
+        timeout=max(left, 1),
+    )
+    print(f"kubectl logs/exec served {time.monotonic() - installed:.1f} s after helm install")
+
+    while time.monotonic() - installed < STAYS_UP:
+        assert up(), "the node not Ready"
+        time.sleep(5)
+    (still,) = vkpy_pods(hosted, BARS)
+    assert still["metadata"]["name"] == pod["metadata"]["name"] and restarts([still]) == 0
+    # two Leases: the leader's, held by the pod, in the release's namespace ...
+    assert leader(hosted, BARS) == pod["metadata"]["name"]
+    # ... and the node's heartbeat Lease, held by the node
+    assert lease_holder(hosted, "kube-node-lease", BARS.node) == BARS.node
+    assert workload_running(hosted, BARS) and logs_and_exec_work(hosted, BARS)
+    hosted.apps.kubectl("delete", "deployment", BARS.app, "-n", APPS, "--wait=true")
+    wait_for("the workload gone", lambda: not workload(hosted, BARS), timeout=60)
+
+
+def test_defaults_with_two_replicas_the_standby_takes_over(hosted: Hosted) -> None:
+    """replicaCount 2 with the default node name (plus what the process backend
+    documents for HA: replicas on different hosts, a sim platform they share)."""
+    ha = {
+        "providers": {"sim": {"platform_dir": "/var/lib/sim-platform"}},
+        "extraVolumes": [
+            {"name": "platform", "hostPath": {"path": str(hosted.platform), "type": "Directory"}}
+        ],
+        "extraVolumeMounts": [{"name": "platform", "mountPath": "/var/lib/sim-platform"}],
+        "affinity": values(hosted.platform)["affinity"],
+    }
+    ha["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+        "labelSelector"
+    ]["matchLabels"]["app.kubernetes.io/instance"] = BARS.name
+    ha_values = hosted.values.with_name("bars-ha.yaml")
+    ha_values.write_text(yaml.safe_dump(ha))
+    # First the new pod template with one replica (it lands on the other worker), then
+    # the second replica: both at once would deadlock the rollout (maxUnavailable 0,
+    # and the anti-affinity leaves no host for the second new pod beside the old one).
+    hosted.run_helm(
+        "upgrade", BARS.name, str(CHART), "--reuse-values", "-f", str(ha_values),
+        "--set", "replicaCount=1", "--wait", "--timeout=3m", release=BARS,
+    )  # fmt: skip
+    hosted.run_helm(
+        "upgrade", BARS.name, str(CHART), "--reuse-values", "--set", "replicaCount=2",
+        "--wait", "--timeout=3m", release=BARS,
+    )  # fmt: skip
+    pods = wait_for(
+        "two vkpy replicas, one per worker",
+        lambda: (
+            len(p := vkpy_pods(hosted, BARS)) == 2
+            and len({x["spec"]["nodeName"] for x in p}) == 2
+            and all(x["status"].get("podIP") for x in p)
+            and p
+        ),
+        timeout=120,
+    )
+    ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods}
+    first = wait_for("a leader", lambda: (h := leader(hosted, BARS)) in ips and h, timeout=60)
+    (standby,) = [name for name in ips if name != first]
+    wait_for(
+        "the Node at the leader, Ready",
+        lambda: node_ip(n := node(hosted, BARS)) == ips[first] and ready(n),
+        timeout=60,
+    )
+    hosted.apps.apply(web(BARS))
+    wait_for("the workload Running", lambda: workload_running(hosted, BARS), timeout=60)
+    wait_for("kubectl logs and exec", lambda: logs_and_exec_work(hosted, BARS), timeout=60)
+    assert restarts(vkpy_pods(hosted, BARS)) == 0
+    before = identity(hosted, BARS)
+
+    killed_at = time.monotonic()
+    host = kill_host(hosted, pods, first)
+    wait_for("the standby to take the Lease", lambda: leader(hosted, BARS) == standby, timeout=90)
+    wait_for(
+        "the Node at the standby, Ready",
+        lambda: node_ip(n := node(hosted, BARS)) == ips[standby] and ready(n),
+        timeout=60,
+    )
+    took = time.monotonic() - killed_at
+    wait_for(
+        "kubectl logs and exec through the new leader",
+        lambda: logs_and_exec_work(hosted, BARS),
+        timeout=60,
+    )
+    print(
+        f"failover (chart defaults, lease 15 s): Lease and Node {took:.1f} s, "
+        f"logs/exec served {time.monotonic() - killed_at:.1f} s"
+    )
+    assert identity(hosted, BARS) == before
+    survivor = next(p for p in vkpy_pods(hosted, BARS) if p["metadata"]["name"] == standby)
+    assert restarts([survivor]) == 0  # it took over; it never lost a Lease to the node
+    restart_worker(hosted, host)
+
+
+def test_defaults_uninstall_leaves_nothing_behind(hosted: Hosted) -> None:
+    hosted.run_helm("uninstall", BARS.name, "--wait", "--timeout=3m", release=BARS)
+    assert node(hosted, BARS) is None
+    assert leader(hosted, BARS) == ""
+    nothing_of_the_release_left(hosted, BARS)
+    assert list(hosted.platform.glob("*.json")) == []
+
+
+def test_by_hand_helm_wait_fails_until_the_notes_command_approves(
+    hosted: Hosted, tmp_path: Path
+) -> None:
+    """With the approver off, the node cannot serve until someone approves its CSR:
+    `helm install --wait` must not report success meanwhile (the leader is not ready
+    before its certificate is issued), and the one command NOTES.txt gives is enough."""
+    waited = time.monotonic()
+    failed = hosted.helm_result(
+        "install", MANUAL.name, str(CHART), "--create-namespace", "--set", "provider=sim",
+        "--set", "servingCert.approver.enabled=false", *PROCESS_BACKEND,
+        "--wait", "--timeout=45s", release=MANUAL,
+    )  # fmt: skip
+    assert failed.returncode != 0, failed.stdout
+    assert "context deadline exceeded" in failed.stderr, failed.stderr
+    print(
+        f"helm install --wait without the approver: failed after {time.monotonic() - waited:.0f} s"
+    )
+    (pod,) = vkpy_pods(hosted, MANUAL)
+    assert not ready(pod) and restarts([pod]) == 0
+    assert leader(hosted, MANUAL) == pod["metadata"]["name"]  # it leads; it cannot serve
+
+    notes = hosted.run_helm("get", "notes", MANUAL.name, release=MANUAL)
+    (command,) = [line.strip() for line in notes.splitlines() if "certificate approve" in line]
+    shell = subprocess.run(
+        ["sh", "-c", command],
+        env={**os.environ, **hosted.apps.cluster.env(), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shell.returncode == 0 and "approved" in shell.stdout, (shell.stdout, shell.stderr)
+    wait_for(
+        "the vkpy pod ready once its certificate is issued",
+        lambda: all(ready(p) for p in vkpy_pods(hosted, MANUAL)),
+        timeout=60,
+    )
+    hosted.apps.apply(web(MANUAL))
+    wait_for("the workload Running", lambda: workload_running(hosted, MANUAL), timeout=60)
+    wait_for("kubectl logs and exec", lambda: logs_and_exec_work(hosted, MANUAL), timeout=60)
+    assert restarts(vkpy_pods(hosted, MANUAL)) == 0
+    hosted.run_helm("uninstall", MANUAL.name, "--wait", "--timeout=3m", release=MANUAL)
+    assert node(hosted, MANUAL) is None and leader(hosted, MANUAL) == ""

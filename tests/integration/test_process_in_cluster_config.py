@@ -77,7 +77,7 @@ def test_a_pod_reaches_the_api_server_with_in_cluster_config(
             cluster=access,
             node_name="vk-incluster",
             state_dir=tmp_path / "state",
-            log_path=tmp_path / "vkpy.core.log",
+            log_path=tmp_path / "vkpy.log",
             provider="process",
             provider_config=config,
             extra_args=[f"--node-ip={NODE_IP}", "--listen-address=0.0.0.0"],

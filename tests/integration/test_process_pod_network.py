@@ -205,7 +205,7 @@ def test_pods_have_their_own_network(
         cluster=access,
         node_name="vk-podnet",
         state_dir=state / "state",
-        log_path=tmp_path / "vkpy.core.log",
+        log_path=tmp_path / "vkpy.log",
         provider="process",
         provider_config=config,
         extra_args=[f"--node-ip={NODE_IP}", "--listen-address=0.0.0.0"],

@@ -18,7 +18,8 @@ from tests.unit.scripted_backend import PolledBackend, ScriptedBackend
 from vkpy.kube.events import EventRecorder
 from vkpy.node.pods.pod_controller import PodController
 from vkpy.node.pods.pod_settings import PodControllerSettings
-from vkpy.node.podspec.pod_config import ApiObjectSource, pod_ref
+from vkpy.node.podspec.pod_config import ApiObjectSource
+from vkpy.node.podspec.pod_object import pod_ref
 from vkpy.providers.base import PodRef
 
 NODE = "node-1"

@@ -27,15 +27,19 @@ from vkpy.app import event_loop
 from vkpy.core import log as vklog
 from vkpy.core import open_files
 from vkpy.fleet import node_set
-from vkpy.fleet.leader import ElectionSettings
+from vkpy.fleet.leader import ElectionSettings, apart_from_node_leases
 from vkpy.fleet.settings import ApiSettings, Settings
+from vkpy.kube.access import SERVICE_ACCOUNT
 from vkpy.kube.client import ClientOptions
+from vkpy.node.heartbeat.lease import NAMESPACE as NODE_LEASES
 from vkpy.node.heartbeat.node_status import NodeSettings, Taint
 from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.podspec.admission import SysctlPolicy
 from vkpy.providers import registry
 
 DEFAULT_PROVIDER = "process"
+SERVICE_ACCOUNT_NAMESPACE = SERVICE_ACCOUNT / "namespace"
+"""In a cluster, the namespace vkpy runs in (the leader Lease's default)."""
 
 
 class UsageError(Exception):
@@ -267,8 +271,8 @@ def parser() -> argparse.ArgumentParser:
     _option(
         election,
         "--leader-elect-resource-namespace",
-        "namespace of the leader Lease",
-        "kube-node-lease",
+        "namespace of the leader Lease, never kube-node-lease (default: vkpy's own "
+        "namespace in a cluster, else default; with a node set, kube-node-lease)",
     )
     _option(
         election, "--leader-elect-resource-name", "name of the leader Lease (default vkpy-<node>)"
@@ -421,10 +425,20 @@ def _kubeconfig_exists(value: str) -> bool:
     return any(Path(part).expanduser().is_file() for part in value.split(os.pathsep) if part)
 
 
+def own_namespace() -> str:
+    """The namespace vkpy runs in (its ServiceAccount's), or `default` outside a cluster."""
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
 def _election(args: argparse.Namespace, node_set: bool) -> ElectionSettings | None:
-    """One node: the leader Lease vkpy-<node> (defaults 15/10/2 s, client-go's). A node
-    set shared by replicas (vkpy.fleet.sharded): the nodes' own Leases, renewed as a kubelet
-    renews its Lease (defaults from --node-lease-duration: 40/30/10 s)."""
+    """One node: the leader Lease vkpy-<node> in vkpy's own namespace, never among the
+    node Leases (defaults 15/10/2 s, client-go's). A node set shared by replicas
+    (vkpy.fleet.sharded): the nodes' own Leases, renewed as a kubelet renews its Lease
+    (defaults from --node-lease-duration: 40/30/10 s), and the replicas' Leases beside
+    them."""
     if not args.leader_elect:
         return None
     identity = args.leader_elect_identity or f"{socket.gethostname()}_{secrets.token_hex(4)}"
@@ -436,9 +450,12 @@ def _election(args: argparse.Namespace, node_set: bool) -> ElectionSettings | No
         )
     else:
         defaults = (15.0, 10.0, 2.0)
+    namespace = args.leader_elect_resource_namespace or (
+        NODE_LEASES if node_set else own_namespace()
+    )
     try:
-        return ElectionSettings(
-            namespace=args.leader_elect_resource_namespace,
+        election = ElectionSettings(
+            namespace=namespace,
             name=args.leader_elect_resource_name or f"vkpy-{args.node_name}",
             identity=identity,
             lease_duration=_given(args.leader_elect_lease_duration, defaults[0]),
@@ -447,6 +464,12 @@ def _election(args: argparse.Namespace, node_set: bool) -> ElectionSettings | No
         )
     except ValueError as error:
         raise UsageError(f"--leader-elect-*: {error}") from error
+    if not node_set:
+        try:
+            apart_from_node_leases(election)
+        except ValueError as error:
+            raise UsageError(f"--leader-elect-resource-namespace: {error}") from error
+    return election
 
 
 def _given(value: float | None, default: float) -> float:

@@ -22,7 +22,9 @@ import logging
 import signal
 import time
 from dataclasses import replace
+from typing import Protocol
 
+from vkpy.api.certs.csr import CertificateRotator
 from vkpy.api.health import HealthServer
 from vkpy.app import gc_pauses, loop_lag
 from vkpy.fleet.host import Membership, NodeHost
@@ -32,6 +34,7 @@ from vkpy.fleet.settings import Settings
 from vkpy.fleet.sharded import Sharded
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.node_address import node_address_towards
+from vkpy.node.heartbeat.node_controller import NodeController
 from vkpy.providers import registry
 
 log = logging.getLogger(__name__)
@@ -118,11 +121,25 @@ def _about(settings: Settings) -> dict[str, object]:
     return {"node": settings.node.name}
 
 
+class Probed(Protocol):
+    """What the probes read of the host (vkpy.fleet.host.NodeHost): what it serves now."""
+
+    @property
+    def sharing(self) -> bool: ...
+
+    @property
+    def elector(self) -> LeaderElector | None: ...
+
+    def controllers(self) -> list[NodeController]: ...
+
+    def certificate(self) -> CertificateRotator | None: ...
+
+
 class Probes:
     """The checks behind --health-port (vkpy.api.health): what this replica is doing
     now, as its host says."""
 
-    def __init__(self, settings: Settings, host: NodeHost) -> None:
+    def __init__(self, settings: Settings, host: Probed) -> None:
         self._settings = settings
         self._host = host
         self._started = time.monotonic()
@@ -148,19 +165,34 @@ class Probes:
         return None
 
     def api(self) -> str | None:
-        """Readiness: the API server answers, and the nodes run here are registered."""
+        """Readiness: the API server answers, the nodes run here are registered, and
+        the node's serving certificate is issued (a node that cannot serve `kubectl
+        logs`/`exec` yet is not ready, so `helm install --wait` does not report
+        success before it is: issue 27)."""
         controllers = self._host.controllers()
         if controllers:
             waiting = sum(not c.registered.is_set() for c in controllers)
             if waiting:
                 return f"{waiting} of {len(controllers)} nodes not registered yet"
-            return next((c.api_error for c in controllers if c.api_error), None)
+            error = next((c.api_error for c in controllers if c.api_error), None)
+            return error or self._serving()
         if self._host.sharing:
             return None
         elector = self._host.elector
-        if elector is not None:
-            return elector.last_error
-        return "starting"
+        if elector is not None and elector.last_try_at is not None and not elector.is_leader():
+            return elector.last_error  # a standby: ready while it reaches the API server
+        return "starting"  # not tried yet, or leading but not running the node yet
+
+    def _serving(self) -> str | None:
+        certificate = self._host.certificate()
+        if certificate is None or certificate.issued.is_set():
+            return None
+        if certificate.pending:
+            return (
+                f"serving certificate not issued yet: kubectl certificate approve "
+                f"{certificate.pending}"
+            )
+        return "serving certificate not issued yet"
 
 
 async def _start_health(settings: Settings, probes: Probes) -> HealthServer | None:

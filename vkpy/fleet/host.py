@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from vkpy.api import ApiDependencies, KubeletServer, ListenError
+from vkpy.api.certs.csr import CertificateRotator
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.core.objects import KubeObject, node_name_of
 from vkpy.fleet.leader import LeaderElector
@@ -273,6 +274,15 @@ class NodeHost:
     def controllers(self) -> list[NodeController]:
         """The node controllers of the nodes served here now."""
         return [n.node for n in self.served.values()]
+
+    def certificate(self) -> CertificateRotator | None:
+        """The serving certificate asked for by CSR (--rotate-server-certificates) when
+        it is the one node's own (static or elected); a set's one certificate names its
+        first node only (which, in a shared set, another replica may hold), so it does
+        not hold a set's readiness back."""
+        if len(self.members) > 1 or self.sharing:
+            return None
+        return self.api.rotator
 
     @property
     def sharing(self) -> bool:

@@ -16,9 +16,14 @@ renew_deadline` seconds. `write_budget()` is what the API client's write gate re
 no write request outlives it. A leader that stops (SIGTERM) releases the Lease so a
 standby takes over at its next try instead of waiting for the Lease to expire.
 
+The Lease of one node's replicas is an object of its own, never in kube-node-lease:
+there the node's heartbeat Lease (vkpy.node.heartbeat.lease) names the node as its holder, and
+the leader renews it; a leader Lease that is, or may be, one of those would be taken
+from the leader by its own heartbeat (issue 27). `apart_from_node_leases` refuses it.
+
 The same elector, one per node, shares a node set among replicas (vkpy.fleet.sharded): there
-the Lease is the node's own heartbeat Lease in kube-node-lease, so holding a node
-costs the API server no more than a kubelet's renewals. For that the Lease can carry
+the Lease is deliberately the node's own heartbeat Lease in kube-node-lease, so holding
+a node costs the API server no more than a kubelet's renewals. For that the Lease can carry
 labels and an owner, a caller that lists Leases can hand what it read to `observe`
 (and to `try_acquire_or_renew`) instead of reading each one again, and a holder
 renews with a PUT of the Lease it last wrote, reading it only after a conflict.
@@ -37,6 +42,7 @@ from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
 from vkpy.core.objects import KubeObject, meta, spec
 from vkpy.core.rfc3339 import format_micro
 from vkpy.kube.client import ApiError, KubeClient
+from vkpy.node.heartbeat.lease import NAMESPACE as NODE_LEASES
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +52,7 @@ class ElectionSettings:
     """`--leader-elect*`: which Lease, who we are, and the timings."""
 
     namespace: str
-    """Namespace of the Lease (`--leader-elect-resource-namespace`)."""
+    """Namespace of the Lease (`--leader-elect-resource-namespace`, default: vkpy's own)."""
     name: str
     """Name of the Lease (`--leader-elect-resource-name`, default vkpy-<node>)."""
     identity: str
@@ -66,6 +72,18 @@ class ElectionSettings:
                 "leader election wants retry period < renew deadline < lease duration, got "
                 f"{self.retry_period} < {self.renew_deadline} < {self.lease_duration}"
             )
+
+
+def apart_from_node_leases(settings: ElectionSettings) -> None:
+    """Refuse (ValueError) a leader Lease for one node's replicas in kube-node-lease,
+    where every node's heartbeat Lease is, renewed by the node (the leader) with the
+    node's name as holder: whatever its name, it is or may become one of them."""
+    if settings.namespace == NODE_LEASES:
+        raise ValueError(
+            f"the leader Lease {settings.namespace}/{settings.name} must not be in "
+            f"{NODE_LEASES}, where the nodes' heartbeat Leases are (it could be one of "
+            "them, renewed by the node): give the leader Lease a namespace of its own"
+        )
 
 
 class LeadershipLost(Exception):

@@ -31,6 +31,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (include "vkpy.fullname" .) .Values.nodeName -}}
 {{- end -}}
 
+{{/* The leader Lease's namespace (one node): the release's, which must not be
+kube-node-lease, where the nodes' heartbeat Leases are: vkpy refuses a leader Lease
+there (it could be one of them: issue 27). */}}
+{{- define "vkpy.leaderNamespace" -}}
+{{- if eq .Release.Namespace "kube-node-lease" -}}
+{{- fail "install vkpy into a namespace of its own: kube-node-lease holds the nodes' heartbeat Leases, and vkpy keeps its leader Lease in the release's namespace" -}}
+{{- end -}}
+{{- .Release.Namespace -}}
+{{- end -}}
+
 {{/* Whether the release serves a node set (nodeSet.count or nodeSet.groups). */}}
 {{- define "vkpy.isNodeSet" -}}
 {{- if and .Values.nodeSet.count .Values.nodeSet.groups -}}

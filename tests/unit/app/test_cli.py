@@ -132,7 +132,8 @@ def test_allowed_unsafe_sysctls_and_the_os_reach_pod_admission(tmp_path: Path) -
         settings(tmp_path, "--allowed-unsafe-sysctls", "vm.swappiness")
 
 
-def test_leader_election_flags(tmp_path: Path) -> None:
+def test_leader_election_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "SERVICE_ACCOUNT_NAMESPACE", tmp_path / "absent")
     assert settings(tmp_path).election is None
     elected = settings(
         tmp_path,
@@ -144,9 +145,43 @@ def test_leader_election_flags(tmp_path: Path) -> None:
     )
     assert elected.election is not None
     assert elected.election.name == "vkpy-vk-9"
-    assert elected.election.namespace == "kube-node-lease"
+    assert elected.election.namespace == "default"  # outside a cluster
     assert elected.election.identity == "pod-a"
     assert (elected.election.lease_duration, elected.election.renew_deadline) == (20, 10)
     assert elected.health_port == 10248
     with pytest.raises(cli.UsageError, match="renew deadline"):
         settings(tmp_path, "--leader-elect", "--leader-elect-renew-deadline=40")
+
+
+def test_the_leader_lease_is_never_among_the_node_leases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27: a leader Lease in kube-node-lease could be a node's heartbeat Lease
+    (kube-node-lease/<node>), which the leader itself renews as the node: it deposed
+    itself two seconds after it took over. The leader Lease lives elsewhere."""
+    elect = ("--node-name=vk-9", "--leader-elect")
+    in_cluster = tmp_path / "namespace"
+    in_cluster.write_text("vk-system\n")
+    monkeypatch.setattr(cli, "SERVICE_ACCOUNT_NAMESPACE", in_cluster)
+    elected = settings(tmp_path, *elect).election
+    assert elected is not None and elected.namespace == "vk-system"  # the pod's own
+    given = settings(tmp_path, *elect, "--leader-elect-resource-namespace=ops").election
+    assert given is not None and given.namespace == "ops"
+    monkeypatch.setattr(cli, "SERVICE_ACCOUNT_NAMESPACE", tmp_path / "absent")
+    outside = settings(tmp_path, *elect).election
+    assert outside is not None and outside.namespace == "default"
+    for name in ("vk-9", "vkpy-vk-9"):  # the node's own Lease, or any name there
+        with pytest.raises(cli.UsageError) as refused:
+            settings(
+                tmp_path, *elect, "--leader-elect-resource-namespace=kube-node-lease",
+                f"--leader-elect-resource-name={name}",
+            )  # fmt: skip
+        assert str(refused.value) == (
+            f"--leader-elect-resource-namespace: the leader Lease kube-node-lease/{name} "
+            "must not be in kube-node-lease, where the nodes' heartbeat Leases are (it "
+            "could be one of them, renewed by the node): give the leader Lease a "
+            "namespace of its own"
+        )
+    # a node set shared by replicas: the nodes' own Leases are the lock (vkpy.fleet.sharded)
+    shared = settings(tmp_path, "--nodes=2", "--leader-elect").election
+    assert shared is not None and shared.namespace == "kube-node-lease"

@@ -13,11 +13,16 @@ import pytest
 
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube
-from vkpy.fleet.leader import ElectionSettings, LeaderElector, LeadershipLost
+from vkpy.fleet.leader import (
+    ElectionSettings,
+    LeaderElector,
+    LeadershipLost,
+    apart_from_node_leases,
+)
 from vkpy.kube.access import Access
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient, NotLeaderError
 
-LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vkpy-vk-1"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/vk-system/leases/vkpy-vk-1"
 
 
 class Replica:
@@ -27,7 +32,7 @@ class Replica:
         self.clock = clock
         self.elector = LeaderElector(
             kube,  # type: ignore[arg-type]
-            ElectionSettings("kube-node-lease", "vkpy-vk-1", identity, 15, 10, 2),
+            ElectionSettings("vk-system", "vkpy-vk-1", identity, 15, 10, 2),
             clock,
         )
         self.led_at: float | None = None
@@ -227,3 +232,12 @@ async def test_a_nodes_lease_keeps_its_labels_and_owner_and_can_be_observed_from
     assert taken["spec"]["holderIdentity"] == "replica-b"
     assert taken["metadata"]["ownerReferences"] == [owner]  # kept from before
     assert taken["metadata"]["labels"] == {"vkpy.io/node-set": "s"}
+
+
+def test_a_leader_lease_among_the_node_leases_is_refused() -> None:
+    """Issue 27: kube-node-lease holds the nodes' heartbeat Leases, which the leader
+    renews as its node; a leader Lease there could be one of them."""
+    for name in ("vk-1", "vkpy-vk-1"):
+        with pytest.raises(ValueError, match=f"kube-node-lease/{name} must not be in"):
+            apart_from_node_leases(ElectionSettings("kube-node-lease", name, "r0"))
+    apart_from_node_leases(ElectionSettings("vk-system", "vk-1", "r0"))  # its own object

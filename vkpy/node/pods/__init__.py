@@ -11,13 +11,15 @@ Modules:
   node.
 - keyed_queue: A work queue that never runs two operations on one pod at once.
 - lost: What the kubelet reports for a pod whose containers vanished from under it.
+- next_wake: What wakes a pod's sync next, read from its record after each sync.
 - pod_conditions: The four pod conditions the kubelet derives from container statuses,
   in its words.
 - pod_controller: The kubelet's pod loop: run what is bound to this node, report what
   became of it.
 - pod_life: One pod's life on this node: each step of `sync`, from its record.
 - pod_record: Everything the pod controller knows about one pod, in one record.
-- pod_reporting: Telling the API server what became of a pod: status patches and Events.
+- pod_reporting: Telling the API server what became of a pod: status patches and Events,
+  and knowing our own writes when the watch brings them back.
 - pod_settings: The pod controller's settings, apart from the controller so flags parse
   cheaply.
 - pod_status: Turning a backend's view of a pod into the pod status the kubelet would

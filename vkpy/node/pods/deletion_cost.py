@@ -8,7 +8,8 @@ pod, but nothing in that ranking prefers them: a regular node that holds more of
 set's replicas than the virtual node loses its pods first. With `--pod-deletion-cost
 N` (N below the default 0, e.g. -100) vkpy writes the annotation on every pod it
 runs that belongs to a ReplicaSet, so those replicas go first. A pod that already
-carries the annotation keeps the value its owner gave it.
+carries the annotation keeps the value its owner gave it. Writing it is the first
+step of a pod's life on the node (pod_life), before the backend creates it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 
 from vkpy.core.objects import KubeObject, meta
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
+from vkpy.node.podspec.pod_object import pod_path, pod_ref
 
 log = logging.getLogger(__name__)
 
@@ -35,34 +37,26 @@ def wants_cost(pod: KubeObject) -> bool:
 
 
 class DeletionCost:
-    """Annotates each of the node's ReplicaSet pods once with the configured cost."""
+    """Writes the configured cost on a pod; `PodLife` asks once per pod, until done."""
 
     def __init__(self, client: KubeClient, cost: int | None) -> None:
         self._client = client
         self._cost = cost
-        self._done: set[str] = set()
 
-    async def ensure(self, pod: KubeObject | None) -> None:
-        if self._cost is None or pod is None or not wants_cost(pod):
-            return
-        metadata = meta(pod)
-        uid = str(metadata.get("uid"))
-        if uid in self._done:
-            return
-        namespace, name = metadata.get("namespace"), metadata.get("name")
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-        body = {"metadata": {"uid": uid, "annotations": {ANNOTATION: str(self._cost)}}}
+    async def write(self, pod: KubeObject) -> KubeObject | None:
+        """Annotate the pod if it wants the cost; the API's answer once written, None
+        when it needs none or the write failed (a later sync tries again)."""
+        if self._cost is None or not wants_cost(pod):
+            return None
+        ref = pod_ref(pod)
+        body = {"metadata": {"uid": ref.uid, "annotations": {ANNOTATION: str(self._cost)}}}
         try:
-            await self._client.patch(path, body, MERGE_PATCH)
+            return await self._client.patch(pod_path(ref), body, MERGE_PATCH)
         except ApiError as error:
             # Not a reason to hold the pod back: it runs either way, and a later sync
             # tries again (a gone pod answers 404 or 409 and is forgotten soon).
             log.warning(
                 "could not set the pod deletion cost",
-                extra={"pod": f"{namespace}/{name}", "error": str(error)},
+                extra={"pod": str(ref), "error": str(error)},
             )
-            return
-        self._done.add(uid)
-
-    def forget(self, uid: str) -> None:
-        self._done.discard(uid)
+            return None

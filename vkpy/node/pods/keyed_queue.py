@@ -32,13 +32,21 @@ BACKOFF = "backoff"
 class Retry(Exception):
     """Raised by a handler for an expected, transient failure: retried with back-off
     and logged as a warning without a traceback. `max_delay` caps that back-off (a
-    pod waiting for a ConfigMap is tried at least that often)."""
+    pod waiting for a ConfigMap is tried at least that often); `after` is a floor
+    that no cap lowers (a throttled backend's Retry-After: not sooner than that)."""
 
-    def __init__(self, message: str, max_delay: float | None = None, quiet: bool = False):
+    def __init__(
+        self,
+        message: str,
+        max_delay: float | None = None,
+        quiet: bool = False,
+        after: float | None = None,
+    ):
         super().__init__(message)
         self.max_delay = max_delay
         self.quiet = quiet
         """Logged at info level: an expected wait, already reported elsewhere."""
+        self.after = after
 
 
 class KeyedQueue:
@@ -84,6 +92,17 @@ class KeyedQueue:
 
         self._timers[(key, reason)] = (when, self._clock.call_later(max(0.0, delay), fire))
 
+    def schedule(self, key: str, reason: str, delay: float | None) -> None:
+        """The key's timer for `reason` fires after `delay` seconds (None: it has
+        none). A timer already armed for that moment is kept, not armed again."""
+        if delay is None:
+            self.cancel(key, reason)
+            return
+        armed = self._timers.get((key, reason))
+        if armed is not None and abs(armed[0] - (self._clock.monotonic() + delay)) < 0.001:
+            return
+        self.add_after(key, delay, reason)
+
     def due_in(self, key: str, reason: str) -> float | None:
         """Seconds until the key's timer for `reason` fires (None: none armed)."""
         timer = self._timers.get((key, reason))
@@ -94,12 +113,17 @@ class KeyedQueue:
         if timer is not None:
             timer[1].cancel()
 
-    def retry_later(self, key: str, max_delay: float | None = None) -> float:
-        """Schedule a retry with this key's back-off; returns the delay chosen."""
+    def retry_later(
+        self, key: str, max_delay: float | None = None, after: float | None = None
+    ) -> float:
+        """Schedule a retry with this key's back-off, no sooner than `after` seconds
+        when given; returns the delay chosen."""
         failures = self._failures.get(key, 0) + 1
         self._failures[key] = failures
         cap = self._max if max_delay is None else min(self._max, max_delay)
         delay = min(cap, self._base * 2.0 ** min(failures - 1, 30)) * random.uniform(0.9, 1.1)
+        if after is not None:
+            delay = max(delay, after)
         self.add_after(key, delay, BACKOFF)
         return delay
 
@@ -113,6 +137,10 @@ class KeyedQueue:
         self._failures.pop(key, None)
         for timer_key in [k for k in self._timers if k[0] == key]:
             self.cancel(*timer_key)
+
+    def running(self, key: str) -> bool:
+        """Whether the handler is working on `key` right now."""
+        return key in self._processing
 
     def depth(self) -> int:
         return self._queue.qsize()
@@ -143,7 +171,7 @@ class KeyedQueue:
             except asyncio.CancelledError:
                 raise
             except Retry as error:
-                delay = self.retry_later(key, error.max_delay)
+                delay = self.retry_later(key, error.max_delay, error.after)
                 log.log(
                     logging.INFO if error.quiet else logging.WARNING,
                     "pod sync will be retried",

@@ -8,7 +8,7 @@ replacement instead of the pod silently running twice. Pure functions.
 
 from __future__ import annotations
 
-from vkpy.core.objects import KubeObject, spec, status
+from vkpy.core.objects import KubeObject, containers_of, status
 from vkpy.providers.base import ContainerState, PodState
 
 LOST_REASON = "ContainerStatusUnknown"
@@ -35,7 +35,7 @@ def lost_state(pod: KubeObject) -> PodState:
                 restart_count=restarts.get(str(c.get("name")), 0),
                 image=str(c.get("image") or ""),
             )
-            for c in spec(pod).get("containers") or []
+            for c in containers_of(pod)
         ),
         pod_ip=status(pod).get("podIP"),
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from vkpy.core.objects import KubeObject, spec
+from vkpy.core.objects import KubeObject, containers_of, init_containers_of, spec
 
 PodCompleted = "PodCompleted"
 PodFailed = "PodFailed"
@@ -53,7 +53,7 @@ def _messages(unknown: list[str], other: list[str], what: str) -> str:
 
 
 def _any_app_started(pod: KubeObject, statuses: Sequence[KubeObject]) -> bool:
-    names = {c.get("name") for c in spec(pod).get("containers") or []}
+    names = {c.get("name") for c in containers_of(pod)}
     return any(
         s.get("name") in names and ("running" in s["state"] or "terminated" in s["state"])
         for s in statuses
@@ -67,7 +67,7 @@ def initialized(
     known = _by_name(inits)
     unknown: list[str] = []
     incomplete: list[str] = []
-    for container in spec(pod).get("initContainers") or []:
+    for container in init_containers_of(pod):
         name = str(container.get("name"))
         status = known.get(name)
         if status is None:
@@ -91,8 +91,8 @@ def containers_ready(
     known = {**_by_name(inits), **_by_name(apps)}
     unknown: list[str] = []
     unready: list[str] = []
-    sidecars = [c for c in spec(pod).get("initContainers") or [] if restartable(c)]
-    for container in (*sidecars, *(spec(pod).get("containers") or [])):
+    sidecars = [c for c in init_containers_of(pod) if restartable(c)]
+    for container in (*sidecars, *containers_of(pod)):
         name = str(container.get("name"))
         status = known.get(name)
         if status is None:

@@ -16,28 +16,36 @@ import logging
 
 from vkpy.core import metrics
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
-from vkpy.core.objects import KubeObject, meta
+from vkpy.core.objects import KubeObject, uid_of
 from vkpy.kube.client import KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.kube.watch import Watcher, WatchOptions
-from vkpy.node.pods.deletion_cost import DeletionCost
 from vkpy.node.pods.keyed_queue import KeyedQueue
+from vkpy.node.pods.next_wake import Wake
 from vkpy.node.pods.pod_life import PodLife
-from vkpy.node.pods.pod_record import Absent, Created, PodRecord, needs_sync, newer
-from vkpy.node.pods.pod_reporting import PodReporter
+from vkpy.node.pods.pod_record import Absent, Created, PodRecord, asks_kubelet, newer
+from vkpy.node.pods.pod_reporting import PodReporter, is_echo
 from vkpy.node.pods.pod_settings import PodControllerSettings
-from vkpy.node.pods.polling import pushing
+from vkpy.node.pods.polling import push_or_poll
 from vkpy.node.pods.running_pods import running_pods
 from vkpy.node.pods.shared_pod_watch import SharedPodWatch
 from vkpy.node.podspec.ephemeral import EphemeralContainers
-from vkpy.node.podspec.pod_config import pod_ref
+from vkpy.node.podspec.pod_object import pod_ref
 from vkpy.node.podspec.volumes import VolumeSource
 from vkpy.providers.base import PodRef, Provider
 from vkpy.providers.errors import RetryableError
 
-__all__ = ["PodController", "PodControllerSettings"]
+__all__ = ["PodController", "PodControllerSettings", "needs_sync"]
 
 log = logging.getLogger(__name__)
+
+
+def needs_sync(record: PodRecord, update: KubeObject) -> bool:
+    """Whether a watched update of the record's pod asks anything of the kubelet: a
+    change of spec or metadata (pod_record.asks_kubelet), or a status that no longer
+    says what vkpy decided (pod_reporting.is_echo). The echo of our own write, and a
+    bare resourceVersion bump, cost no sync and no backend call."""
+    return asks_kubelet(record.pod, update) or not is_echo(record, update)
 
 
 class PodController:
@@ -64,9 +72,19 @@ class PodController:
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
-        self._cost = DeletionCost(client, settings.deletion_cost)
+        self._status, self._poller = push_or_poll(
+            provider, settings.poll_interval, clock, self._in_backend
+        )
+        self._status.on_status_change(self.notify)
         self._life = PodLife(
-            client, provider, report, objects, self._queue, settings, clock, self._ephemeral
+            client,
+            provider,
+            self._status,
+            report,
+            objects,
+            settings,
+            clock,
+            self._ephemeral,
         )
         self._watcher: Watcher | None = None
         if shared_watch is None:
@@ -83,10 +101,6 @@ class PodController:
             self._synced = self._watcher.synced
         else:
             self._synced = shared_watch.synced
-        self._status, self._poller = pushing(
-            provider, settings.poll_interval, clock, self._in_backend
-        )
-        self._status.on_status_change(self.notify)
         self.ready = asyncio.Event()
         """Set once the first list is in and backend pods are adopted."""
         if shared_watch is not None:  # last: it may hand over the node's pods at once
@@ -98,8 +112,17 @@ class PodController:
     # --- inputs -------------------------------------------------------------------
 
     def notify(self, ref: PodRef) -> None:
-        """The backend says this pod's state may have changed."""
-        if ref.uid in self._records:
+        """The backend says this pod's state may have changed.
+
+        During the pod's own sync (a backend says so from inside create_pod) this only
+        marks the record: the sync's read of the state, if it comes after, covers the
+        change; if it does not come, the pod is synced again when the sync ends."""
+        record = self._records.get(ref.uid)
+        if record is None:
+            return
+        if self._queue.running(ref.uid):
+            record.unread_change = True
+        else:
             self._queue.add(ref.uid)
 
     def _wake(self, uid: str) -> None:
@@ -107,7 +130,7 @@ class PodController:
             self._queue.add(uid)
 
     def _seen(self, pod: KubeObject) -> None:
-        uid = str(meta(pod).get("uid"))
+        uid = uid_of(pod)
         record = self._records.get(uid)
         if record is None:
             self._remember(PodRecord(ref=pod_ref(pod), pod=pod))
@@ -143,7 +166,7 @@ class PodController:
             self._names.pop((ref.namespace, ref.name), None)
 
     def replace(self, items: list[KubeObject]) -> None:
-        fresh = {str(meta(p).get("uid")) for p in items}
+        fresh = {uid_of(p) for p in items}
         for uid in [u for u in self._records if u not in fresh]:
             self._gone(uid)
         for pod in items:
@@ -151,7 +174,7 @@ class PodController:
 
     def apply(self, event_type: str, obj: KubeObject) -> None:
         if event_type == "DELETED":
-            self._gone(str(meta(obj).get("uid")))
+            self._gone(uid_of(obj))
         else:
             self._seen(obj)
 
@@ -179,7 +202,7 @@ class PodController:
                 break
             except RetryableError as error:
                 log.warning("backend list failed, retrying", extra={"error": str(error)})
-                await self._clock.sleep(delay)
+                await self._clock.sleep(max(delay, error.retry_after or 0.0))
                 delay = min(delay * 2, 10)
         orphans = 0
         for ref in existing:
@@ -193,15 +216,26 @@ class PodController:
         record = self._records.get(uid)
         if record is None:
             return
+        wake: Wake | None = None
         try:
-            await self._cost.ensure(record.pod)
-            await self._life.sync(record)
+            wake = await self._life.sync(record)
         finally:
             if record.pod is None and not record.in_backend:
                 self._forget(record)  # forgetting a pod is removing its record
                 self._queue.drop(uid)
                 self._ephemeral.forget(uid)
-                self._cost.forget(uid)
+            else:  # a failed sync leaves its back-off to the queue; timers follow the record
+                self._apply(uid, wake if wake is not None else self._life.wake(record))
+                if record.unread_change:  # changed after its state was read: sync again
+                    record.unread_change = False
+                    self._queue.add(uid)
+
+    def _apply(self, uid: str, wake: Wake) -> None:
+        """Arm, move or cancel the pod's timers as its sync said; requeue it if asked."""
+        for reason, delay in wake.timers:
+            self._queue.schedule(uid, reason, delay)
+        if wake.at_once:
+            self._queue.add(uid)
 
     # --- what the kubelet API reads ------------------------------------------------
 

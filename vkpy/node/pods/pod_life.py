@@ -1,12 +1,14 @@
 """One pod's life on this node: each step of `sync`, from its record.
 
 `PodLife.sync` looks at a pod's record (the object on the API server, the stage of
-its life here) and does the one thing due: create it in the backend, apply a changed
-spec, renew its tokens, read its state and write it, kill it at its active deadline,
-report it lost, stop it and delete it when it is being deleted, or stop what the
-API server no longer has. Each step moves the record to its next stage; a
-retryable failure raises `Retry` and leaves the record where it was, so the step is
-done again and never skipped. Timers go to the queue by reason.
+its life here) and does the one thing due: write its deletion cost (once, when
+asked for), create it in the backend, apply a changed spec, renew its tokens, read
+its state and write it, kill it at its active deadline, report it lost, stop it and
+delete it when it is being deleted, or stop what the API server no longer has. Each
+step moves the record to its next stage; a retryable failure raises `Retry` and
+leaves the record where it was, so the step is done again and never skipped. What
+should wake the pod next (its timers by reason, or at once) is returned to the
+controller, which owns the queue (next_wake).
 """
 
 from __future__ import annotations
@@ -19,21 +21,25 @@ from typing import NoReturn, TypeVar
 
 from vkpy.core import metrics
 from vkpy.core.clock import Clock, utcnow
-from vkpy.core.objects import KubeObject, meta, spec, status
+from vkpy.core.objects import KubeObject, containers_of, meta, spec, status
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING
-from vkpy.node.pods.deadline import DEADLINE_MESSAGE, deadline_at, deadline_exceeded, deadline_state
-from vkpy.node.pods.keyed_queue import KeyedQueue, Retry
+from vkpy.node.pods.deadline import DEADLINE_MESSAGE, deadline_exceeded, deadline_state
+from vkpy.node.pods.deletion_cost import DeletionCost
+from vkpy.node.pods.keyed_queue import Retry
 from vkpy.node.pods.lost import lost_state
+from vkpy.node.pods.next_wake import Wake, timers
 from vkpy.node.pods.pod_record import Absent, Created, Deleted, Final, PodRecord, Stopping, newer
-from vkpy.node.pods.pod_reporting import PodReporter, pod_path
+from vkpy.node.pods.pod_reporting import PodReporter
 from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.pod_status import TERMINAL_PHASES
+from vkpy.node.pods.polling import StatusFeed
 from vkpy.node.pods.terminating import stop_reporting, terminal
 from vkpy.node.podspec.admission import Rejection, SysctlPolicy, admit
 from vkpy.node.podspec.env import ConfigError
 from vkpy.node.podspec.ephemeral import EphemeralContainers
 from vkpy.node.podspec.pod_config import build_pod_config, pod_volumes_config
+from vkpy.node.podspec.pod_object import images, pod_path
 from vkpy.node.podspec.volumes import (
     TokenGrant,
     TokenKey,
@@ -66,15 +72,8 @@ from vkpy.providers.errors import (
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-DEADLINE = "deadline"
-RENEWAL = "token-renewal"
-VOLUME_SYNC = "volume-sync"
 TOKEN_RETRY = 10.0
-"""Seconds before a failed token renewal is tried again."""
-
-
-def images(pod: KubeObject) -> tuple[str, ...]:
-    return tuple(str(c.get("image", "")) for c in spec(pod).get("containers") or [])
+"""Seconds before a failed token renewal is tried again (or the backend's retry_after)."""
 
 
 class PodLife:
@@ -84,9 +83,9 @@ class PodLife:
         self,
         client: KubeClient,
         provider: Provider,
+        states: StatusFeed,
         report: PodReporter,
         objects: VolumeSource,
-        queue: KeyedQueue,
         settings: PodControllerSettings,
         clock: Clock,
         ephemeral: EphemeralContainers,
@@ -94,11 +93,13 @@ class PodLife:
         self._client = client
         self._ephemeral = ephemeral
         self._provider = provider
+        self._states = states
+        """Where pod states are read: the backend, or the poller standing in for it."""
         self._report = report
         self._objects = objects
-        self._queue = queue
         self._settings = settings
         self._clock = clock
+        self._cost = DeletionCost(client, settings.deletion_cost)
         self._sysctls = SysctlPolicy.from_patterns(settings.allowed_unsafe_sysctls)
         # Checked once: isinstance against a runtime Protocol walks its members, and was
         # 4% of a pod burst's CPU when asked for every pod.
@@ -107,37 +108,61 @@ class PodLife:
         self._refresher = provider if isinstance(provider, RefreshesVolumes) else None
         self._image_user = provider.image_user if isinstance(provider, KnowsImageUsers) else None
 
-    async def sync(self, r: PodRecord) -> None:
+    async def sync(self, r: PodRecord) -> Wake:
+        """Do the steps due for the pod; what should wake it next is returned (when a
+        step raises, `wake` still tells the timers its record now calls for)."""
+        again = await self._steps(r)
+        return self.wake(r, at_once=again)
+
+    def wake(self, r: PodRecord, at_once: bool = False) -> Wake:
+        """The pod's timers by reason as its record now stands (next_wake)."""
+        return Wake(timers(r, self._clock.time()), at_once)
+
+    async def _steps(self, r: PodRecord) -> bool:
+        """The steps due for the record; True when it must be synced again at once."""
         pod = r.pod
         if pod is None:
             if r.in_backend:
                 log.info("removing pod the API no longer has", extra={"pod": str(r.ref)})
                 await self._stop(r, 0)
-            return
+            return False
         if isinstance(r.stage, Deleted):
-            return
+            return False
+        if not r.cost_written:
+            pod = await self._deletion_cost(r, pod)
         if meta(pod).get("deletionTimestamp"):
             await self._terminate(r, pod)
-            return
+            return False
         terminal = status(pod).get("phase") in TERMINAL_PHASES
         if isinstance(r.stage, Stopping):
             await self._stop(r, self._grace_period(pod))  # a kill that did not finish
         if isinstance(r.stage, Absent):
             if terminal or not await self._create(r, pod):
-                return
+                return False
         elif isinstance(r.stage, Created):
             await self._apply_spec_changes(r, pod)
             if terminal:
-                return  # the API has its final word; the backend's state no longer counts
+                return False  # the API has its final word; the backend's state no longer counts
             await self._refresh_volumes(r, pod)
         if not terminal:
             await self._ephemeral.sync(pod, r.ref)
         state = await self._current_state(r, pod)
         if state is None:
-            return
+            return True  # lost by the backend: created again
         state = self._ephemeral.status(pod, r.ref, state)
-        await self._write(r, pod, state, sandbox_ready=True)
-        self._schedule_deadline(r)
+        await self._report.write(r, pod, state, sandbox_ready=True)
+        return False
+
+    async def _deletion_cost(self, r: PodRecord, pod: KubeObject) -> KubeObject:
+        """The pod deletion cost on a ReplicaSet's pod, once (deletion_cost); the pod
+        as the API server's answer shows it, so the annotation's echo asks nothing."""
+        answer = await self._cost.write(pod)
+        if answer is None:
+            return pod
+        r.cost_written = True
+        if r.pod is not None and newer(answer, r.pod):
+            r.pod = answer
+        return r.pod if r.pod is not None else pod
 
     # --- backend calls ------------------------------------------------------------
 
@@ -150,7 +175,7 @@ class PodLife:
             return result
         except RetryableError as error:
             metrics.labelled(metrics.POD_OPERATIONS, operation, "retry").inc()
-            raise Retry(f"{operation} {ref}: {error}") from error
+            raise Retry(f"{operation} {ref}: {error}", after=error.retry_after) from error
         except ProviderError:
             metrics.labelled(metrics.POD_OPERATIONS, operation, "error").inc()
             raise
@@ -213,8 +238,6 @@ class PodLife:
             tokens=grants,
             files_digest=files_digest(config.volumes),
         )
-        self._schedule_token(r)
-        self._schedule_volume_sync(r)
         log.info("pod created in backend", extra={"pod": str(r.ref), "uid": r.ref.uid})
         return True
 
@@ -228,9 +251,9 @@ class PodLife:
                 reason="CreateContainerConfigError",
                 message=message,
             )
-            for c in spec(pod).get("containers") or []
+            for c in containers_of(pod)
         )
-        await self._write(r, pod, PodState(phase="Pending", containers=waiting), False)
+        await self._report.write(r, pod, PodState(phase="Pending", containers=waiting), False)
         self._report.event(pod, WARNING, "Failed", f"Error: {message}")
         raise Retry(
             f"pod {r.ref} waits for its configuration: {message}",
@@ -248,7 +271,7 @@ class PodLife:
         message = f"Pod was rejected: {rejection.message}"
         state = PodState(phase="Failed", reason=rejection.reason, message=message)
         r.stage = Final(state)
-        await self._write(r, pod, state, sandbox_ready=False)
+        await self._report.write(r, pod, state, sandbox_ready=False)
 
     async def _fail_permanently(self, r: PodRecord, pod: KubeObject, error: ProviderError) -> None:
         message = str(error)
@@ -268,11 +291,11 @@ class PodLife:
                 ContainerState(
                     name=str(c.get("name")), state="waiting", reason=reason, message=message
                 )
-                for c in spec(pod).get("containers") or []
+                for c in containers_of(pod)
             ),
         )
         r.stage = Final(state)
-        await self._write(r, pod, state, sandbox_ready=False)
+        await self._report.write(r, pod, state, sandbox_ready=False)
 
     # --- while it runs --------------------------------------------------------------
 
@@ -324,7 +347,8 @@ class PodLife:
                 "volume refresh failed, will retry",
                 extra={"pod": str(r.ref), "uid": r.ref.uid, "error": str(error)},
             )
-            next_due = now + TOKEN_RETRY if tokens_due else stage.token_due
+            wait = max(TOKEN_RETRY, (error.after or 0.0) if isinstance(error, Retry) else 0.0)
+            next_due = now + wait if tokens_due else stage.token_due
             labels = stage.metadata_key
         else:
             if tokens_due:
@@ -338,34 +362,17 @@ class PodLife:
                 tokens=grants,
                 files_digest=digest,
             )
-            self._schedule_token(r)
-            self._schedule_volume_sync(r)
 
     def _next_volume_sync(self, pod: KubeObject) -> float | None:
         if self._refresher is None or not follows_sources(pod):
             return None
         return self._clock.time() + self._settings.volume_sync_period
 
-    def _schedule_volume_sync(self, r: PodRecord) -> None:
-        if isinstance(r.stage, Created) and r.stage.volumes_due is not None:
-            delay = r.stage.volumes_due - self._clock.time()
-            self._queue.add_after(r.ref.uid, delay + 0.05, VOLUME_SYNC)
-
-    def _schedule_token(self, r: PodRecord) -> None:
-        if isinstance(r.stage, Created) and r.stage.token_due is not None:
-            delay = r.stage.token_due - self._clock.time()
-            self._queue.add_after(r.ref.uid, delay + 0.05, RENEWAL)
-
-    def _schedule_deadline(self, r: PodRecord) -> None:
-        at = deadline_at(r.pod) if r.pod is not None else None
-        if at is not None and isinstance(r.stage, Created):
-            self._queue.add_after(r.ref.uid, at - self._clock.time() + 0.05, DEADLINE)
-
     async def _current_state(self, r: PodRecord, pod: KubeObject) -> PodState | None:
         if isinstance(r.stage, Final):
             return r.stage.state
         try:
-            state = await self._get_status(r.ref)
+            state = await self._get_status(r)
         except NotFoundError:
             return self._lost(r, pod)
         self._report_warnings(r, pod, state.warnings)
@@ -377,18 +384,22 @@ class PodLife:
             return r.stage.state
         return state
 
-    async def _get_status(self, ref: PodRef) -> PodState:
+    async def _get_status(self, r: PodRecord) -> PodState:
+        """The backend's state of the pod; it covers every change pushed before it."""
+        ref = r.ref
+        r.unread_change = False
         try:
-            state = await self._provider.get_pod_status(ref)
+            state = await self._states.get_pod_status(ref)
         except RetryableError as error:
             metrics.labelled(metrics.POD_OPERATIONS, "status", "retry").inc()
-            raise Retry(f"status {ref}: {error}") from error
+            raise Retry(f"status {ref}: {error}", after=error.retry_after) from error
         metrics.labelled(metrics.POD_OPERATIONS, "status", "ok").inc()
         return state
 
     def _lost(self, r: PodRecord, pod: KubeObject) -> PodState | None:
         """The backend no longer has the pod: Failed for restartPolicy Never, else
-        started again (as the kubelet restarts containers it lost)."""
+        started again (as the kubelet restarts containers it lost): None, and the
+        record is `Absent` for the next sync to create it."""
         policy = spec(pod).get("restartPolicy") or "Always"
         self._report.event(pod, WARNING, "BackendLost", "The backend no longer has the pod")
         if policy == "Never":
@@ -397,7 +408,6 @@ class PodLife:
             return r.stage.state
         log.warning("backend lost the pod, creating it again", extra={"pod": str(r.ref)})
         r.stage = Absent()
-        self._queue.add(r.ref.uid)
         return None
 
     def _report_warnings(self, r: PodRecord, pod: KubeObject, warnings: tuple[str, ...]) -> None:
@@ -406,15 +416,6 @@ class PodLife:
             if warning not in r.warned:
                 r.warned = r.warned | {warning}
                 self._report.event(pod, WARNING, "BackendAdjusted", warning)
-
-    async def _write(
-        self, r: PodRecord, pod: KubeObject, state: PodState, sandbox_ready: bool
-    ) -> None:
-        desired = self._report.desired(pod, state, sandbox_ready)
-        r.desired = desired  # before the write: its echo must find it
-        updated = await self._report.write_status(pod, desired)
-        if updated is not None and r.pod is not None and newer(updated, r.pod):
-            r.pod = updated
 
     # --- ending -------------------------------------------------------------------
 
@@ -428,7 +429,7 @@ class PodLife:
         """Graceful deletion: stop in the backend, then remove the object, once."""
         if r.in_backend:
             if isinstance(r.stage, Created):
-                for container in spec(pod).get("containers") or []:
+                for container in containers_of(pod):
                     name = container.get("name")
                     self._report.event(pod, NORMAL, "Killing", f"Stopping container {name}", name)
             r.stage = Stopping()
@@ -447,13 +448,12 @@ class PodLife:
             if not (error.not_found or error.conflict):
                 raise Retry(f"delete {r.ref}: {error}") from error
         r.stage = Deleted()
-        self._queue.drop(r.ref.uid)
 
     async def _report_stopping(self, r: PodRecord) -> None:
         """The status of a pod being stopped (its readiness still changes)."""
         if r.pod is not None:
             with contextlib.suppress(NotFoundError):
-                await self._write(r, r.pod, await self._get_status(r.ref), sandbox_ready=True)
+                await self._report.write(r, r.pod, await self._get_status(r), sandbox_ready=True)
 
     async def _report_ended(self, r: PodRecord, ended: list[PodState]) -> None:
         """The status of a deleted pod's stopped containers, as the backend last knew
@@ -463,7 +463,7 @@ class PodLife:
             return
         state = terminal(ended[0])
         try:
-            await self._write(r, r.pod, state, sandbox_ready=False)
+            await self._report.write(r, r.pod, state, sandbox_ready=False)
         except (NotFoundError, Retry) as error:
             log.info("final status not written", extra={"pod": str(r.ref), "error": str(error)})
 
@@ -479,6 +479,3 @@ class PodLife:
             if last is not None and ended is not None:
                 ended.append(last)
         r.stage = Final(final) if final is not None else Absent()
-        self._queue.cancel(r.ref.uid, DEADLINE)
-        self._queue.cancel(r.ref.uid, RENEWAL)
-        self._queue.cancel(r.ref.uid, VOLUME_SYNC)

@@ -5,7 +5,9 @@ no longer has it), its ref, the stage of its life on this node and what that sta
 carries, the warnings already sent as Events and the status last decided. The
 stage is a tagged value, so what cannot happen cannot be written down: a pod not
 yet created has no applied images, a stopping pod has no token to renew, a final
-pod has its final state. Forgetting a pod is deleting its record. Virtual
+pod has its final state. Forgetting a pod is deleting its record. Which watched
+updates ask the kubelet for anything is decided here (`asks_kubelet`) for spec and
+metadata, and in pod_reporting for the status it wrote itself. Virtual
 Kubelet's `knownPod` is the model.
 """
 
@@ -14,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vkpy.core.objects import KubeObject, meta, spec, status
-from vkpy.node.pods.pod_status import KUBELET_CONDITIONS, status_patch
+from vkpy.core.objects import KubeObject, conditions_of, meta, spec
+from vkpy.node.pods.pod_status import KUBELET_CONDITIONS
 from vkpy.node.podspec.volumes import TokenGrant, TokenKey
 from vkpy.providers.base import PodRef, PodState
 
@@ -74,8 +76,15 @@ class PodRecord:
     stage: Stage = field(default_factory=Absent)
     warned: frozenset[str] = frozenset()
     """Backend warnings already sent as Events."""
-    desired: KubeObject | None = None
-    """The status last decided for the pod (written, or found already there)."""
+    reported: KubeObject | None = None
+    """The status last decided for the pod (written, or found already there); set
+    and read by pod_reporting only (PodReporter.write, is_echo)."""
+    cost_written: bool = False
+    """The pod deletion cost was written on it (deletion_cost): not tried again."""
+    unread_change: bool = False
+    """The backend said the pod may have changed while its sync ran, and no state was
+    read from it since: the controller syncs the pod once more (a push before the
+    sync's own read is covered by that read and costs nothing)."""
 
     @property
     def in_backend(self) -> bool:
@@ -104,24 +113,16 @@ def _metadata(pod: KubeObject) -> KubeObject:
 
 
 def _others_conditions(pod: KubeObject) -> list[KubeObject]:
-    return [
-        c for c in status(pod).get("conditions") or [] if c.get("type") not in KUBELET_CONDITIONS
-    ]
+    return [c for c in conditions_of(pod) if c.get("type") not in KUBELET_CONDITIONS]
 
 
-def needs_sync(record: PodRecord, update: KubeObject) -> bool:
-    """Whether a watched update of the record's pod asks anything of the kubelet.
-
-    A change of spec or metadata does. A status change does when the status on the
-    API no longer says what the controller decided (someone else wrote it, e.g. the
-    node lifecycle controller setting Ready=False) or when conditions others own
-    changed (readiness gates). The echo of our own write, and a bare resourceVersion
-    bump, do not: they cost no sync and no backend call."""
-    before = record.pod
-    if before is None or record.desired is None:
+def asks_kubelet(before: KubeObject | None, update: KubeObject) -> bool:
+    """Whether a watched update of a pod changed what the kubelet acts on, besides the
+    status it writes itself (pod_reporting.is_echo tells that part): its spec or
+    metadata, or conditions others own (readiness gates). A bare resourceVersion bump
+    does not. Every update of a pod never seen before does."""
+    if before is None:
         return True
     if spec(before) != spec(update) or _metadata(before) != _metadata(update):
         return True
-    if _others_conditions(before) != _others_conditions(update):
-        return True
-    return status_patch(update, record.desired) is not None
+    return _others_conditions(before) != _others_conditions(update)

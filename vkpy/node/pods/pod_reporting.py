@@ -1,28 +1,39 @@
-"""Telling the API server what became of a pod: status patches and Events.
+"""Telling the API server what became of a pod: status patches and Events, and
+knowing our own writes when the watch brings them back.
 
 Status is written as the smallest strategic-merge patch of the `status` subresource,
 and only when it differs from the API server's copy as last seen (the watch, or the
 answer to our own write): never from what vkpy last wrote, so a status someone else
-changed (Ready=False during an outage) is written back. Events follow from what a
-successful write changed in container statuses (Started, BackOff) or are emitted
-directly by the pod controller. Keeping this apart leaves the controller with the decisions.
+changed (Ready=False during an outage) is written back. What was decided is kept on
+the pod's record (`PodRecord.reported`), set by `PodReporter.write` and read only by
+`is_echo`, the test that a watched update is the echo of that write (or a bump that
+changed nothing of it) and asks for no sync: both here, so what was written and how
+its echo is told apart cannot drift. Events follow from what a successful write
+changed in container statuses (Started, BackOff) or are emitted directly by the pod
+controller. Keeping this apart leaves the controller with the decisions.
 """
 
 from __future__ import annotations
 
 from vkpy.core import metrics
 from vkpy.core.clock import Clock, utcnow
-from vkpy.core.objects import KubeObject, meta, status
+from vkpy.core.objects import KubeObject, name_of, namespace_of, status, uid_of
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.node.pods.keyed_queue import Retry
+from vkpy.node.pods.pod_record import PodRecord, newer
 from vkpy.node.pods.pod_status import StatusContext, desired_status, status_patch
-from vkpy.node.podspec.pod_config import pod_ref
-from vkpy.providers.base import PodRef, PodState
+from vkpy.node.podspec.pod_object import pod_path, pod_ref
+from vkpy.providers.base import PodState
 
 
-def pod_path(ref: PodRef) -> str:
-    return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+def is_echo(r: PodRecord, update: KubeObject) -> bool:
+    """Whether the status in a watched `update` of the record's pod still says what
+    was last decided for it: the echo of our own write, or a bump that changed none
+    of the fields the kubelet owns. False when nothing was decided yet, or when
+    someone else changed what vkpy decided (the node lifecycle controller's
+    Ready=False): then the pod is synced and its status written back."""
+    return r.reported is not None and status_patch(update, r.reported) is None
 
 
 class PodReporter:
@@ -34,18 +45,26 @@ class PodReporter:
         self._events = events
         self._host_ip = host_ip
 
-    def desired(self, pod: KubeObject, state: PodState, sandbox_ready: bool) -> KubeObject:
-        """The status the kubelet would write for `pod` in `state`."""
+    async def write(
+        self, r: PodRecord, pod: KubeObject, state: PodState, sandbox_ready: bool
+    ) -> None:
+        """Report the pod in `state`: the status the kubelet would write, kept on the
+        record as what was decided (before the write: its echo may come first), patched
+        where it differs from `pod` as the API server last showed it; the API's answer
+        becomes the record's object. Raises Retry for failures worth retrying."""
         ctx = StatusContext(
             host_ip=self._host_ip, now=utcnow(self._clock), sandbox_ready=sandbox_ready
         )
-        return desired_status(pod, state, ctx)
+        desired = desired_status(pod, state, ctx)
+        r.reported = desired
+        updated = await self._patch(pod, desired)
+        if updated is not None and r.pod is not None and newer(updated, r.pod):
+            r.pod = updated
 
-    async def write_status(self, pod: KubeObject, desired: KubeObject) -> KubeObject | None:
-        """Patch the pod's status to `desired`, compared with `pod` as the API server
-        last showed it; the updated pod, or None when nothing needed writing (or the
-        pod is gone). Events for what changed follow a successful write only. Raises
-        Retry for failures worth retrying."""
+    async def _patch(self, pod: KubeObject, desired: KubeObject) -> KubeObject | None:
+        """Patch the pod's status to `desired`, compared with `pod`; the updated pod, or
+        None when nothing needed writing (or the pod is gone). Events for what changed
+        follow a successful write only."""
         patch = status_patch(pod, desired)
         if patch is None:
             metrics.labelled(metrics.STATUS_UPDATES, "unchanged").inc()
@@ -89,13 +108,12 @@ class PodReporter:
         container: str | None = None,
     ) -> None:
         """Queue an Event about the pod (or one of its containers)."""
-        m = meta(pod)
         self._events.emit(
             InvolvedObject(
                 kind="Pod",
-                name=str(m.get("name")),
-                namespace=str(m.get("namespace")),
-                uid=str(m.get("uid")),
+                name=name_of(pod),
+                namespace=namespace_of(pod),
+                uid=uid_of(pod),
                 field_path=f"spec.containers{{{container}}}" if container else "",
             ),
             event_type,

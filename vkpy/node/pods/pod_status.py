@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from vkpy.core.objects import KubeObject, meta, spec, status
+from vkpy.core.objects import (
+    KubeObject,
+    conditions_of,
+    containers_of,
+    ephemeral_containers_of,
+    init_containers_of,
+    meta,
+    status,
+)
 from vkpy.core.rfc3339 import format_time, parse_or_none
 from vkpy.node.pods.pod_conditions import Condition, pod_conditions, restartable
 from vkpy.providers.base import ContainerState, PodState
@@ -63,8 +71,8 @@ def desired_status(pod: KubeObject, state: PodState, ctx: StatusContext) -> Kube
     """The kubelet-owned status fields for `pod` given the backend's `state`."""
     current = status(pod)
     pod_ip = state.pod_ip or ctx.host_ip
-    init_specs = spec(pod).get("initContainers") or []
-    container_specs = spec(pod).get("containers") or []
+    init_specs = init_containers_of(pod)
+    container_specs = containers_of(pod)
     init_statuses = _container_statuses(
         init_specs, state.init_containers, current, "PodInitializing", init=True
     )
@@ -86,7 +94,7 @@ def desired_status(pod: KubeObject, state: PodState, ctx: StatusContext) -> Kube
     }
     if init_specs:
         out["initContainerStatuses"] = init_statuses
-    ephemeral_specs = spec(pod).get("ephemeralContainers") or []
+    ephemeral_specs = ephemeral_containers_of(pod)
     if ephemeral_specs:
         out["ephemeralContainerStatuses"] = _container_statuses(
             ephemeral_specs,
@@ -201,7 +209,7 @@ def _conditions(
 ) -> list[KubeObject]:
     """The five conditions the kubelet owns, as the kubelet words them (pod_conditions.py),
     and DisruptionTarget on a pod its platform evicted."""
-    current = status(pod).get("conditions") or []
+    current = conditions_of(pod)
     sandbox = ctx.sandbox_ready and state.phase not in TERMINAL_PHASES
     values = [
         Condition("PodReadyToStartContainers", sandbox),

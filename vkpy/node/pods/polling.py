@@ -4,10 +4,13 @@ The pod controller only knows backends that call back when a pod may have change
 (`PushesStatus`). For one that cannot, `StatusPoller` asks it every `interval`
 seconds for the state of each pod the controller holds in it (`known`), a few at a
 time, and calls back for every pod whose state differs from the last look or that
-the backend no longer has. Virtual Kubelet's `syncProviderWrapper` does the same
-for its providers. Listing the backend is left to adoption at start: on some
-backends it costs a call per pod. A failing look is logged and tried again at the
-next interval.
+the backend no longer has. The controller reads pod states through the same
+adapter (`StatusFeed.get_pod_status`), so the last look is also the controller's own
+last read: a first look that finds what the create's sync already read wakes
+nothing. Virtual Kubelet's `syncProviderWrapper` does the same for its providers.
+Listing the backend is left to adoption at start: on some backends it costs a call
+per pod. A failing look is logged and tried again at the next interval.
+`push_or_poll` gives the backend itself when it pushes, else a poller to run.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.providers.base import PodRef, PodState, Provider, PushesStatus, StatusCallback
@@ -27,6 +31,12 @@ Known = Callable[[], Iterable[PodRef]]
 
 CONCURRENCY = 32
 """Status calls in flight at once."""
+
+
+class StatusFeed(PushesStatus, Protocol):
+    """Where the controller learns of changes and reads a pod's state."""
+
+    async def get_pod_status(self, ref: PodRef) -> PodState: ...
 
 
 class StatusPoller:
@@ -48,6 +58,16 @@ class StatusPoller:
 
     def on_status_change(self, callback: StatusCallback) -> None:
         self._callback = callback
+
+    async def get_pod_status(self, ref: PodRef) -> PodState:
+        """The backend's state of the pod, remembered as the last look at it."""
+        try:
+            state = await self._provider.get_pod_status(ref)
+        except NotFoundError:
+            self._seen[ref] = None
+            raise
+        self._seen[ref] = state
+        return state
 
     async def run(self) -> None:
         while True:
@@ -83,10 +103,11 @@ class StatusPoller:
             del self._seen[ref]
 
 
-def pushing(
+def push_or_poll(
     provider: Provider, interval: float, clock: Clock, known: Known
-) -> tuple[PushesStatus, StatusPoller | None]:
-    """The backend's own push, or a poller standing in for it (to be `run`)."""
+) -> tuple[StatusFeed, StatusPoller | None]:
+    """The backend itself when it pushes; else a poller standing in for it (to be
+    `run`): either way where changes come from and states are read."""
     if isinstance(provider, PushesStatus):
         return provider, None
     poller = StatusPoller(provider, interval, known, clock)

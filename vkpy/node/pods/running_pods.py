@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from vkpy.core.objects import KubeObject, spec
+from vkpy.core.objects import KubeObject, containers_of
 from vkpy.providers.base import PodRef, PodState, Provider
 from vkpy.providers.errors import NotFoundError
 
@@ -28,10 +28,7 @@ async def running_pods(provider: Provider, lookup: Lookup) -> list[KubeObject]:
         if state is None:
             continue
         pod = lookup(ref.uid)
-        images = {
-            str(c.get("name")): c.get("image")
-            for c in (spec(pod) if pod else {}).get("containers") or []
-        }
+        images = {str(c.get("name")): c.get("image") for c in (containers_of(pod) if pod else [])}
         containers = [
             {"name": c.name, "image": c.image or images.get(c.name, "")}
             for c in state.containers

@@ -10,6 +10,8 @@ Modules:
 - ephemeral: Ephemeral containers (`kubectl debug`): hand new ones to the backend, or
   say why not.
 - pod_config: Building the `PodConfig` a backend runs from a pod object.
+- pod_object: What the pod path names a pod by: its ref, its place on the API server, its
+  images.
 - pull_secrets: A pod's `imagePullSecrets` as registry logins, for backends that pull
   images.
 - service_env: The environment variables a kubelet gives containers for the Services of

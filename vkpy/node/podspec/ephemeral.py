@@ -97,7 +97,7 @@ class EphemeralContainers:
         try:
             await self._provider.run_ephemeral_containers(ref, configs)
         except RetryableError as error:
-            raise Retry(f"ephemeral containers {ref}: {error}") from error
+            raise Retry(f"ephemeral containers {ref}: {error}", after=error.retry_after) from error
         except NotFoundError:
             return  # the backend lost the pod: it is created again, then this retried
         except (InvalidInputError, ProviderError) as error:

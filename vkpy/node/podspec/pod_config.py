@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from vkpy.core.objects import KubeObject, ephemeral_containers_of, meta, namespace_of, spec
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.podspec.env import ConfigError, ObjectSource, expand, resolve_env
+from vkpy.node.podspec.pod_object import pod_ref
 from vkpy.node.podspec.pull_secrets import pull_credentials
 from vkpy.node.podspec.service_env import service_variables
 from vkpy.node.podspec.shared_lists import SharedLists
@@ -26,7 +27,7 @@ from vkpy.node.podspec.volumes import (
     token_grant,
     token_request,
 )
-from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
+from vkpy.providers.base import ContainerConfig, PodConfig
 
 
 class ApiObjectSource:
@@ -81,11 +82,6 @@ class ApiObjectSource:
                 f"{error.message}"
             ) from error
         return token_grant(answer, expiration_seconds)
-
-
-def pod_ref(pod: KubeObject) -> PodRef:
-    m = meta(pod)
-    return PodRef(str(m.get("namespace", "")), str(m.get("name", "")), str(m.get("uid", "")))
 
 
 ImageUser = Callable[[str], int | None]

@@ -28,6 +28,8 @@ from vkpy.core.cancelling import cancel_and_wait
 from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig, PodEvent
 from vkpy.providers.process.actions import Outcome
 from vkpy.providers.process.backoff import CrashBackoff, go_duration
+from vkpy.providers.process.beneath import LinkRefused
+from vkpy.providers.process.filesystem import mount_bases
 from vkpy.providers.process.layout import InstanceDir, PodDir, read_json
 from vkpy.providers.process.phase import at, terminated_state
 from vkpy.providers.process.probes import ProbeKind, ProbeSpec, ProbeTracker, container_probes
@@ -237,14 +239,28 @@ class ContainerRunner:
         instance = self.dir.instance(number)
         instance.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         spec = self._launch_spec(instance)
+        refused: ExitRecord | None = None
         try:
-            prepare_message_file(self.dir, self.config.spec, self.runtime.owner(self.pod.ref))
+            volumes = {v.name: v for v in self.pod.volumes}
+            mounts = mount_bases(self._pod_dir, self.config, volumes)
+            prepare_message_file(
+                self.dir, self.config.spec, self.runtime.owner(self.pod.ref), mounts
+            )
+        except LinkRefused as error:
+            # The pod changed its root so that its path would lead elsewhere: not
+            # followed (beneath.py), and the container is told why it cannot run.
+            refused = ExitRecord(
+                exit_code=128,
+                finished_ns=time.time_ns(),
+                reason="ContainerCannotRun",
+                message=str(error),
+            )
         except OSError as error:
             log.warning(
                 "cannot prepare the termination message file",
                 extra={"pod": str(self.pod.ref), "container": self.config.name, "error": error},
             )
-        self._launching = asyncio.create_task(self._launch(spec, number), name="launch")
+        self._launching = asyncio.create_task(self._launch(spec, number, refused), name="launch")
         await asyncio.shield(self._launching)
 
     def _launch_spec(self, instance: InstanceDir) -> LaunchSpec:
@@ -267,11 +283,12 @@ class ContainerRunner:
             tty=bool(self.config.spec.get("tty")),
         )
 
-    async def _launch(self, spec: LaunchSpec, number: int) -> None:
-        """Start an instance and record the outcome, even if the caller was cancelled."""
+    async def _launch(self, spec: LaunchSpec, number: int, refused: ExitRecord | None) -> None:
+        """Start an instance (unless `refused`: why it cannot run) and record the
+        outcome, even if the caller was cancelled."""
         result: Supervised | ExitRecord
         try:
-            result = await launch(spec, self.runtime.config.python)
+            result = refused or await launch(spec, self.runtime.config.python)
         except OSError as error:
             log.error(
                 "cannot start a supervisor",

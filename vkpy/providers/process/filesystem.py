@@ -27,9 +27,11 @@ import contextlib
 import os
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from vkpy.providers.base import ContainerConfig, PodConfig, VolumeConfig, VolumeFile
+from vkpy.providers.process import beneath
 from vkpy.providers.process.beneath import LinkRefused, resolve_beneath
 from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.layout import ContainerDir, PodDir, remove_tree
@@ -182,25 +184,26 @@ def materialize_volume(
         host = Path(str(volume.source.get("path", "")))
         kind = str(volume.source.get("type") or "")
         what = f"volume {volume.name!r} hostPath"
+        # As root, like the kubelet's, without following links below the prefix.
         if kind == "DirectoryOrCreate" and not host.exists():
-            _create_beneath_prefix(host, prefixes, what)
+            beneath.make_dirs(*_beneath_prefix(host, prefixes, what), what)
         elif kind == "FileOrCreate" and not host.exists():
-            parent = _create_beneath_prefix(host.parent, prefixes, what)
-            fd = os.open(parent / host.name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-            os.close(fd)
+            base, rest = _beneath_prefix(host.parent, prefixes, what)
+            with beneath.directory(base, rest, what, create=True) as parent:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                os.close(os.open(host.name, flags, 0o644, dir_fd=parent))
         _check_host_type(host, kind, volume.name)
     else:
         write_volume_files(path, volume.files, run_as, pod_view)
 
 
-def _create_beneath_prefix(path: Path, prefixes: tuple[str, ...], what: str) -> Path:
-    """Make the directory `path` under the allowed prefix holding it, as root (the
-    kubelet's DirectoryOrCreate), without following links below the prefix."""
+def _beneath_prefix(path: Path, prefixes: tuple[str, ...], what: str) -> tuple[Path, str]:
+    """The allowed prefix holding `path`, and the rest of `path` below it."""
     real = Path(os.path.realpath(path))
     for prefix in prefixes:
         base = Path(os.path.realpath(prefix))
         if real == base or base in real.parents:
-            return resolve_beneath(base, str(real.relative_to(base)), what, create=True)
+            return base, str(real.relative_to(base))
     raise LinkRefused(f"{what}: {str(path)!r} is outside the allowed host_path_prefixes")
 
 
@@ -232,14 +235,59 @@ def working_dir(container: ContainerConfig) -> str:
     return clean_absolute(container.working_dir, f"container {container.name!r} workingDir")
 
 
-def _through_link(root: Path, directory: Path) -> bool:
-    """Whether `directory` (below `root`) is reached through a link (another mount)."""
-    current = directory
-    while current != root and root in current.parents:
-        if current.is_symlink():
-            return True
-        current = current.parent
-    return False
+@dataclass(frozen=True)
+class MountBase:
+    """A mount of a container's root, as vkpy places it: its path in the root, the
+    volume's directory (vkpy made it, or the admin allowed it: followed) and the
+    `subPath` below it (a pod may write there: walked without following links)."""
+
+    parts: tuple[str, ...]
+    base: Path
+    sub_path: str = ""
+    kind: str = ""
+    """The volume's kind (emptyDir, hostPath, configMap, ...)."""
+
+    @property
+    def shown(self) -> Path:
+        """The directory the mount shows."""
+        return self.base.joinpath(*self.sub_path.split("/")) if self.sub_path else self.base
+
+
+def mount_bases(
+    pod_dir: PodDir, container: ContainerConfig, volumes: dict[str, VolumeConfig]
+) -> list[MountBase]:
+    """The container's mounts, shallowest first."""
+    found = []
+    for mount in container.spec.get("volumeMounts") or []:
+        relative = clean_absolute(str(mount.get("mountPath", "")), "mountPath")
+        if not relative:
+            raise FileNotFoundError(f"container {container.name!r} mounts over its root")
+        volume = volumes[str(mount.get("name", ""))]
+        base = volume_target(pod_dir, volume)
+        if volume.kind == "hostPath":
+            base = Path(os.path.realpath(base))  # the admin allowed it: followed
+        sub_path = clean_relative(str(mount.get("subPath") or ""), "subPath")
+        if sub_path and volume.kind not in ("emptyDir", "hostPath"):
+            base, sub_path = base / sub_path, ""  # root's files, vkpy's links
+        found.append(MountBase(tuple(relative.split("/")), base, sub_path, volume.kind))
+    return sorted(found, key=lambda m: len(m.parts))
+
+
+def locate(
+    root: Path, mounts: Iterable[MountBase], parts: tuple[str, ...]
+) -> tuple[MountBase | None, Path, str]:
+    """Where `parts` (a path in the container's root) really is: the deepest mount
+    above it (None: the root itself), the directory to walk from and the path below
+    it, which is walked without following links (the mount's subPath included)."""
+    outer = max(
+        (m for m in mounts if len(m.parts) < len(parts) and parts[: len(m.parts)] == m.parts),
+        key=lambda m: len(m.parts),
+        default=None,
+    )
+    if outer is None:
+        return None, root, "/".join(parts)
+    rest = "/".join(p for p in (outer.sub_path, *parts[len(outer.parts) :]) if p)
+    return outer, outer.base, rest
 
 
 def prepare_root(
@@ -251,73 +299,62 @@ def prepare_root(
 ) -> Path:
     """Make the container's root with its mounts; returns its working directory.
 
-    Done once, when the pod is created and before any of its processes runs: later
-    the container's user owns these directories and could have changed them.
+    Done when the pod is created, before any of its processes runs, and for an
+    ephemeral container while the pod runs: every directory, link and removal is
+    made beneath a directory vkpy holds open, never through a link the pod (or
+    anyone writing a volume) planted (beneath.py). A mount inside another is made
+    in the directory the outer one shows (the volume itself).
     `pod_view`: the pod has a filesystem of its own (podroot.py), where each volume
     is mounted at its mount path and the host is read-only: a hostPath link then
-    points at the mount path, and a mount nested in a volume outside the pod
-    directory needs no link (the mount is there in the pod's view)."""
+    points at the mount path, and a mount nested in another needs no link (the
+    mount is there in the pod's view)."""
     cdir: ContainerDir = pod_dir.container(container.name)
     cdir.path.mkdir(mode=TRAVERSE, exist_ok=True)
     os.chmod(cdir.path, TRAVERSE)
     cdir.instances.mkdir(mode=PRIVATE, exist_ok=True)
     os.chmod(cdir.instances, PRIVATE)
-    root = cdir.root
     security = container.spec.get("securityContext") or {}
     # readOnlyRootFilesystem: the container's root and the directories vkpy makes in it
     # stay root's, so the container writes only into its (writable) volumes.
     root_owner = None if security.get("readOnlyRootFilesystem") else run_as
-    _makedirs(root, 0o755, root_owner)
-    mounts = sorted(
-        container.spec.get("volumeMounts") or [],
-        key=lambda m: len(clean_absolute(str(m.get("mountPath", "")), "mountPath").split("/")),
-    )
-    for mount in mounts:
-        relative = clean_absolute(str(mount.get("mountPath", "")), "mountPath")
-        volume = volumes[str(mount.get("name", ""))]
-        target = volume_target(pod_dir, volume)
-        sub_path = clean_relative(str(mount.get("subPath") or ""), "subPath")
-        if sub_path and volume.kind in ("emptyDir", "hostPath"):
+    name = container.name
+    beneath.make_dirs(cdir.path, "root", f"container {name!r} root", 0o755, root_owner)
+    root = Path(os.path.realpath(cdir.root))
+    placed: list[MountBase] = []
+    for mount in mount_bases(pod_dir, container, volumes):
+        kind = mount.kind
+        target = mount.base
+        if mount.sub_path:
             # The pod can write here: no link it planted is followed (beneath.py).
             target = resolve_beneath(
-                Path(os.path.realpath(target)),
-                sub_path,
-                f"container {container.name!r} subPath",
+                mount.base,
+                mount.sub_path,
+                f"container {name!r} subPath",
                 create=True,
-                mode=0o777 if volume.kind == "emptyDir" else 0o755,
+                mode=0o777 if kind == "emptyDir" else 0o755,
                 owner=run_as,
             )
-        elif sub_path:
-            target = target / sub_path
-        if not relative:
-            raise FileNotFoundError(f"container {container.name!r} mounts over its root")
-        link = root / relative
-        if pod_view and _through_link(root, link.parent):
+        outer, base, below = locate(root, placed, mount.parts)
+        placed.append(mount)
+        if pod_view and outer is not None:
             continue  # a mount inside another: the pod's view has it, no link is needed
-        _makedirs(link.parent, 0o755, root_owner)
-        # A mount inside another mount is made where the outer one really is.
-        real_parent = Path(os.path.realpath(link.parent))
-        real_link = real_parent / link.name
-        if os.path.realpath(real_link) == os.path.realpath(target) and real_link.exists():
-            continue  # the outer mount already shows this very directory here
-        if real_link.is_symlink() or real_link.is_file():
-            real_link.unlink()
-        elif real_link.is_dir():
-            try:
-                real_link.rmdir()
-            except OSError:
-                raise FileNotFoundError(
-                    f"container {container.name!r}: mount path {mount.get('mountPath')!r} "
-                    "is a directory that is not empty"
-                ) from None
-        if volume.kind == "hostPath":
-            os.symlink("/" + relative if pod_view else target, real_link)
-        else:
-            os.symlink(os.path.relpath(target, real_parent), real_link)
-    cwd = root / working_dir(container)
-    if not cwd.exists():
-        _makedirs(cwd, 0o755, root_owner)
-    return cwd
+        what = f"container {name!r} mount path {'/' + '/'.join(mount.parts)!r}"
+        rest = below.split("/")
+        with beneath.directory(
+            base, "/".join(rest[:-1]), what, True, 0o755, root_owner, below
+        ) as parent:
+            if beneath.same_entry(parent, rest[-1], target):
+                continue  # the outer mount already shows this very directory here
+            if kind == "hostPath":
+                points_to = "/" + "/".join(mount.parts) if pod_view else str(target)
+            else:
+                points_to = os.path.relpath(target, base.joinpath(*rest[:-1]))
+            beneath.link_at(parent, rest[-1], points_to, below, what, replace_empty_dir=True)
+    cwd = working_dir(container)
+    outer, base, below = locate(root, placed, tuple(p for p in cwd.split("/") if p))
+    if outer is None or below:
+        beneath.make_dirs(base, below, f"container {name!r} workingDir", 0o755, root_owner)
+    return cdir.root / cwd
 
 
 def prepare_pod(

@@ -10,16 +10,24 @@ a file `<directory>/<id>` made with O_EXCL, holding the pod directory that owns 
 id; it is dropped when the pod is removed. A claim whose pod directory no longer
 records that id (a vkpy that died, a state directory removed by hand) is stale
 after `grace` seconds and taken over.
+
+A removed pod whose id still owns files outside its directory (in a hostPath, see
+owned.py) leaves its claim behind as a leftover claim (`{"leftovers": [dirs]}`):
+the id is given to no pod, on any node of the host, until nothing below those
+directories is owned by it (checked again at most every `grace` seconds).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from vkpy.providers.process.layout import read_json
+from vkpy.providers.process.owned import first_owned
 
 DEFAULT_DIRECTORY = Path("/run/vkpy/pod-ids")
 
@@ -41,7 +49,11 @@ class HostClaims:
                 owner = self._owner(path)
                 if owner == str(pod_dir):
                     return True
-                if not (take_over or self._stale(path, owner, own)):
+                leftovers = _leftovers(owner)
+                if leftovers is not None:
+                    if self._still_owned(path, own, leftovers):
+                        return False
+                elif not (take_over or self._stale(path, owner, own)):
                     return False
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
@@ -56,6 +68,35 @@ class HostClaims:
         if self._owner(path) == str(pod_dir):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+    def keep(self, own: int, pod_dir: Path, places: Sequence[str]) -> bool:
+        """At the removal of the pod in `pod_dir`: if its id owns something below
+        `places`, its claim stays as a leftover claim (True); else it is released."""
+        path = self.directory / str(own)
+        if self._owner(path) != str(pod_dir):
+            return False
+        if first_owned(places, frozenset({own})) is None:
+            self.release(own, pod_dir)
+            return False
+        partial = path.with_name(f".{own}.tmp")
+        partial.write_text(json.dumps({"leftovers": list(places)}))
+        partial.replace(path)
+        return True
+
+    def _still_owned(self, path: Path, own: int, places: list[str]) -> bool:
+        """Whether the leftover claim at `path` still holds (looked at again at most
+        every `grace` seconds)."""
+        try:
+            age = time.time() - path.stat().st_mtime
+        except OSError:
+            return False
+        if age < self.grace:
+            return True
+        if first_owned(places, frozenset({own})) is None:
+            return False
+        with contextlib.suppress(OSError):
+            os.utime(path)
+        return True
 
     def held_by_other(self, own: int, pod_dir: Path | None) -> bool:
         """Whether a pod other than the one in `pod_dir` claims `own`."""
@@ -81,3 +122,15 @@ class HostClaims:
             return False  # just claimed: its pod directory may not be written yet
         raw = read_json(Path(owner) / "identity.json")
         return not (isinstance(raw, dict) and raw.get("own") == own)
+
+
+def _leftovers(owner: str | None) -> list[str] | None:
+    """The directories of a leftover claim, or None for a pod's claim."""
+    if not owner or not owner.startswith("{"):
+        return None
+    try:
+        raw = json.loads(owner)
+    except ValueError:
+        return None
+    places = raw.get("leftovers") if isinstance(raw, dict) else None
+    return [str(p) for p in places] if isinstance(places, list) else None

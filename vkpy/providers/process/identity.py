@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,12 +190,14 @@ class IdPool:
             self._dirs[pod_uid] = pod_dir
             self.claims.claim(identity.own, pod_dir, take_over=True)
 
-    def release(self, pod_uid: str) -> None:
+    def release(self, pod_uid: str, places: Sequence[str] = ()) -> None:
+        """The pod is gone; its own id is free again unless it still owns something
+        below `places` (its hostPath directories: see owned.py and idclaims.py)."""
         identity = self._held.pop(pod_uid, None)
         pod_dir = self._dirs.pop(pod_uid, None)
         claims = self.claims
         if claims is not None and identity is not None and identity.own is not None and pod_dir:
-            claims.release(identity.own, pod_dir)
+            claims.keep(identity.own, pod_dir, places)
 
     def identity(self, pod_uid: str) -> PodIdentity | None:
         return self._held.get(pod_uid)

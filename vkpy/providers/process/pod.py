@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from vkpy.core.cancelling import cancel_and_wait
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent, PodRef, PodState
+from vkpy.providers.errors import InvalidInputError
 from vkpy.providers.process.container import ContainerRunner
 from vkpy.providers.process.ephemeral import ephemeral_config, prepare_ephemeral_root
 from vkpy.providers.process.filesystem import prepare_pod, refresh_files
@@ -163,14 +164,17 @@ class PodRuntime:
                 self.ref, PodEvent("Warning", "CapabilitiesNotGranted", warning)
             )
         for config in fresh:
-            await asyncio.to_thread(
-                prepare_ephemeral_root,
-                self.dir,
-                self.config,
-                config,
-                self.runtime.owner(self.ref),
-                self.runtime.config.filesystem_per_pod,
-            )
+            try:
+                await asyncio.to_thread(
+                    prepare_ephemeral_root,
+                    self.dir,
+                    self.config,
+                    config,
+                    self.runtime.owner(self.ref),
+                    self.runtime.config.filesystem_per_pod,
+                )
+            except FileNotFoundError as error:  # a link the pod planted (beneath.py), ...
+                raise InvalidInputError(str(error.args[0]), reason="FailedMount") from None
             self.config = dataclasses.replace(
                 self.config, ephemeral_containers=(*self.config.ephemeral_containers, config)
             )

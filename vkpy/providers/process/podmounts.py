@@ -25,6 +25,7 @@ import contextlib
 import os
 import stat
 
+from vkpy.providers.process import beneath
 from vkpy.providers.process import mountcalls as calls
 
 ALWAYS = calls.MOUNT_ATTR_NOSUID | calls.MOUNT_ATTR_NODEV
@@ -37,24 +38,13 @@ class MountRefused(OSError):
 
 def _walk(base: str, relative: str) -> int:
     """An O_PATH descriptor of base/relative: `base` is followed (vkpy made it, the
-    pod cannot change it), `relative` is walked without following any link."""
-    fd = os.open(base, os.O_PATH | os.O_CLOEXEC)
+    pod cannot change it), `relative` is walked without following any link
+    (beneath.py); refused as MountRefused (not a FileNotFoundError: that would read
+    as a missing executable)."""
     try:
-        for name in [p for p in relative.split("/") if p not in ("", ".")]:
-            if name == "..":
-                raise MountRefused(f"{relative!r} contains '..'")
-            child = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            os.close(fd)
-            fd = child
-            if stat.S_ISLNK(os.fstat(fd).st_mode):
-                raise MountRefused(
-                    f"{name!r} in {relative!r} is a symbolic link, which vkpy does not "
-                    "follow (it could lead out of the volume)"
-                )
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return beneath.open_path(base, relative, "volume")
+    except beneath.LinkRefused as error:
+        raise MountRefused(str(error).removeprefix("volume: ")) from None
 
 
 def open_volumes(mounts: list[list[object]]) -> list[tuple[int, str, bool]]:
@@ -238,8 +228,8 @@ def _attach_again(covered: list[tuple[int, str]]) -> None:
     made in it as the kubelet makes a subPath's); skipped where the volume refuses."""
     for tree, point in covered:
         try:
-            with contextlib.suppress(OSError):
-                os.makedirs(point, 0o755, exist_ok=True)
+            with contextlib.suppress(OSError):  # a link on the way: not followed
+                beneath.make_dirs("/", point, f"mount point {point!r}")
                 calls.move_mount(tree, point)
         finally:
             os.close(tree)

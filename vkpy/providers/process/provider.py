@@ -49,7 +49,7 @@ from vkpy.providers.errors import (
     RetryableError,
     UnsupportedError,
 )
-from vkpy.providers.process import cgroups, namespaces, podnet, proc, sandbox, sysctls
+from vkpy.providers.process import cgroups, namespaces, owned, podnet, proc, sandbox, sysctls
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.addresses import (
     AddressPool,
@@ -416,8 +416,14 @@ class ProcessProvider:
             podnet.disconnect(address.link)
         namespaces.stop(self._config.pods_path / uid)
         sandbox.unmount_volumes(self._config.pods_path / uid)
+        # What its own id owns outside its directory (owned.py): removed from the
+        # host's scratch directories, and its hostPaths keep the id from reuse.
+        places = owned.host_paths(PodDir(self._config.pods_path / uid))
+        identity = runtime.pool.identity(uid)
+        if identity and identity.own is not None and not self._config.filesystem_per_pod:
+            owned.clean_scratch(frozenset({identity.own}), self._config.pods_path)
         remove_tree(self._config.pods_path / uid)
-        runtime.pool.release(uid)
+        runtime.pool.release(uid, places)
         runtime.addresses.release(uid)
 
     async def update_pod(self, pod: PodConfig) -> None:

@@ -132,7 +132,11 @@ def container_context(
         gid=gid,
         groups=groups,
         namespaces=holder.paths() if holder is not None else (),
-        mounts=sandbox.container_mounts(pod_dir, pod, container) if filesystem else (),
+        mounts=(
+            sandbox.container_mounts(pod_dir, pod, container, runtime.config.host_path_prefixes)
+            if filesystem
+            else ()
+        ),
         readonly_root=filesystem and bool(security.get("readOnlyRootFilesystem")),
         pid_namespace=(holder.pid_path() or "") if filesystem and holder is not None else "",
         capabilities=confined.capabilities,

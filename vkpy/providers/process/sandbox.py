@@ -218,9 +218,10 @@ def _mounts_a_directory(volume: VolumeConfig, sub_path: str) -> bool:
 
 
 def container_mounts(
-    pod_dir: PodDir, pod: PodConfig, container: ContainerConfig
+    pod_dir: PodDir, pod: PodConfig, container: ContainerConfig, prefixes: Sequence[str] = ()
 ) -> tuple[MountEntry, ...]:
-    """Where the container's volumes go (see the module docstring)."""
+    """Where the container's volumes go (see the module docstring); `prefixes`: the
+    node's host_path_prefixes, the part of a hostPath the admin allowed."""
     volumes = {v.name: v for v in pod.volumes}
     entries: list[MountEntry] = []
     for mount in container.spec.get("volumeMounts") or []:
@@ -230,7 +231,7 @@ def container_mounts(
         target = "/" + clean_absolute(str(mount.get("mountPath", "")), "mountPath")
         sub_path = clean_relative(str(mount.get("subPath") or ""), "subPath")
         readonly = bool(mount.get("readOnly"))
-        entry = _entry(pod_dir, volume, sub_path, target, readonly)
+        entry = _entry(pod_dir, volume, sub_path, target, readonly, prefixes)
         if entry is not None:
             entries.append(entry)
     message = message_path(container.spec)
@@ -243,12 +244,16 @@ def container_mounts(
 
 
 def _entry(
-    pod_dir: PodDir, volume: VolumeConfig, sub_path: str, target: str, readonly: bool
+    pod_dir: PodDir,
+    volume: VolumeConfig,
+    sub_path: str,
+    target: str,
+    readonly: bool,
+    prefixes: Sequence[str] = (),
 ) -> MountEntry | None:
     if volume.kind == "hostPath":
-        real = os.path.realpath(str(volume.source.get("path", "")))
-        relative = "/".join(p for p in (real.lstrip("/"), sub_path) if p)
-        return ("/", relative, target, readonly)
+        base, rest = host_path_base(str(volume.source.get("path", "")), prefixes)
+        return (base, "/".join(p for p in (rest, sub_path) if p), target, readonly)
     base = str(pod_dir.volume(volume.name).absolute())
     if volume.kind == "emptyDir":
         return (base, sub_path, target, readonly)
@@ -256,6 +261,20 @@ def _entry(
         # Root's directories, links made by vkpy: following them is safe.
         return (os.path.join(base, sub_path) if sub_path else base, "", target, True)
     return None
+
+
+def host_path_base(path: str, prefixes: Sequence[str]) -> tuple[str, str]:
+    """(base, relative) of a hostPath: `base` the allowed prefix it is under (as the
+    admin wrote it: followed), `relative` the rest, which a pod writing the prefix
+    could have changed since the pod was admitted: walked without following links
+    (podmounts.py), so a link planted there can lead nowhere. A path under no prefix
+    (none configured) is walked from / without following any link."""
+    lexical = os.path.normpath("/" + path.lstrip("/"))
+    for prefix in sorted(prefixes, key=len, reverse=True):
+        for base in (os.path.normpath(prefix), os.path.realpath(prefix)):
+            if lexical == base or lexical.startswith(base.rstrip("/") + "/"):
+                return os.path.realpath(base), lexical[len(base) :].strip("/")
+    return "/", lexical.lstrip("/")
 
 
 def memory_size(volume: VolumeConfig) -> int | None:

@@ -22,10 +22,13 @@ import contextlib
 import dataclasses
 import os
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 
 from vkpy.core.objects import KubeObject
+from vkpy.providers.process.beneath import place_link
 from vkpy.providers.process.config import RunAs
+from vkpy.providers.process.filesystem import MountBase, locate
 from vkpy.providers.process.layout import ContainerDir, InstanceDir
 from vkpy.providers.process.logfile import log_files, parse_record
 from vkpy.providers.process.records import ExitRecord
@@ -49,8 +52,12 @@ def message_path(spec: KubeObject) -> str:
     return clean_absolute(path, "terminationMessagePath")
 
 
-def prepare_message_file(cdir: ContainerDir, spec: KubeObject, run_as: RunAs) -> None:
-    """An empty message file for the next run, shown at the container's path."""
+def prepare_message_file(
+    cdir: ContainerDir, spec: KubeObject, run_as: RunAs, mounts: Sequence[MountBase] = ()
+) -> None:
+    """An empty message file for the next run, shown at the container's path (inside
+    the volume of `mounts` the path lies in, if any). Raises LinkRefused when the
+    path goes through a link the pod planted."""
     target = cdir.path / MESSAGE_FILE
     with contextlib.suppress(FileNotFoundError):
         target.unlink()
@@ -64,26 +71,21 @@ def prepare_message_file(cdir: ContainerDir, spec: KubeObject, run_as: RunAs) ->
     relative = message_path(spec)
     if not relative or cdir.root.is_symlink():
         return  # no path, or the root is another container's (an ephemeral's target)
-    link = cdir.root / relative
-    _make_parents(link.parent, cdir.root, run_as)
-    if link.is_symlink() or link.is_file():
-        link.unlink()
-    elif link.exists():
-        return  # a directory (a mount) is there: the file stays unreachable, as it would
-    os.symlink(os.path.relpath(target, link.parent), link)
-
-
-def _make_parents(directory: Path, root: Path, run_as: RunAs) -> None:
-    missing = []
-    current = directory
-    while current != root and not current.exists():
-        missing.append(current)
-        current = current.parent
-    for path in reversed(missing):
-        path.mkdir(mode=DIR_MODE)
-        os.chmod(path, DIR_MODE)
-        if run_as.uid is not None:
-            os.chown(path, run_as.uid, run_as.gid if run_as.gid is not None else -1)
+    parts = tuple(relative.split("/"))
+    if any(mount.parts == parts for mount in mounts):
+        return  # a volume is mounted there: the file stays unreachable, as it would
+    # The container's root and its volumes are the pod's: walked from the root, or
+    # from the volume the path lies in, without following any link (beneath.py).
+    _, base, below = locate(Path(os.path.realpath(cdir.root)), mounts, parts)
+    real_target = os.path.join(os.path.realpath(cdir.path), MESSAGE_FILE)
+    place_link(
+        base,
+        below,
+        os.path.relpath(real_target, base.joinpath(*below.split("/")[:-1])),
+        "terminationMessagePath",
+        DIR_MODE,
+        run_as,
+    )  # False: a directory is there: the file stays unreachable, as it would
 
 
 def _read_tail(path: Path, limit: int) -> bytes:

@@ -60,6 +60,7 @@ async def test_one_key_never_runs_twice_at_once_and_changes_coalesce(
     queue.add("b")
     await settle()
     assert calls == ["a", "b"]
+    assert queue.running("a") and queue.running("b") and not queue.running("c")
     for _ in range(10):
         queue.add("a")  # while "a" runs: exactly one more run, after this one
     await settle()
@@ -70,6 +71,7 @@ async def test_one_key_never_runs_twice_at_once_and_changes_coalesce(
     assert calls.count("a") == 2
     assert calls.count("b") == 1
     assert not queue.busy()
+    assert not queue.running("a")
 
 
 async def test_failures_are_retried_with_growing_backoff(
@@ -107,6 +109,30 @@ async def test_retry_max_delay_caps_the_backoff(clock: FakeClock, running: list[
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert max(gaps) <= 5.5
     assert gaps[-1] >= 4.5
+
+
+async def test_retry_after_is_a_floor_that_no_cap_lowers(
+    clock: FakeClock, running: list[Running]
+) -> None:
+    """A backend's hint (Retry-After) says when to come back: never sooner, whatever
+    the back-off or its cap would say; the back-off still grows underneath."""
+    attempts: list[float] = []
+
+    async def handler(key: str) -> None:
+        attempts.append(clock.monotonic())
+        if len(attempts) == 1:
+            raise Retry("throttled", max_delay=2.0, after=30.0)
+        if len(attempts) == 2:
+            raise Retry("throttled again")
+
+    queue = KeyedQueue(handler, workers=1, base_backoff=1.0, clock=clock)
+    running.append(Running(queue))
+    queue.add("k")
+    await clock.advance(100)
+    gaps = [b - a for a, b in itertools.pairwise(attempts)]
+    assert len(attempts) == 3
+    assert gaps[0] == pytest.approx(30.0)
+    assert 1.8 <= gaps[1] <= 2.2  # the second failure's back-off: 2 s, within jitter
 
 
 async def test_timers_by_reason_do_not_replace_each_other(

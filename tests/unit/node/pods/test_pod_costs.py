@@ -15,7 +15,9 @@ from prometheus_client import REGISTRY
 from tests.unit.fake_clock import settle
 from tests.unit.pod_harness import Harness
 from tests.unit.pod_harness import pod as pod_object
+from tests.unit.scripted_backend import running
 from vkpy.node.pods.pod_controller import PodController
+from vkpy.providers.base import PodRef, PodState
 
 PODS = 20
 
@@ -45,6 +47,60 @@ async def test_a_pod_to_running_costs_one_status_patch_and_no_reads() -> None:
         assert pod_requests == [], "nothing but the status patch touches the pod"
         await h.clock.advance(120)  # later: no heartbeat-like rewrites of running pods
         assert per_pod(h, "PATCH", "/status") == Counter({n: 1 for n in names})
+
+
+async def test_a_pod_to_running_costs_one_backend_status_read() -> None:
+    """The backend says "changed" while it creates the pod; the state read after the
+    create already covers that, so it costs no second sync and no second read (on a
+    cloud backend, a second API call per pod)."""
+    async with Harness() as h:
+        await h.start()
+        pods = [h.kube.add_pod(pod_object(f"p{n}")) for n in range(PODS)]
+        await settle()
+        await h.clock.advance(60)
+        for p in pods:
+            assert h.current(p)["status"]["phase"] == "Running"
+            assert h.backend.count("status", p["metadata"]["uid"]) == 1
+
+
+async def test_a_polled_pod_costs_one_sync_and_one_look_per_poll() -> None:
+    """A backend that cannot push is asked every poll_interval; its first look at a
+    new pod finds what the create's sync already read and wakes nothing (it used to:
+    a second sync and a third read of the same Running)."""
+    async with Harness(polled=True, poll_interval=5.0) as h:
+        await h.start()
+        pods = [h.kube.add_pod(pod_object(f"p{n}")) for n in range(PODS)]
+        await settle()
+        await h.clock.advance(5)
+        for p in pods:
+            assert h.current(p)["status"]["phase"] == "Running"
+            assert h.backend.count("status", p["metadata"]["uid"]) == 2  # the sync, one poll
+        await h.clock.advance(5)
+        for p in pods:
+            assert h.backend.count("status", p["metadata"]["uid"]) == 3  # one more poll only
+
+
+async def test_a_change_pushed_after_the_state_was_read_is_written_too() -> None:
+    """The one read per sync must not swallow a change the backend reports while (or
+    after) it answers: that change gets a sync of its own, at once."""
+    async with Harness() as h:
+        await h.start()
+        backend = h.backend
+        read = backend.get_pod_status
+        reads = 0
+
+        async def changing_while_read(ref: PodRef) -> PodState:
+            nonlocal reads
+            reads += 1
+            state = await read(ref)
+            if reads == 1:  # the container restarts just after the first answer
+                backend.set_state(ref.uid, running(backend.configs[ref.uid], 0, restarts=1))
+            return state
+
+        backend.get_pod_status = changing_while_read  # type: ignore[method-assign]
+        p = await h.add("web")
+        assert h.current(p)["status"]["containerStatuses"][0]["restartCount"] == 1
+        assert reads == 2
 
 
 async def test_a_deleted_pod_costs_exactly_one_final_delete() -> None:

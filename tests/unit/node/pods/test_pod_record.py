@@ -1,11 +1,23 @@
-"""Which watched updates of a pod ask anything of the kubelet (pod_record.needs_sync)."""
+"""Which watched updates of a pod ask anything of the kubelet: a change of spec or
+metadata (pod_record.asks_kubelet), or a status that no longer says what vkpy
+decided (pod_reporting.is_echo); pod_controller.needs_sync asks both."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from vkpy.node.pods.pod_record import Absent, Created, Final, PodRecord, Stopping, needs_sync, newer
+from vkpy.node.pods.pod_controller import needs_sync
+from vkpy.node.pods.pod_record import (
+    Absent,
+    Created,
+    Final,
+    PodRecord,
+    Stopping,
+    asks_kubelet,
+    newer,
+)
+from vkpy.node.pods.pod_reporting import is_echo
 from vkpy.providers.base import PodRef, PodState
 
 DESIRED = {
@@ -23,7 +35,7 @@ def obj(rv: str, **status: Any) -> dict[str, Any]:
 
 
 def record(pod: dict[str, Any] | None, desired: dict[str, Any] | None = DESIRED) -> PodRecord:
-    return PodRecord(ref=PodRef("ns", "p", "u"), pod=pod, desired=desired)
+    return PodRecord(ref=PodRef("ns", "p", "u"), pod=pod, reported=desired)
 
 
 def test_our_echo_and_version_bumps_ask_nothing() -> None:
@@ -36,6 +48,8 @@ def test_our_echo_and_version_bumps_ask_nothing() -> None:
 def test_status_changed_by_someone_else_asks_for_a_correction() -> None:
     not_ready = obj("2", conditions=[{"type": "Ready", "status": "False"}])
     assert needs_sync(record(obj("1")), not_ready)
+    assert not asks_kubelet(obj("1"), not_ready)  # only the status says so
+    assert not is_echo(record(obj("1")), not_ready)
 
 
 def test_spec_metadata_and_readiness_gates_ask_for_a_sync() -> None:

@@ -100,3 +100,48 @@ async def test_failed_token_renewal_is_tried_again_soon() -> None:
         await h.clock.advance(11)
         assert h.backend.count("refresh", uid) == 2
         assert len(h.backend.refreshed) == 1
+
+
+async def test_a_backends_retry_after_is_honoured() -> None:
+    """A throttled backend says when to come back (Azure's Retry-After): the pod is
+    not tried again sooner, whatever its own back-off (0.2 s at first) would say,
+    and is tried soon after; a hint while reading the state counts the same."""
+    async with Harness() as h:
+        await h.start()
+        h.backend.fail("create", RetryableError("throttled", retry_after=7.0))
+        pod = await h.add("web")
+        uid = pod["metadata"]["uid"]
+        await h.clock.advance(6.9)
+        assert h.backend.count("create", uid) == 1
+        await h.clock.advance(1.0)
+        assert h.backend.count("create", uid) == 2
+        assert h.current(pod)["status"]["phase"] == "Running"
+
+        h.backend.fail("status", RetryableError("throttled", retry_after=20.0))
+        h.kube.update_pod(pod, metadata={"labels": {"tier": "front"}})  # a sync
+        await h.clock.advance(19.9)
+        assert h.backend.count("status", uid) == 2
+        await h.clock.advance(1.0)
+        assert h.backend.count("status", uid) == 3
+
+
+async def test_retry_after_holds_back_a_token_renewal_and_the_first_list() -> None:
+    async with Harness() as h:
+        h.backend.fail("list", RetryableError("starting", retry_after=12.0))
+        controller = await h.start()
+        await h.clock.advance(11.9)
+        assert not controller.ready.is_set()
+        assert h.backend.count("list") == 1
+        await h.clock.advance(0.2)
+        assert controller.ready.is_set()
+
+        pod = await h.add("web", volumes=[TOKEN_VOLUME], serviceAccountName="sa")
+        uid = pod["metadata"]["uid"]
+        h.backend.fail("refresh", RetryableError("busy", retry_after=30.0))
+        await h.clock.advance(2881)
+        assert h.backend.count("refresh", uid) == 1
+        await h.clock.advance(28)  # its own TOKEN_RETRY (10 s) would have come
+        assert h.backend.count("refresh", uid) == 1
+        await h.clock.advance(3)
+        assert h.backend.count("refresh", uid) == 2
+        assert len(h.backend.refreshed) == 1

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.unit.fake_clock import FakeClock
 from tests.unit.scripted_backend import PolledBackend, ScriptedBackend
-from vkpy.node.pods.polling import StatusPoller, pushing
+from vkpy.node.pods.polling import StatusPoller, push_or_poll
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef, PodState
-from vkpy.providers.errors import RetryableError
+from vkpy.providers.errors import NotFoundError, RetryableError
 
 
 def config(uid: str) -> PodConfig:
@@ -41,6 +43,28 @@ async def test_calls_back_for_changed_and_vanished_pods_only() -> None:
     assert sorted(woken) == ["a", "b"]
 
 
+async def test_the_controllers_own_reads_count_as_the_last_look() -> None:
+    """The controller reads states through the poller: a poll that finds what it read
+    wakes nothing, a change after it does, and a pod it found gone stays quiet."""
+    clock = FakeClock()
+    backend = PolledBackend(clock)
+    for uid in ("a", "b"):
+        await backend.create_pod(config(uid))
+    known = [PodRef("ns", u, u) for u in ("a", "b")]
+    poller = StatusPoller(backend, 5.0, lambda: known, clock)
+    woken: list[str] = []
+    poller.on_status_change(lambda ref: woken.append(ref.uid))
+    assert await poller.get_pod_status(known[0]) == backend.states["a"]
+    backend.lose("b")
+    with pytest.raises(NotFoundError):
+        await poller.get_pod_status(known[1])
+    await poller.poll()
+    assert woken == []
+    backend.states["a"] = PodState(phase="Succeeded")
+    await poller.poll()
+    assert woken == ["a"]
+
+
 async def test_a_failing_look_is_tried_at_the_next_interval() -> None:
     clock = FakeClock()
     backend = PolledBackend(clock)
@@ -61,7 +85,7 @@ async def test_a_failing_look_is_tried_at_the_next_interval() -> None:
 def test_a_pushing_backend_is_used_as_it_is() -> None:
     clock = FakeClock()
     backend = ScriptedBackend(clock)
-    assert pushing(backend, 5.0, clock, list) == (backend, None)
+    assert push_or_poll(backend, 5.0, clock, list) == (backend, None)
     polled = PolledBackend(clock)
-    source, poller = pushing(polled, 5.0, clock, list)
+    source, poller = push_or_poll(polled, 5.0, clock, list)
     assert isinstance(poller, StatusPoller) and source is poller

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vkpy.providers.process.beneath import LinkRefused, resolve_beneath
+from vkpy.providers.process.beneath import LinkRefused, place_link, resolve_beneath
 from vkpy.providers.process.config import RunAs
 
 
@@ -36,3 +36,25 @@ def test_missing_directories_are_made_with_the_owner_and_mode(tmp_path: Path) ->
     assert resolve_beneath(tmp_path, "x/y/file", "subPath") == made / "file"
     with pytest.raises(FileNotFoundError, match="does not exist"):
         resolve_beneath(tmp_path, "missing", "subPath")
+
+
+def test_place_link_replaces_the_entry_itself_and_keeps_a_directory(tmp_path: Path) -> None:
+    """A link or file at the path is the pod's own entry: unlinked, never followed; a
+    directory is left as it is (False), or removed only when asked and empty."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "kept").write_text("host")
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "at").symlink_to(outside / "kept")
+    assert place_link(base, "at", "target", "test")
+    assert os.readlink(base / "at") == "target"
+    assert (outside / "kept").read_text() == "host"
+    (base / "dir").mkdir()
+    (base / "dir" / "inside").write_text("x")
+    assert not place_link(base, "dir", "target", "test")
+    with pytest.raises(FileNotFoundError, match="not empty"):
+        place_link(base, "dir", "target", "test", replace_empty_dir=True)
+    (base / "file").write_text("f")
+    with pytest.raises(LinkRefused, match="'file' in 'file/x' is not a directory"):
+        place_link(base, "file/x", "target", "test")

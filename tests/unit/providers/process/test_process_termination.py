@@ -6,8 +6,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from vkpy.providers.base import ContainerConfig, VolumeConfig
 from vkpy.providers.process.config import RunAs
-from vkpy.providers.process.layout import ContainerDir
+from vkpy.providers.process.filesystem import (
+    materialize_volume,
+    mount_bases,
+    prepare_pod_dir,
+    prepare_root,
+)
+from vkpy.providers.process.layout import ContainerDir, PodDir
 from vkpy.providers.process.logfile import LogWriter
 from vkpy.providers.process.records import ExitRecord
 from vkpy.providers.process.termination import prepare_message_file, with_message
@@ -61,6 +68,27 @@ def test_a_custom_path_and_the_last_4_kib(tmp_path: Path) -> None:
     record = with_message(ended(1), cdir, cdir.instance(0), spec)
     assert record.message is not None and len(record.message) == 4096
     assert record.message.endswith("END")
+
+
+def test_a_path_inside_a_volume_reaches_the_file(tmp_path: Path) -> None:
+    """terminationMessagePath under a mounted emptyDir (/tmp/msg with an emptyDir at
+    /tmp): the link is made in the volume, and what the container writes there is
+    the message."""
+    pod = PodDir(tmp_path / "pod")
+    volumes = {"scratch": VolumeConfig("scratch", "emptyDir")}
+    prepare_pod_dir(pod)
+    materialize_volume(pod, volumes["scratch"], NOBODY)
+    mounts = [{"name": "scratch", "mountPath": "/tmp"}]
+    spec = {"name": "app", "terminationMessagePath": "/tmp/msg", "volumeMounts": mounts}
+    app = ContainerConfig("app", "busybox", ("true",), (), spec=spec)
+    prepare_root(pod, app, volumes, NOBODY)
+    cdir = pod.container("app")
+    cdir.instance(0).path.mkdir(parents=True)
+    prepare_message_file(cdir, spec, NOBODY, mount_bases(pod, app, volumes))
+    assert (pod.volume("scratch") / "msg").is_symlink()
+    (cdir.root / "tmp" / "msg").write_text("IN THE VOLUME")
+    record = with_message(ended(1), cdir, cdir.instance(0), spec)
+    assert record.message == "IN THE VOLUME"
 
 
 def test_fallback_to_logs_on_error(tmp_path: Path) -> None:
