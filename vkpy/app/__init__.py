@@ -11,6 +11,6 @@ Modules:
   runs the collector on its own schedule.
 - loop_lag: Measures how late the event loop runs what is ready
   (`vkpy_event_loop_lag_seconds`).
-- runner: Wiring: build every part from `Settings` and run them in one asyncio
-  TaskGroup.
+- runner: Wiring: settings to a node host (vkpy.fleet.host) and its membership;
+  signals, health probes and the exit status.
 """

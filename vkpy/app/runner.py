@@ -1,19 +1,18 @@
-"""Wiring: build every part from `Settings` and run them in one asyncio TaskGroup.
+"""Wiring: settings to a node host (vkpy.fleet.host) and its membership; signals,
+health probes and the exit status.
 
-This is the only place long-lived tasks are started: the root tasks here and, below
-them, tasks in their own TaskGroups (the pod watch and workers, the kubelet API's
-certificate rotation), which fail with their root; what else starts a task owns it
-for one pod or one stream only. Each root task is named, and when one ends the
-runner logs which and why; a crashed task stops the node (and the process exits
-non-zero) rather than leaving a half-working kubelet. A backend's own long-lived
-tasks (`RunsTasks`) run here too, under the TaskSupervisor, which restarts them with
-back-off and turns the node NotReady while they keep failing.
-SIGTERM and SIGINT stop everything gracefully: tasks are cancelled, queued Events
-flushed, the backend and the API client closed. Pods keep running in the backend,
-to be adopted next time. With `--leader-elect` the node's work runs only while this
-replica holds the leader Lease (vkpy.fleet.leader), through an API client whose writes
-are fenced by it; losing the Lease ends the process (status 1) so that it starts
-again as a standby, and stopping releases the Lease so a standby takes over at once.
+Whatever runs, one node, a node set, a set shared by replicas or a node with
+standbys, is a host of nodes; the settings choose its membership: static (every
+node, each with its Lease), sharded (--leader-elect with a node set: a Lease per
+node, vkpy.fleet.sharded) or elected (--leader-elect for one node: its work runs
+only while this replica holds the leader Lease, through an API client whose writes
+are fenced by it; losing the Lease ends the process, status 1, so that it starts
+again as a standby, and stopping releases it so a standby takes over at once).
+The host starts every long-lived task and logs which one ended and why; a crashed
+task stops the host and the process exits non-zero rather than leaving a
+half-working kubelet. SIGTERM and SIGINT stop everything gracefully: tasks are
+cancelled, queued Events flushed, the backends and the API client closed. Pods keep
+running in the backends, to be adopted next time.
 """
 
 from __future__ import annotations
@@ -22,28 +21,21 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from typing import Protocol
 
-from vkpy.api import ApiDependencies, KubeletServer, ListenError
 from vkpy.api.certs.csr import CertificateRotator
 from vkpy.api.health import HealthServer
 from vkpy.app import gc_pauses, loop_lag
-from vkpy.fleet.host import Fleet
+from vkpy.fleet.host import Membership, NodeHost
 from vkpy.fleet.leader import LeaderElector, LeadershipLost
+from vkpy.fleet.membership import Elected, Static
 from vkpy.fleet.settings import Settings
-from vkpy.fleet.sharded import ShardedFleet
+from vkpy.fleet.sharded import Sharded
 from vkpy.kube.client import ApiError, KubeClient
-from vkpy.kube.events import EventRecorder
 from vkpy.kube.node_address import node_address_towards
-from vkpy.node.background import TaskSupervisor
-from vkpy.node.heartbeat.lease import LeaseKeeper
 from vkpy.node.heartbeat.node_controller import NodeController
-from vkpy.node.pods.backend_events import forward_backend_events
-from vkpy.node.pods.pod_controller import PodController
-from vkpy.node.podspec.pod_config import ApiObjectSource
 from vkpy.providers import registry
-from vkpy.providers.base import Provider
 
 log = logging.getLogger(__name__)
 
@@ -62,88 +54,6 @@ async def wait_for_api(client: KubeClient, timeout: float) -> str:
             log.warning("API server not reachable yet", extra={"error": str(error)})
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5)
-
-
-async def _watched(name: str, coro: Coroutine[object, object, None]) -> None:
-    """Run a root task, logging why it ended."""
-    try:
-        await coro
-        log.error("task ended unexpectedly", extra={"task": name})
-        raise RuntimeError(f"task {name} ended")
-    except asyncio.CancelledError:
-        log.debug("task stopped", extra={"task": name})
-        raise
-    except ListenError as error:
-        log.error(str(error))  # one line: which address, which flag
-        raise
-    except Exception:
-        log.exception("task failed", extra={"task": name})
-        raise
-
-
-def _addresses(settings: Settings) -> tuple[str, ...]:
-    """The node's addresses, as in its status: the serving certificate's names."""
-    out = [settings.node.internal_ip, settings.node.hostname or settings.node.name]
-    return tuple(dict.fromkeys(a for a in out if a))
-
-
-class Node:
-    """All the parts of one virtual node, ready to `run`."""
-
-    def __init__(self, settings: Settings, client: KubeClient, provider: Provider) -> None:
-        self.settings = settings
-        self.client = client
-        self.provider = provider
-        self.events = EventRecorder(client, host=settings.node.name)
-        self.tasks = TaskSupervisor()
-        self.node = NodeController(
-            client, provider, self.events, settings.node, task_problem=self.tasks.problem
-        )
-        self.lease = LeaseKeeper(
-            client,
-            settings.node.name,
-            lambda: self.node.uid,
-            duration=settings.node.lease_duration,
-            renew_interval=settings.node.lease_renew_interval,
-            may_exist=lambda: self.node.adopted,
-        )
-        self.pods = PodController(
-            client, provider, self.events, ApiObjectSource(client), settings.pods
-        )
-        forward_backend_events(provider, self.events, self.pods.find)
-        self.api = KubeletServer(
-            settings.api,
-            ApiDependencies(
-                node_name=settings.node.name,
-                addresses=_addresses(settings),
-                pods=self.pods.pods,
-                find_pod=self.pods.find,
-                running_pods=self.pods.running_pods,
-                provider=provider,
-                client=client,
-                events=self.events,
-                # The API server's kubelet client certificate is signed by the
-                # cluster CA in kubeadm-style clusters: trust what the client trusts.
-                default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
-            ),
-        )
-
-    async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-
-            def start(name: str, coro: Coroutine[object, object, None]) -> None:
-                group.create_task(_watched(name, coro), name=name)
-
-            start("events", self.events.run())
-            start("kubelet-api", self.api.run())
-            # The Node's status names this process's address and port: write it only
-            # once something listens there (a replica taking over moves the node here).
-            await self.api.listening.wait()
-            start("node", self.node.run())
-            await self.node.registered.wait()
-            start("lease", self.lease.run())
-            start("pods", self.pods.run())
-            start("backend-tasks", self.tasks.run())
 
 
 def with_node_address(settings: Settings, server: str) -> Settings:
@@ -167,8 +77,17 @@ def with_node_address(settings: Settings, server: str) -> Settings:
     )
 
 
+def membership(settings: Settings, client: KubeClient) -> Membership:
+    """Who serves the nodes of `settings` and when."""
+    if settings.election is None:
+        return Static()
+    if settings.node_set:
+        return Sharded()
+    return Elected(LeaderElector(client, settings.election))
+
+
 async def run(settings: Settings) -> int:
-    """Run the node until a signal; the process exit status."""
+    """Run the node (or set) until a signal; the process exit status."""
     try:
         client = await KubeClient.connect(settings.kube)
     except Exception as error:  # the config loaders raise many types
@@ -179,61 +98,66 @@ async def run(settings: Settings) -> int:
     lag = asyncio.create_task(loop_lag.LoopLag().run(), name="loop-lag")
     try:
         settings = with_node_address(settings, client.host)
-        if settings.node_set:
-            return await _serve_set(settings, client)
         try:
-            provider = registry.create(
-                settings.provider,
-                settings.provider_config,
-                registry.ProviderContext(
-                    node_name=settings.node.name,
-                    state_dir=settings.state_dir,
-                    internal_ip=settings.node.internal_ip,
-                    operating_system=settings.node.operating_system,
-                ),
-            )
+            host = NodeHost(settings, client, membership(settings, client))
         except registry.ProviderConfigError as error:
             log.error("invalid provider configuration", extra={"error": str(error)})
             return 2
-        if not await _connected(client, settings, node=settings.node.name):
-            return 1
-        return await _serve(settings, client, provider)
+        try:
+            return await _serve(settings, client, host)
+        finally:
+            await host.stop()  # what it holds released: a standby takes over at once
+            log.info("stopped", extra=_about(settings))
     finally:
         freezer.cancel()
         lag.cancel()
         await client.close()
 
 
-class Probes:
-    """The checks behind --health-port (vkpy.api.health): what this replica is doing now."""
+def _about(settings: Settings) -> dict[str, object]:
+    """What the start and stop log lines say the process serves."""
+    if settings.node_set:
+        return {"nodes": len(settings.node_set)}
+    return {"node": settings.node.name}
 
-    def __init__(self, settings: Settings, elector: LeaderElector | None) -> None:
+
+class Probed(Protocol):
+    """What the probes read of the host (vkpy.fleet.host.NodeHost): what it serves now."""
+
+    @property
+    def sharing(self) -> bool: ...
+
+    @property
+    def elector(self) -> LeaderElector | None: ...
+
+    def controllers(self) -> list[NodeController]: ...
+
+    def certificate(self) -> CertificateRotator | None: ...
+
+
+class Probes:
+    """The checks behind --health-port (vkpy.api.health): what this replica is doing
+    now, as its host says."""
+
+    def __init__(self, settings: Settings, host: Probed) -> None:
         self._settings = settings
-        self._elector = elector
-        self.controllers: list[NodeController] = []
-        """The node controllers this process runs: set once it leads (at once without
-        leader election; every node of a node set; a shared set's nodes served here,
-        a list the set keeps up to date)."""
-        self.sharing = False
-        """A shared node set: serving no node (yet, or for now) is a healthy state."""
-        self.certificate: Callable[[], CertificateRotator | None] = lambda: None
-        """The kubelet API's serving certificate by CSR (--rotate-server-certificates):
-        a node that cannot serve `kubectl logs`/`exec` yet is not ready (issue 27), so
-        `helm install --wait` does not report success before it is issued."""
+        self._host = host
         self._started = time.monotonic()
 
     def loops(self) -> str | None:
         """Liveness: the loops in charge (node status, or the Lease tries) keep turning."""
         now = time.monotonic()
-        if self.controllers:
+        controllers = self._host.controllers()
+        if controllers:
             limit = max(60.0, 6 * self._settings.node.check_interval)
-            for controller in self.controllers:
+            for controller in controllers:
                 last = controller.last_loop_at
                 if last is not None and now - last > limit:
                     return f"a node status loop has not turned for {now - last:.0f} s"
             return None
-        if self._elector is not None:
-            last = self._elector.last_try_at
+        elector = self._host.elector
+        if elector is not None:
+            last = elector.last_try_at
             election = self._settings.election
             limit = max(60.0, 10 * (election.retry_period if election else 2.0))
             if now - (last if last is not None else self._started) > limit:
@@ -241,22 +165,26 @@ class Probes:
         return None
 
     def api(self) -> str | None:
-        """Readiness: the API server answers, and the nodes run here are registered."""
-        if self.controllers:
-            waiting = sum(not c.registered.is_set() for c in self.controllers)
+        """Readiness: the API server answers, the nodes run here are registered, and
+        the node's serving certificate is issued (a node that cannot serve `kubectl
+        logs`/`exec` yet is not ready, so `helm install --wait` does not report
+        success before it is: issue 27)."""
+        controllers = self._host.controllers()
+        if controllers:
+            waiting = sum(not c.registered.is_set() for c in controllers)
             if waiting:
-                return f"{waiting} of {len(self.controllers)} nodes not registered yet"
-            error = next((c.api_error for c in self.controllers if c.api_error), None)
+                return f"{waiting} of {len(controllers)} nodes not registered yet"
+            error = next((c.api_error for c in controllers if c.api_error), None)
             return error or self._serving()
-        if self.sharing:
+        if self._host.sharing:
             return None
-        elector = self._elector
+        elector = self._host.elector
         if elector is not None and elector.last_try_at is not None and not elector.is_leader():
             return elector.last_error  # a standby: ready while it reaches the API server
         return "starting"  # not tried yet, or leading but not running the node yet
 
     def _serving(self) -> str | None:
-        certificate = self.certificate()
+        certificate = self._host.certificate()
         if certificate is None or certificate.issued.is_set():
             return None
         if certificate.pending:
@@ -281,47 +209,23 @@ async def _start_health(settings: Settings, probes: Probes) -> HealthServer | No
     return health
 
 
-async def _lead(settings: Settings, client: KubeClient, provider: Provider, probes: Probes) -> None:
-    """Run the node: start the backend, then every controller, until cancelled."""
-    node = Node(settings, client, provider)
-    probes.controllers = [node.node]
-    probes.certificate = lambda: node.api.rotator  # made once the API runs
-    try:
-        await provider.start()
-        node.tasks.add_from(provider)
-        await node.run()
-    finally:
-        await node.events.flush(2.0)
-        await provider.close()
-
-
-async def _connected(client: KubeClient, settings: Settings, **about: object) -> bool:
-    """Wait for the API server and log "connected" (with `about`), or log why not."""
+async def _connected(client: KubeClient, settings: Settings) -> bool:
+    """Wait for the API server and log "connected", or log why not."""
     try:
         version = await wait_for_api(client, settings.startup_timeout)
     except ApiError as error:
         log.error("cannot reach the API server", extra={"error": str(error)})
         return False
-    log.info("connected", extra={"server": client.host, "version": version, **about})
+    log.info("connected", extra={"server": client.host, "version": version, **_about(settings)})
     return True
 
 
-async def _serve_set(settings: Settings, client: KubeClient) -> int:
-    """Serve a node set (vkpy.fleet.host; with --leader-elect, this replica's share of it,
-    vkpy.fleet.sharded) until a signal; the process exit status."""
-    try:
-        fleet: Fleet | ShardedFleet = (
-            Fleet(settings, client) if settings.election is None else ShardedFleet(settings, client)
-        )
-    except registry.ProviderConfigError as error:
-        log.error("invalid provider configuration", extra={"error": str(error)})
-        return 2
-    if not await _connected(client, settings, nodes=len(settings.node_set)):
+async def _serve(settings: Settings, client: KubeClient, host: NodeHost) -> int:
+    """Run the host until a signal or its end; the process exit status."""
+    if not await _connected(client, settings):
         return 1
-    probes = Probes(settings, None)
-    probes.controllers, probes.sharing = fleet.controllers, fleet.sharing
     try:
-        health = await _start_health(settings, probes)
+        health = await _start_health(settings, Probes(settings, host))
     except OSError as error:
         log.error("cannot listen on --health-port", extra={"error": str(error)})
         return 1
@@ -329,58 +233,12 @@ async def _serve_set(settings: Settings, client: KubeClient) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await fleet.start()
-    task = asyncio.create_task(fleet.run(), name="fleet")
+    task = asyncio.create_task(host.run(), name="host")
     stopper = asyncio.create_task(stop.wait(), name="signals")
     try:
         await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
-            log.info("stopping", extra={"nodes": len(settings.node_set)})
-            task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            return 0
-        except BaseExceptionGroup:
-            return 1
-        return 1
-    finally:
-        stopper.cancel()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await fleet.stop()
-        if health is not None:
-            await health.close()
-        log.info("stopped", extra={"nodes": len(settings.node_set)})
-
-
-async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    elector = None if settings.election is None else LeaderElector(client, settings.election)
-    probes = Probes(settings, elector)
-    try:
-        health = await _start_health(settings, probes)
-    except OSError as error:
-        log.error("cannot listen on --health-port", extra={"error": str(error)})
-        return 1
-    if elector is None or settings.election is None:
-        work = _lead(settings, client, provider, probes)
-    else:
-        fenced = client.fenced(elector.write_budget)
-        log.info(
-            "waiting to lead",
-            extra={"node": settings.node.name, "identity": settings.election.identity},
-        )
-        work = elector.run(lambda: _lead(settings, fenced, provider, probes))
-    task = asyncio.create_task(work, name="node")
-    stopper = asyncio.create_task(stop.wait(), name="signals")
-    try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if stop.is_set():
-            log.info("stopping", extra={"node": settings.node.name})
+            log.info("stopping", extra=_about(settings))
             task.cancel()
         try:
             await task
@@ -399,8 +257,5 @@ async def _serve(settings: Settings, client: KubeClient, provider: Provider) -> 
         stopper.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        if elector is not None:
-            await elector.release()
         if health is not None:
             await health.close()
-        log.info("stopped", extra={"node": settings.node.name})

@@ -1,30 +1,44 @@
-"""Wiring for a node set: many virtual nodes in one process sharing what can be shared.
+"""The one host of vkpy's nodes: a single node is a node set of one.
 
-kwok shows one process can fake thousands of nodes; doing it with one vkpy per node
-would cost a Python interpreter, an API connection pool, a pod watch and a listener
-each. Here every node keeps its own controller, Lease, pod controller and backend
-(so each can have its own settings), and the nodes share one API client (one
-connection pool), ONE pod watch routed by spec.nodeName (vkpy.node.pods.shared_pod_watch),
-one kubelet API listener that finds the pod's node and backend from the path, and
-one Event recorder. The nodes' registration, status and Leases go through an API connection pool of
-their own (the kubelet's heartbeat client), so pod work filling the main pool cannot
-starve them. Registration goes a few nodes at a time, and the Lease and status
-loops start at random points of their periods, so 1000 nodes cost the API server
-what 1000 kubelets' defaults would (a Lease renewal per node every 10 s, a status
-write on change and every 5 minutes), spread evenly rather than in bursts.
+kwok fakes one node or thousands with the same controllers; vkpy does too. Every way
+to run, one node, a node set (`--nodes`, `--node-set`), a set shared by replicas, a
+node with standbys, is this host with another membership (vkpy.fleet.membership,
+vkpy.fleet.sharded), which says which nodes are served here and when. The host
+builds every node the same way (its NodeController, Lease, PodController and
+backend, each with its own settings) and runs them behind what they share: one API
+client (one connection pool), one pod watch, one kubelet API listener that finds
+the pod's node and backend from the path (or the port a request came in on), and
+one Event recorder.
+
+One node keeps what it always had: its backend's state in --state-dir itself (an
+earlier run's pods are adopted from there), a pod watch of its own, field-selected
+on spec.nodeName (the shared watch lists every bound pod of the cluster: it saves
+watches for many nodes, for one it only reads more), its Lease renewed at the
+period's start, and the serving certificate naming its IP and host name. Many
+nodes: each keeps its backend's state in --state-dir/nodes/<node>, and their
+registration, status and Leases go through an API connection pool of their own
+(the kubelet's heartbeat client), so pod work filling the main pool cannot starve
+them. Registration goes a few nodes at a time, and only once the listener the
+nodes' status points at listens; the Lease and status loops start at random points
+of their periods, so 1000 nodes cost the API server what 1000 kubelets' defaults
+would (a Lease renewal per node every 10 s, a status write on change and every 5
+minutes), spread evenly rather than in bursts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from vkpy.api import ApiDependencies, KubeletServer
-from vkpy.core.objects import KubeObject, spec
+from vkpy.api import ApiDependencies, KubeletServer, ListenError
+from vkpy.api.certs.csr import CertificateRotator
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
+from vkpy.core.objects import KubeObject, node_name_of
+from vkpy.fleet.leader import LeaderElector
 from vkpy.fleet.node_set import Member
 from vkpy.fleet.settings import Settings
 from vkpy.kube.client import KubeClient
@@ -41,8 +55,9 @@ from vkpy.providers.base import Provider
 
 log = logging.getLogger(__name__)
 
-REGISTERING_AT_ONCE = 32
-"""Nodes registering (create, first status, first Lease) at the same time."""
+AT_ONCE = 32
+"""Nodes registering (create, first status, first Lease) at the same time, and a
+shared set's Leases taken or released at the same time."""
 
 
 def heartbeat_connections(nodes: int) -> int:
@@ -51,224 +66,315 @@ def heartbeat_connections(nodes: int) -> int:
     return max(4, min(128, nodes // 8))
 
 
+def hosted_members(settings: Settings) -> tuple[Member, ...]:
+    """The nodes of the set: the node set's, or the one node of --node-name."""
+    return settings.node_set or (Member(settings.node, settings.pods, settings.provider_config),)
+
+
+class Membership(Protocol):
+    """Which nodes of the host's set are served here, and when (see the module
+    docstring): static, shared by Leases per node, or elected."""
+
+    sharing: bool
+    """Nodes come and go here (a shared set): serving none is a healthy state."""
+
+    @property
+    def elector(self) -> LeaderElector | None:
+        """The leader Lease the host's work waits for (None: it runs at once)."""
+
+    def fence(self, client: KubeClient) -> KubeClient:
+        """The client the host's work writes through."""
+
+    def attach(self, host: NodeHost) -> Provider:
+        """Build what serving needs before the API server is reached (a bad backend
+        setting raises registry.ProviderConfigError here); the backend of the
+        listener's requests that name no node's pod."""
+
+    async def lead(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run `work` (the host's) when and while this process may."""
+
+    async def serve(self) -> None:
+        """Serve this process's nodes (with `host.serve`) until cancelled."""
+
+    async def stop(self) -> None:
+        """After the work: let go of what is held (Leases), so others take over at once."""
+
+
 @dataclass
-class FleetNode:
-    """One node of the set: its controllers and its backend."""
+class HostedNode:
+    """One node of the host: its controllers and its backend."""
 
     member: Member
     provider: Provider
     node: NodeController
-    lease: LeaseKeeper
     pods: PodController
     tasks: TaskSupervisor
+    lease: LeaseKeeper | None
+    """None where the membership renews the node's Lease itself (a shared set: the
+    Lease a replica holds the node by is the node's heartbeat)."""
 
 
-def build_node(
-    settings: Settings,
-    member: Member,
-    client: KubeClient,
-    events: EventRecorder,
-    objects: ApiObjectSource,
-    watch: SharedPodWatch,
-    heartbeats: KubeClient | None = None,
-) -> FleetNode:
-    """One node of the set with its backend (not started), attached to `watch`.
-    `heartbeats`: the client (a pool of its own) for the node's registration, status
-    and Lease (default: `client`). Raises registry.ProviderConfigError for bad backend
-    settings."""
-    name = member.node.name
-    provider = create_backend(settings, member)
-    recorder = events.for_host(name)
-    tasks = TaskSupervisor()
-    beat = heartbeats or client
-    node = NodeController(beat, provider, recorder, member.node, task_problem=tasks.problem)
-    lease = LeaseKeeper(
-        beat,
-        name,
-        lambda: node.uid,
-        duration=member.node.lease_duration,
-        renew_interval=member.node.lease_renew_interval,
-        spread=True,
-        may_exist=lambda: node.adopted,
-    )
-    pods = PodController(client, provider, recorder, objects, member.pods, shared_watch=watch)
-    forward_backend_events(provider, recorder, pods.find)
-    return FleetNode(member, provider, node, lease, pods, tasks)
+class NodeHost:
+    """The nodes of a set behind shared parts: `run` until cancelled, then `stop`."""
 
+    def __init__(
+        self,
+        settings: Settings,
+        client: KubeClient,
+        membership: Membership,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        """Raises registry.ProviderConfigError for bad backend settings."""
+        self.settings = settings
+        self.members = hosted_members(settings)
+        self.membership = membership
+        self.clock = clock
+        self.client = membership.fence(client)
+        first = self.members[0].node
+        self.events = EventRecorder(self.client, host=first.name)
+        self.objects = ApiObjectSource(self.client)
+        self.watch: SharedPodWatch | None = None
+        """One watch for many nodes (a shared set keeps every node's pods, for a node
+        taken later); None: one node watches only its own pods (field-selected)."""
+        if len(self.members) > 1 or membership.sharing:
+            kept = [m.node.name for m in self.members] if membership.sharing else []
+            self.watch = SharedPodWatch(self.client, clock, keep=kept)
+        self._pool: KubeClient | None = None
+        """The heartbeat pool, when it is not the client itself (a credential plugin's)."""
+        self.heartbeats = self.client
+        """What the nodes' registration, status and Leases go through: many nodes have
+        a pool of their own, so pod work filling the main pool cannot starve them."""
+        if len(self.members) > 1:
+            pool = client.separate_pool(heartbeat_connections(len(self.members)))
+            self._pool = None if pool is client else pool
+            self.heartbeats = membership.fence(pool)
+        self.served: dict[str, HostedNode] = {}
+        """The nodes served here now, by name."""
+        self._gate = asyncio.Semaphore(AT_ONCE)
+        self._registered = 0
+        self.api = KubeletServer(settings.api, self._listener(membership.attach(self)), clock=clock)
 
-def create_backend(settings: Settings, member: Member) -> Provider:
-    """The backend of one node of the set (not started), with a state folder of its
-    own. Raises registry.ProviderConfigError for bad backend settings."""
-    name = member.node.name
-    return registry.create(
-        settings.provider,
-        member.provider_config,
-        registry.ProviderContext(
-            node_name=name,
-            state_dir=str(Path(settings.state_dir) / "nodes" / name),
-            internal_ip=member.node.internal_ip,
-        ),
-    )
+    # --- building a node --------------------------------------------------------------
 
+    def backend(self, member: Member) -> Provider:
+        """A node's backend (not started). Raises registry.ProviderConfigError."""
+        name = member.node.name
+        state = Path(self.settings.state_dir)
+        return registry.create(
+            self.settings.provider,
+            member.provider_config,
+            registry.ProviderContext(
+                node_name=name,
+                state_dir=str(state if not self.settings.node_set else state / "nodes" / name),
+                internal_ip=member.node.internal_ip,
+                operating_system=member.node.operating_system,
+            ),
+        )
 
-def node_dependencies(shared: ApiDependencies, node: FleetNode) -> ApiDependencies:
-    """The listener's dependencies narrowed to one node: its name (authorization),
-    its pods and its backend (/pods, /stats/summary, logs and exec of its pods)."""
-    return replace(
-        shared,
-        node_name=node.member.node.name,
-        pods=node.pods.pods,
-        find_pod=node.pods.find,
-        running_pods=node.pods.running_pods,
-        provider=node.provider,
-        provider_for=None,
-        node_ports={},
-        for_node=None,
-    )
+    def build(
+        self, member: Member, client: KubeClient | None = None, keep_lease: bool = True
+    ) -> HostedNode:
+        """One node with a new backend (neither started), attached to the pod watch.
+        `client`: what the node writes through (default: the host's client for its pods,
+        the heartbeat pool for its registration, status and Lease); `keep_lease`: it
+        renews its Lease itself. Raises registry.ProviderConfigError."""
+        provider = self.backend(member)
+        events = self.events.for_host(member.node.name)
+        tasks = TaskSupervisor(clock=self.clock)
+        beat = client or self.heartbeats
+        node = NodeController(
+            beat, provider, events, member.node, self.clock, task_problem=tasks.problem
+        )
+        lease = None
+        if keep_lease:
+            lease = LeaseKeeper(
+                beat,
+                member.node.name,
+                lambda: node.uid,
+                duration=member.node.lease_duration,
+                renew_interval=member.node.lease_renew_interval,
+                spread=member.node.spread,
+                clock=self.clock,
+                may_exist=lambda: node.adopted,
+            )
+        pods = PodController(
+            client or self.client,
+            provider,
+            events,
+            self.objects,
+            member.pods,
+            self.clock,
+            shared_watch=self.watch,
+        )
+        forward_backend_events(provider, events, pods.find)
+        return HostedNode(member, provider, node, pods, tasks, lease)
 
+    # --- running ------------------------------------------------------------------------
 
-class SetView(Protocol):
-    """What the one listener of a node set reads from the nodes served here."""
+    async def run(self) -> None:
+        """Serve until cancelled (the membership says when: an elected host only while
+        it leads); raises when a part fails."""
+        await self.membership.lead(self._run)
 
-    def all_pods(self) -> list[KubeObject]: ...
+    async def _run(self) -> None:
+        try:
+            async with asyncio.TaskGroup() as group:
 
-    def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None: ...
+                def start(name: str, work: Awaitable[None]) -> None:
+                    group.create_task(run_logged(name, work), name=name)
 
-    def node_api(self, name: str) -> ApiDependencies | None: ...
+                start("events", self.events.run())
+                start("kubelet-api", self.api.run())
+                if self.watch is not None:
+                    start("pod-watch", self.watch.run())
+                # A Node's status names this listener's address and port (a replica
+                # taking a node over moves it here): register only once it listens.
+                await self.api.listening.wait()
+                await self.membership.serve()
+        finally:
+            await self.events.flush(2.0)
 
-    def provider_for(self, pod: KubeObject) -> Provider: ...
+    async def serve(self, node: HostedNode) -> None:
+        """Run one node until cancelled: its backend, its registration (a few nodes at a
+        time), then its loops; its backend is closed when it ends."""
+        name = node.member.node.name
+        self.served[name] = node
+        try:
+            await node.provider.start()
+            node.tasks.add_from(node.provider)
+            async with self._gate:
+                await node.node.register()
+            self._registered += 1
+            if len(self.members) > 1 and self._registered == len(self.members):
+                log.info("all nodes registered", extra={"nodes": self._registered})
+            async with asyncio.TaskGroup() as group:
+                group.create_task(node.node.keep(), name="node")
+                if node.lease is not None:
+                    group.create_task(node.lease.run(), name="lease")
+                group.create_task(node.pods.run(), name="pods")
+                group.create_task(node.tasks.run(), name="backend-tasks")
+        finally:
+            if self.served.get(name) is node:
+                del self.served[name]
+            if self.watch is not None:
+                self.watch.detach(name)
+            await node.provider.close()
 
+    async def stop(self) -> None:
+        """After `run` (or instead of it): the membership lets go of what it holds, and
+        the heartbeat pool is closed."""
+        try:
+            await self.membership.stop()
+        finally:
+            if self._pool is not None:
+                await self._pool.close()
 
-def set_listener(
-    settings: Settings,
-    client: KubeClient,
-    events: EventRecorder,
-    default: Provider,
-    view: SetView,
-) -> KubeletServer:
-    """The one kubelet API listener of a node set (vkpy.fleet.host, vkpy.fleet.sharded): it answers
-    on the first node's name, routes each pod to its node's backend and each node port
-    to that node (`default` is the backend of requests naming no node's pod)."""
-    first = settings.node_set[0].node
-    addresses = tuple(a for a in (first.internal_ip,) if a) or (first.name,)
-    return KubeletServer(
-        settings.api,
-        ApiDependencies(
+    # --- what the health probes read --------------------------------------------------
+
+    def controllers(self) -> list[NodeController]:
+        """The node controllers of the nodes served here now."""
+        return [n.node for n in self.served.values()]
+
+    def certificate(self) -> CertificateRotator | None:
+        """The serving certificate asked for by CSR (--rotate-server-certificates) when
+        it is the one node's own (static or elected); a set's one certificate names its
+        first node only (which, in a shared set, another replica may hold), so it does
+        not hold a set's readiness back."""
+        if len(self.members) > 1 or self.sharing:
+            return None
+        return self.api.rotator
+
+    @property
+    def sharing(self) -> bool:
+        return self.membership.sharing
+
+    @property
+    def elector(self) -> LeaderElector | None:
+        return self.membership.elector
+
+    # --- what the one listener reads --------------------------------------------------
+
+    def _listener(self, default: Provider) -> ApiDependencies:
+        """The listener's view of the nodes served here. It answers on the first node's
+        name, with the addresses true of every node (one node: its IP and host name;
+        many: their IP); in a set, each node's port names that node."""
+        first = self.members[0].node
+        if len(self.members) == 1:
+            named = [first.internal_ip, first.hostname or first.name]
+            addresses = tuple(dict.fromkeys(a for a in named if a))
+            ports: dict[int, str] = {}
+        else:
+            addresses = tuple(a for a in (first.internal_ip,) if a) or (first.name,)
+            ports = {m.node.port: m.node.name for m in self.members if m.node.port}
+        # The API server's kubelet client certificate is signed by the cluster CA in
+        # kubeadm-style clusters: trust what the client trusts.
+        trusted = None if self.settings.api.client_ca_file else self.client.cluster_ca()
+        return ApiDependencies(
             node_name=first.name,
             addresses=addresses,
-            pods=view.all_pods,
-            find_pod=view.find,
+            pods=self.all_pods,
+            find_pod=self.find,
+            running_pods=self.running_pods,
             provider=default,
-            provider_for=view.provider_for,
-            node_ports={m.node.port: m.node.name for m in settings.node_set if m.node.port},
-            for_node=view.node_api,
-            client=client,
-            events=events,
-            default_client_ca=None if settings.api.client_ca_file else client.cluster_ca(),
-        ),
-    )
-
-
-class Fleet:
-    """The nodes of a set: `start`, `run` until cancelled, then `stop`."""
-
-    def __init__(self, settings: Settings, client: KubeClient) -> None:
-        members = settings.node_set
-        first = members[0].node
-        self.events = EventRecorder(client, host=first.name)
-        self.watch = SharedPodWatch(client)
-        self.nodes: dict[str, FleetNode] = {}
-        objects = ApiObjectSource(client)
-        self._client = client
-        self.heartbeats = client.separate_pool(heartbeat_connections(len(members)))
-        for member in members:
-            self.nodes[member.node.name] = build_node(
-                settings, member, client, self.events, objects, self.watch, self.heartbeats
-            )
-        self.api = set_listener(
-            settings, client, self.events, self.nodes[first.name].provider, self
+            provider_for=self.provider_for,
+            node_ports=ports,
+            for_node=self.node_api,
+            client=self.client,
+            events=self.events,
+            default_client_ca=trusted,
         )
-        self.registered = 0
-
-    # --- what the one listener reads ------------------------------------------------
 
     def all_pods(self) -> list[KubeObject]:
-        return [pod for n in self.nodes.values() for pod in n.pods.pods()]
+        return [pod for n in self.served.values() for pod in n.pods.pods()]
 
     def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
-        for node in self.nodes.values():
+        for node in self.served.values():
             found = node.pods.find(namespace, name, uid)
             if found is not None:
                 return found
         return None
 
+    async def running_pods(self) -> list[KubeObject]:
+        """What the backends of the nodes served here run, for /runningpods/."""
+        return [pod for n in list(self.served.values()) for pod in await n.pods.running_pods()]
+
     def node_api(self, name: str) -> ApiDependencies | None:
-        """What the listener uses for a request that came in on node `name`'s port."""
-        node = self.nodes.get(name)
-        return None if node is None else node_dependencies(self.api.deps, node)
+        """What the listener uses for a request on node `name`'s port (None: that node
+        is not served here now)."""
+        node = self.served.get(name)
+        if node is None:
+            return None
+        return replace(
+            self.api.deps,
+            node_name=name,
+            pods=node.pods.pods,
+            find_pod=node.pods.find,
+            running_pods=node.pods.running_pods,
+            provider=node.provider,
+            provider_for=None,
+            node_ports={},
+            for_node=None,
+        )
 
     def provider_for(self, pod: KubeObject) -> Provider:
-        node = self.nodes.get(str(spec(pod).get("nodeName") or ""))
-        if node is None:  # find() only returns pods of our nodes
-            raise LookupError(f"no node of this process runs {spec(pod).get('nodeName')}")
+        node = self.served.get(node_name_of(pod))
+        if node is None:  # find() only returns pods of the nodes served here
+            raise LookupError(f"no node served here runs {node_name_of(pod) or 'the pod'}")
         return node.provider
 
-    # --- running --------------------------------------------------------------------
 
-    sharing = False
-    """Every node of the set is served here (vkpy.fleet.sharded's sets are shared)."""
-
-    @property
-    def controllers(self) -> list[NodeController]:
-        """The node controllers (for the health probes)."""
-        return [n.node for n in self.nodes.values()]
-
-    async def start(self) -> None:
-        """Before `run`: start every node's backend."""
-        for node in self.nodes.values():
-            await node.provider.start()
-            node.tasks.add_from(node.provider)
-
-    async def stop(self) -> None:
-        """After `run`: send the last Events, close the backends."""
-        await self.events.flush(2.0)
-        for node in self.nodes.values():
-            await node.provider.close()
-        if self.heartbeats is not self._client:
-            await self.heartbeats.close()
-
-    async def run(self) -> None:
-        gate = asyncio.Semaphore(REGISTERING_AT_ONCE)
-        async with asyncio.TaskGroup() as group:
-
-            def start(name: str, coro: Coroutine[object, object, None]) -> None:
-                group.create_task(run_logged(name, coro), name=name)
-
-            start("events", self.events.run())
-            start("kubelet-api", self.api.run())
-            start("pod-watch", self.watch.run())
-            for name, node in self.nodes.items():
-                start(f"node/{name}", self._run_node(node, gate))
-
-    async def _run_node(self, n: FleetNode, gate: asyncio.Semaphore) -> None:
-        async with gate:
-            await n.node.register()
-        self.registered += 1
-        if self.registered == len(self.nodes):
-            log.info("all nodes registered", extra={"nodes": self.registered})
-        async with asyncio.TaskGroup() as group:
-            group.create_task(n.node.keep(), name="node")
-            group.create_task(n.lease.run(), name="lease")
-            group.create_task(n.pods.run(), name="pods")
-            group.create_task(n.tasks.run(), name="backend-tasks")
-
-
-async def run_logged(name: str, coro: Awaitable[None]) -> None:
-    """Run a task that should run forever; its end or failure is logged and raised."""
+async def run_logged(name: str, work: Awaitable[None]) -> None:
+    """Run a root task, which should run until cancelled: its end or failure is logged
+    (a listener that cannot listen in one line: which address, which flag) and raised."""
     try:
-        await coro
+        await work
+        log.error("task ended unexpectedly", extra={"task": name})
         raise RuntimeError(f"task {name} ended")
     except asyncio.CancelledError:
+        log.debug("task stopped", extra={"task": name})
+        raise
+    except ListenError as error:
+        log.error(str(error))
         raise
     except Exception:
         log.exception("task failed", extra={"task": name})

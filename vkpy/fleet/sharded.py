@@ -1,11 +1,13 @@
 """A node set shared by several replicas, with Kubernetes as the only coordinator.
 
-One process can serve a thousand nodes (vkpy.fleet.host), but one process is one machine
-and one failure. With `--leader-elect` and a node set, every replica of a Deployment
-is given the same set and serves the part of it whose Leases it holds: each node's
-own Lease in kube-node-lease (the heartbeat the node lifecycle controller reads)
-names the replica serving it, with vkpy.fleet.leader's rules and write fencing, so
-holding a node costs exactly a kubelet's Lease renewals and nothing new runs.
+One process can serve a thousand nodes (vkpy.fleet.host), but one process is one
+machine and one failure. With `--leader-elect` and a node set, every replica of a
+Deployment is given the same set, and this is its host's membership: it serves the
+part of the set whose Leases it holds. Each node's own Lease in kube-node-lease (the
+heartbeat the node lifecycle controller reads) names the replica serving it, with
+vkpy.fleet.leader's rules and write fencing, so holding a node costs exactly a
+kubelet's Lease renewals and nothing new runs (the node gets no LeaseKeeper: that
+Lease is its heartbeat).
 
 Each replica also keeps a Lease of its own (`vkpy-set-<set>-<identity>`, labelled
 with the set) so the others can count the live replicas. Every retry period a
@@ -35,37 +37,21 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from vkpy.api import ApiDependencies
-from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.core.objects import KubeObject, meta, spec
-from vkpy.fleet.host import (
-    FleetNode,
-    build_node,
-    create_backend,
-    heartbeat_connections,
-    node_dependencies,
-    run_logged,
-    set_listener,
-)
-from vkpy.fleet.leader import LeaderElector, LeadershipLost
+from vkpy.fleet.host import AT_ONCE, HostedNode, NodeHost, run_logged
+from vkpy.fleet.leader import ElectionSettings, LeaderElector, LeadershipLost
 from vkpy.fleet.node_set import SET_LABEL, Member, dns_label, node_set_name
 from vkpy.fleet.settings import Settings
 from vkpy.fleet.shard_plan import Claim, Sightings, fair_share, plan
 from vkpy.kube.client import ApiError, KubeClient
-from vkpy.kube.events import EventRecorder
 from vkpy.kube.watch import Watcher, WatchHandler, WatchOptions
 from vkpy.node.heartbeat.lease import NAMESPACE as NODE_LEASES
-from vkpy.node.heartbeat.node_controller import NodeController
-from vkpy.node.pods.shared_pod_watch import SharedPodWatch
-from vkpy.node.podspec.pod_config import ApiObjectSource
 from vkpy.providers.base import Provider
 
 log = logging.getLogger(__name__)
 
 REPLICA_LABEL = "vkpy.io/node-set-replica"
 """On a replica's own Lease."""
-AT_ONCE = 32
-"""Leases taken, released or nodes registered at the same time."""
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{}/leases"
 
 
@@ -112,7 +98,7 @@ class _Slot:
 
     member: Member
     elector: LeaderElector
-    serving: FleetNode | None = None
+    serving: HostedNode | None = None
     task: asyncio.Task[None] | None = None
     failed_at: float = -math.inf
     """When serving it here last failed (monotonic): not taken again for a Lease
@@ -122,52 +108,16 @@ class _Slot:
         return self.task is not None and not self.task.done()
 
 
-class ShardedFleet:
-    """This replica's part of a shared node set: `start`, `run` until cancelled, then
-    `stop` (as vkpy.fleet.host.Fleet)."""
+class Sharded:
+    """This replica's part of a shared node set: the membership of a host
+    (vkpy.fleet.host) whose nodes are served while their Leases are held here."""
 
     sharing = True
     """Serving no node (yet, or for now) is a healthy state."""
 
-    def __init__(self, settings: Settings, client: KubeClient, clock: Clock = SYSTEM_CLOCK):
-        if settings.election is None:
-            raise ValueError("a shared node set needs leader election settings")
-        self._settings = settings
-        self._election = settings.election
-        self._client = client
-        self._clock = clock
-        self.set = set_name(settings)
-        self.identity = self._election.identity
-        members = settings.node_set
-        first = members[0]
-        self.events = EventRecorder(client, host=first.node.name)
-        self.watch = SharedPodWatch(client, clock, keep=[m.node.name for m in members])
-        self._objects = ApiObjectSource(client)
+    def __init__(self) -> None:
+        self._host: NodeHost | None = None
         self.slots: dict[str, _Slot] = {}
-        # The Leases are the set's heartbeat: renewed through a pool of their own (the
-        # kubelet's heartbeat client), so pod work filling the main pool cannot make a
-        # replica lose its nodes.
-        self.heartbeats = client.separate_pool(heartbeat_connections(len(members)))
-        for member in members:
-            node_lease = replace(
-                self._election,
-                namespace=NODE_LEASES,
-                name=member.node.name,
-                labels={SET_LABEL: self.set},
-            )
-            owner = functools.partial(self._owner, member.node.name)
-            elector = LeaderElector(self.heartbeats, node_lease, clock, owner=owner)
-            self.slots[member.node.name] = _Slot(member, elector)
-        self._replicas_namespace = self._election.namespace
-        self._me = LeaderElector(
-            self.heartbeats,
-            replace(
-                self._election,
-                name=replica_lease(self.set, self.identity),
-                labels={SET_LABEL: self.set, REPLICA_LABEL: "true"},
-            ),
-            clock,
-        )
         self._others = Sightings()
         self._leases: dict[str, _LeaseCache] = {}
         """The set's Leases by namespace, as the watch last saw them."""
@@ -176,67 +126,73 @@ class ShardedFleet:
         for the count until their own Lease changes after that."""
         self._wake = asyncio.Event()
         """Set to start a round before the timer: a Lease of the set was released."""
-        self.controllers: list[NodeController] = []
-        """The controllers of the nodes served here now (for the health probes)."""
         self.replicas = 1
         """Live replicas at the last round, this one included."""
-        self._gate = asyncio.Semaphore(AT_ONCE)
-        # The listener's default backend is never started: every pod is routed to the
-        # backend of the node that runs it (provider_for), served here or not at all.
-        idle = create_backend(settings, first)
-        self.api = set_listener(settings, client, self.events, idle, self)
 
-    # --- what the one listener reads ------------------------------------------------
+    @property
+    def elector(self) -> LeaderElector | None:
+        return None  # a Lease per node, none for the whole set
 
-    def serving(self) -> list[FleetNode]:
-        return [s.serving for s in self.slots.values() if s.serving is not None]
+    def fence(self, client: KubeClient) -> KubeClient:
+        return client  # each node's writes are fenced by its own Lease (_serve)
+
+    def attach(self, host: NodeHost) -> Provider:
+        """One elector per node, on the node's Lease; the listener's default backend is
+        never started: every pod is routed to the backend of the node that runs it
+        (provider_for), served here or not at all."""
+        if host.settings.election is None:
+            raise ValueError("a shared node set needs leader election settings")
+        self._host = host
+        self._client = host.client
+        self._clock = host.clock
+        self._election: ElectionSettings = host.settings.election
+        self.set = set_name(host.settings)
+        self.identity = self._election.identity
+        clock = host.clock
+        # The Leases are the set's heartbeat: renewed through the host's heartbeat pool
+        # (the kubelet's heartbeat client), so pod work filling the main pool cannot
+        # make a replica lose its nodes.
+        for member in host.members:
+            node_lease = replace(
+                self._election,
+                namespace=NODE_LEASES,
+                name=member.node.name,
+                labels={SET_LABEL: self.set},
+            )
+            owner = functools.partial(self._owner, member.node.name)
+            elector = LeaderElector(host.heartbeats, node_lease, clock, owner=owner)
+            self.slots[member.node.name] = _Slot(member, elector)
+        self._replicas_namespace = self._election.namespace
+        self._me = LeaderElector(
+            host.heartbeats,
+            replace(
+                self._election,
+                name=replica_lease(self.set, self.identity),
+                labels={SET_LABEL: self.set, REPLICA_LABEL: "true"},
+            ),
+            clock,
+        )
+        return host.backend(host.members[0])
+
+    @property
+    def host(self) -> NodeHost:
+        if self._host is None:
+            raise RuntimeError("the membership is not attached to a host yet")
+        return self._host
+
+    async def lead(self, work: Callable[[], Awaitable[None]]) -> None:
+        await work()
 
     def held(self) -> list[str]:
         """The nodes this replica serves now."""
         return [name for name, slot in self.slots.items() if slot.held()]
 
-    def all_pods(self) -> list[KubeObject]:
-        return [pod for n in self.serving() for pod in n.pods.pods()]
-
-    def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
-        for node in self.serving():
-            found = node.pods.find(namespace, name, uid)
-            if found is not None:
-                return found
-        return None
-
-    def node_api(self, name: str) -> ApiDependencies | None:
-        """What the listener uses for a request on node `name`'s port (None: that node
-        is served by another replica now, or by none)."""
-        slot = self.slots.get(name)
-        if slot is None or slot.serving is None:
-            return None
-        return node_dependencies(self.api.deps, slot.serving)
-
-    def provider_for(self, pod: KubeObject) -> Provider:
-        slot = self.slots.get(str(spec(pod).get("nodeName") or ""))
-        if slot is None or slot.serving is None:
-            raise LookupError(f"this replica does not serve {spec(pod).get('nodeName')}")
-        return slot.serving.provider
-
-    # --- running --------------------------------------------------------------------
-
-    async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-
-            def start(name: str, coro: Awaitable[None]) -> None:
-                group.create_task(run_logged(name, coro), name=name)
-
-            start("events", self.events.run())
-            start("kubelet-api", self.api.run())
-            start("pod-watch", self.watch.run())
-            # Nodes taken here point at this replica's listener: only once it listens.
-            await self.api.listening.wait()
-            log.info(
-                "sharing the node set",
-                extra={"set": self.set, "identity": self.identity, "nodes": len(self.slots)},
-            )
-            await self.share()
+    async def serve(self) -> None:
+        log.info(
+            "sharing the node set",
+            extra={"set": self.set, "identity": self.identity, "nodes": len(self.slots)},
+        )
+        await self.share()
 
     async def share(self) -> None:
         """Take and give back nodes until cancelled: a round every retry period, or
@@ -435,42 +391,26 @@ class ShardedFleet:
     async def _serve(self, slot: _Slot) -> None:
         """Serve one node while its Lease is held here; never raises but on cancel."""
         name = slot.member.node.name
-        fenced = self._client.fenced(slot.elector.write_budget)
-        node: FleetNode | None = None
         failed = False
         try:
-            node = build_node(
-                self._settings, slot.member, fenced, self.events, self._objects, self.watch
+            # Every write of the node is fenced by its Lease, and that Lease, renewed
+            # by the elector, is the node's heartbeat: it gets no LeaseKeeper.
+            node = self.host.build(
+                slot.member, self._client.fenced(slot.elector.write_budget), keep_lease=False
             )
             slot.serving = node
-            self.controllers.append(node.node)
-            await node.provider.start()
-            node.tasks.add_from(node.provider)
             log.info("serving node", extra={"node": name})
-            await slot.elector.hold(lambda: self._run_node(node), spread=True)
+            await slot.elector.hold(functools.partial(self.host.serve, node), spread=True)
         except LeadershipLost as error:
             log.warning("node lost", extra={"node": name, "error": str(error)})
         except Exception:
             log.exception("node failed; giving it up to another replica", extra={"node": name})
             failed = True
         finally:
-            self.watch.detach(name)
             slot.serving = None
-            if node is not None:
-                if node.node in self.controllers:
-                    self.controllers.remove(node.node)
-                await node.provider.close()
         if failed:
             slot.failed_at = self._clock.monotonic()
-            await slot.elector.release()  # its writes ended with the controllers above
-
-    async def _run_node(self, node: FleetNode) -> None:
-        async with self._gate:
-            await node.node.register()
-        async with asyncio.TaskGroup() as group:
-            group.create_task(node.node.keep(), name="node")
-            group.create_task(node.pods.run(), name="pods")
-            group.create_task(node.tasks.run(), name="backend-tasks")
+            await slot.elector.release()  # its writes ended with the node above
 
     async def _give_back(self, slot: _Slot) -> None:
         """Stop serving the node (its writes end first), then release its Lease."""
@@ -487,17 +427,11 @@ class ShardedFleet:
             return None
         return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node.node.uid}
 
-    async def start(self) -> None:
-        """Before `run`: nothing (a node's backend starts when its Lease is taken)."""
-
     async def stop(self) -> None:
-        """After `run`: stop every node, release their Leases and this replica's, then
-        send the last Events."""
+        """After the work: stop every node, then release their Leases and this
+        replica's."""
         await _each(self._give_back, [s for s in self.slots.values() if s.task is not None])
         await self._me.release()
-        await self.events.flush(2.0)
-        if self.heartbeats is not self._client:
-            await self.heartbeats.close()
 
 
 async def _each(work: Callable[[_Slot], Awaitable[None]], slots: list[_Slot]) -> None:

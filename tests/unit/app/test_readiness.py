@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -21,6 +22,22 @@ from vkpy.api.certs.csr import CertificateRotator
 from vkpy.api.certs.tls import ServingTLS
 from vkpy.app.runner import Probes
 from vkpy.fleet.leader import ElectionSettings, LeaderElector
+
+
+@dataclass
+class Host:
+    """What the probes read of a node host (vkpy.app.runner.Probed), set by hand."""
+
+    nodes: list[Any] = field(default_factory=list)
+    rotator: CertificateRotator | None = None
+    elector: LeaderElector | None = None
+    sharing: bool = False
+
+    def controllers(self) -> list[Any]:
+        return self.nodes
+
+    def certificate(self) -> CertificateRotator | None:
+        return self.rotator
 
 
 async def test_the_leader_is_ready_once_its_serving_certificate_is_issued(
@@ -42,10 +59,11 @@ async def test_the_leader_is_ready_once_its_serving_certificate_is_issued(
         clock=clock,
         rng=random.Random(7),
     )
-    probes = Probes(settings(tmp_path, "--rotate-server-certificates"), None)
+    host = Host()
+    probes = Probes(settings(tmp_path, "--rotate-server-certificates"), host)
     registered = asyncio.Event()
-    probes.controllers = [cast(Any, SimpleNamespace(registered=registered, api_error=None))]
-    probes.certificate = lambda: rotator
+    host.nodes = [SimpleNamespace(registered=registered, api_error=None)]
+    host.rotator = rotator
     registered.set()
     assert probes.api() == "serving certificate not issued yet"
     task = asyncio.create_task(rotator.run())
@@ -64,10 +82,10 @@ async def test_the_leader_is_ready_once_its_serving_certificate_is_issued(
 
 
 def test_without_a_csr_the_certificate_never_holds_readiness_back(tmp_path: Path) -> None:
-    probes = Probes(settings(tmp_path), None)
     registered = asyncio.Event()
     registered.set()
-    probes.controllers = [cast(Any, SimpleNamespace(registered=registered, api_error=None))]
+    node = SimpleNamespace(registered=registered, api_error=None)
+    probes = Probes(settings(tmp_path), Host([node]))
     assert probes.api() is None  # files or self-signed: served from the start
 
 
@@ -79,7 +97,7 @@ async def test_a_replica_is_ready_as_a_standby_not_before_its_first_try(tmp_path
     def replica(identity: str) -> tuple[LeaderElector, Probes]:
         election = ElectionSettings("vk", "vkpy-vk-1", identity, 15, 10, 2)
         elector = LeaderElector(cast(Any, kube), election, clock)
-        return elector, Probes(config, elector)
+        return elector, Probes(config, Host(elector=elector))
 
     leader, leader_probes = replica("a")
     standby, standby_probes = replica("b")

@@ -15,7 +15,6 @@ from tests.unit.pod_harness import HOST_IP
 from tests.unit.pod_harness import pod as pod_object
 from tests.unit.scripted_backend import ScriptedBackend
 from vkpy.app import cli
-from vkpy.app.runner import Probes
 from vkpy.fleet import node_set
 from vkpy.kube.events import EventRecorder
 from vkpy.node.heartbeat.node_status import NodeSettings, Taint
@@ -214,14 +213,3 @@ def test_the_api_pool_grows_with_the_node_set(tmp_path: Path) -> None:
     assert parse(tmp_path, "--provider=sim").kube.max_connections == 64
     assert parse(tmp_path, "--provider=sim", "--nodes=1000").kube.max_connections == 250
     assert parse(tmp_path, "--provider=sim", "--nodes=5000").kube.max_connections == 256
-
-
-def test_a_replica_sharing_a_set_is_ready_while_it_serves_no_node(tmp_path: Path) -> None:
-    """With --health-port, a replica of a shared set that serves no node (all taken
-    by the others, or none taken yet) is ready, not "starting" forever."""
-    settings = parse(tmp_path, "--nodes=3", "--leader-elect")
-    probes = Probes(settings, None)
-    assert probes.api() == "starting"  # what an unshared start says until it runs
-    probes.sharing = True
-    assert probes.api() is None
-    assert probes.loops() is None

@@ -18,7 +18,8 @@ import pytest
 from tests.unit.app.test_cli import settings
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube, ts
-from vkpy.fleet.sharded import ShardedFleet
+from vkpy.fleet.host import NodeHost
+from vkpy.fleet.sharded import Sharded
 from vkpy.kube.client import ApiError
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
@@ -70,11 +71,12 @@ def holder(kube: FakeKube, node: str) -> str:
 @pytest.fixture
 async def world(
     tmp_path: Path, request: pytest.FixtureRequest
-) -> AsyncIterator[tuple[FakeKube, FakeClock, ShardedFleet]]:
+) -> AsyncIterator[tuple[FakeKube, FakeClock, Sharded]]:
     """This replica ("a") of a set "s" of `nodes` nodes (a parametrized argument)."""
     clock = FakeClock()
     kube = FakeKube(clock)
-    fleet = ShardedFleet(
+    fleet = Sharded()
+    NodeHost(
         settings(
             tmp_path,
             "--provider=sim",
@@ -85,13 +87,14 @@ async def world(
             f"--state-dir={tmp_path / 'state'}",
         ),
         kube,  # type: ignore[arg-type]
+        fleet,
         clock,
     )
     yield kube, clock, fleet
 
 
 @contextlib.asynccontextmanager
-async def sharing(fleet: ShardedFleet) -> AsyncIterator[None]:
+async def sharing(fleet: Sharded) -> AsyncIterator[None]:
     """The fleet's sharing loop runs for the block; then it stops, with its nodes."""
     task = asyncio.create_task(fleet.share())
     try:
@@ -99,12 +102,12 @@ async def sharing(fleet: ShardedFleet) -> AsyncIterator[None]:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await fleet.stop()
+        await fleet.host.stop()
         await settle()
 
 
 async def test_a_dead_peers_node_is_taken_when_its_lease_runs_out_not_a_round_later(
-    world: tuple[FakeKube, FakeClock, ShardedFleet],
+    world: tuple[FakeKube, FakeClock, Sharded],
 ) -> None:
     kube, clock, fleet = world
     await kube.create(LEASES, node_lease("b", clock.time()))
@@ -127,7 +130,7 @@ async def test_a_dead_peers_node_is_taken_when_its_lease_runs_out_not_a_round_la
 
 @pytest.mark.parametrize("world", [2], indirect=True)
 async def test_a_dead_replica_is_counted_out_once_its_first_node_lease_runs_out(
-    world: tuple[FakeKube, FakeClock, ShardedFleet],
+    world: tuple[FakeKube, FakeClock, Sharded],
 ) -> None:
     """Two replicas, a node each; b renews its node's Lease at 1 s and its own Lease at
     5 s, then dies. At 41 s its node may be taken, but by the count of live replicas
@@ -154,7 +157,7 @@ async def test_a_dead_replica_is_counted_out_once_its_first_node_lease_runs_out(
 
 
 async def test_a_released_node_is_taken_at_once_not_at_the_next_round(
-    world: tuple[FakeKube, FakeClock, ShardedFleet],
+    world: tuple[FakeKube, FakeClock, Sharded],
 ) -> None:
     """A replica handing a node back (a replica joined, or it stops) releases its
     Lease; one under its share takes it as the release arrives."""
@@ -172,7 +175,7 @@ async def test_a_released_node_is_taken_at_once_not_at_the_next_round(
 
 @pytest.mark.parametrize("world", [2], indirect=True)
 async def test_a_replica_counted_out_counts_again_once_its_own_lease_changes(
-    world: tuple[FakeKube, FakeClock, ShardedFleet],
+    world: tuple[FakeKube, FakeClock, Sharded],
 ) -> None:
     """b lets its node's Lease run out but is alive (it renews its own Lease): a takes
     the node, then counts b again at b's next renewal and gives its share back."""
@@ -195,7 +198,7 @@ async def test_a_replica_counted_out_counts_again_once_its_own_lease_changes(
 
 @pytest.mark.parametrize("world", [2], indirect=True)
 async def test_the_rounds_read_the_leases_from_the_watch_not_a_list_each_time(
-    world: tuple[FakeKube, FakeClock, ShardedFleet],
+    world: tuple[FakeKube, FakeClock, Sharded],
 ) -> None:
     """At 1000 nodes a LIST of the set's Leases every retry period is a thousand
     objects a replica has from its watch already: once the watch has listed them,
@@ -216,7 +219,7 @@ async def test_the_rounds_read_the_leases_from_the_watch_not_a_list_each_time(
 
 @pytest.mark.parametrize("world", [2], indirect=True)
 async def test_a_node_that_fails_here_is_released_for_another_replica_and_retried_later(
-    world: tuple[FakeKube, FakeClock, ShardedFleet],
+    world: tuple[FakeKube, FakeClock, Sharded],
 ) -> None:
     """Its Node refused (e.g. a label the API server rejects, a backend that will not
     start on this machine): the replica gives the node's Lease up instead of taking it
@@ -236,3 +239,22 @@ async def test_a_node_that_fails_here_is_released_for_another_replica_and_retrie
         await clock.advance(10)  # a Lease duration after: tried again, and it works now
         assert holder(kube, failed) == "a"
         assert sorted(fleet.held()) == ["s-0", "s-1"]
+
+
+async def test_a_node_served_here_has_its_lease_renewed_by_its_elector_alone(
+    world: tuple[FakeKube, FakeClock, Sharded],
+) -> None:
+    """The Lease a replica holds a node by is the node's heartbeat: the node gets no
+    LeaseKeeper of its own (issue 28: one was built for every node and never run),
+    and the Lease is renewed by the elector's writes, held by the replica."""
+    kube, clock, fleet = world
+    async with sharing(fleet):
+        await clock.advance(1)
+        served = fleet.slots["s-0"].serving
+        assert served is not None
+        assert served.lease is None
+        renewals = len(kube.requests_to("PUT", f"{NODE_LEASE}$"))
+        await clock.advance(3 * DURATION)
+        assert holder(kube, "s-0") == "a"
+        assert len(kube.requests_to("PUT", f"{NODE_LEASE}$")) > renewals
+        assert not kube.requests_to("PATCH", f"{NODE_LEASE}$")  # no keeper's merge patch
