@@ -37,7 +37,7 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from vkpy.core.objects import KubeObject, meta, spec
+from vkpy.core.objects import KubeObject, labels_of, meta, name_of, namespace_of, spec
 from vkpy.fleet.host import AT_ONCE, HostedNode, NodeHost, run_logged
 from vkpy.fleet.leader import ElectionSettings, LeaderElector, LeadershipLost
 from vkpy.fleet.node_set import SET_LABEL, Member, dns_label, node_set_name
@@ -64,6 +64,15 @@ def replica_lease(set_name: str, identity: str) -> str:
     return f"vkpy-set-{set_name}-{dns_label(identity, 100)}"
 
 
+def in_namespace(lease: KubeObject, namespace: str) -> KubeObject:
+    """`lease` as read from `namespace`'s list or watch, its metadata naming the
+    namespace: the object itself when it does (it always does from the API server), a
+    copy when not; watched objects are never changed in place."""
+    if namespace_of(lease):
+        return lease
+    return {**lease, "metadata": {**meta(lease), "namespace": namespace}}
+
+
 class _LeaseCache:
     """One namespace's Leases of the set as its watch last saw them (what the rounds
     read), passing each change on to the set's sightings."""
@@ -74,17 +83,15 @@ class _LeaseCache:
         self.synced = False
         self._sightings = sightings
 
-    def _keep(self, lease: KubeObject) -> str:
-        lease.setdefault("metadata", {}).setdefault("namespace", self.namespace)
-        return str(meta(lease).get("name"))
-
     def replace(self, items: list[KubeObject]) -> None:
-        self.items = {self._keep(lease): lease for lease in items}
+        items = [in_namespace(lease, self.namespace) for lease in items]
+        self.items = {name_of(lease): lease for lease in items}
         self.synced = True
         self._sightings.replace(items)
 
     def apply(self, event_type: str, obj: KubeObject) -> None:
-        name = self._keep(obj)
+        obj = in_namespace(obj, self.namespace)
+        name = name_of(obj)
         if event_type == "DELETED":
             self.items.pop(name, None)
         else:
@@ -247,7 +254,7 @@ class Sharded:
         if event_type == "DELETED":
             return
         self._sighted(obj, self._clock.monotonic())
-        slot = self.slots.get(str(meta(obj).get("name")))
+        slot = self.slots.get(name_of(obj))
         if slot is None or slot.held() or spec(obj).get("holderIdentity"):
             return
         if len(self.held()) < fair_share(len(self.slots), self.replicas):
@@ -256,15 +263,15 @@ class Sharded:
     def _sighted(self, lease: KubeObject, now: float) -> str | None:
         """Record a Lease of the set as read at `now`: the holder's name if it is
         another replica's own Lease, else None."""
-        name = str(meta(lease).get("name"))
-        labels = meta(lease).get("labels") or {}
+        name = name_of(lease)
+        labels = labels_of(lease)
         holder = str(spec(lease).get("holderIdentity") or "")
         if labels.get(REPLICA_LABEL):
             if holder and holder != self.identity:
                 duration = float(spec(lease).get("leaseDurationSeconds") or 0)
                 self._others.see(name, (holder, spec(lease).get("renewTime")), duration, now)
                 return holder
-        elif meta(lease).get("namespace") == NODE_LEASES and name in self.slots:
+        elif namespace_of(lease) == NODE_LEASES and name in self.slots:
             self.slots[name].elector.observe(lease)
         return None
 
@@ -325,11 +332,11 @@ class Sharded:
         replicas: dict[str, str] = {}
         node_leases: dict[str, KubeObject] = {}
         for lease in listed:
-            name = str(meta(lease).get("name"))
+            name = name_of(lease)
             holder = self._sighted(lease, now)
             if holder:
                 replicas[name] = holder
-            elif meta(lease).get("namespace") == NODE_LEASES and name in self.slots:
+            elif namespace_of(lease) == NODE_LEASES and name in self.slots:
                 node_leases[name] = lease
         self._others.forget(replicas)
         self.replicas = 1 + self._live_others(replicas, now)
@@ -383,9 +390,7 @@ class Sharded:
         out: list[KubeObject] = []
         for namespace in self._namespaces():
             answer = await self._client.get(LEASES.format(namespace), selector)
-            for item in answer.get("items") or ():
-                item.setdefault("metadata", {}).setdefault("namespace", namespace)
-                out.append(item)
+            out.extend(in_namespace(item, namespace) for item in answer.get("items") or ())
         return out
 
     async def _serve(self, slot: _Slot) -> None:

@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Collection, Iterable
 
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
-from vkpy.core.objects import KubeObject, meta, spec
+from vkpy.core.objects import KubeObject, node_name_of, uid_of
 from vkpy.kube.client import KubeClient
 from vkpy.kube.watch import Watcher, WatchHandler, WatchOptions
 
@@ -84,10 +84,10 @@ class SharedPodWatch:
         for node_pods in self._kept.values():
             node_pods.clear()
         for pod in items:
-            node = str(spec(pod).get("nodeName") or "")
+            node = node_name_of(pod)
             kept = self._kept.get(node)
             if kept is not None:
-                kept[str(meta(pod).get("uid"))] = pod
+                kept[uid_of(pod)] = pod
             mine = by_node.get(node)
             if mine is None:
                 self.dropped += kept is None
@@ -97,13 +97,13 @@ class SharedPodWatch:
             self._handlers[name].replace(pods)
 
     def apply(self, event_type: str, obj: KubeObject) -> None:
-        node = str(spec(obj).get("nodeName") or "")
+        node = node_name_of(obj)
         kept = self._kept.get(node)
         if kept is not None:
             if event_type == "DELETED":
-                kept.pop(str(meta(obj).get("uid")), None)
+                kept.pop(uid_of(obj), None)
             else:
-                kept[str(meta(obj).get("uid"))] = obj
+                kept[uid_of(obj)] = obj
         handler = self._handlers.get(node)
         if handler is None:
             if kept is not None:
