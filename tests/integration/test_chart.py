@@ -34,8 +34,7 @@ from vkpy.devcluster import ClusterAccess
 from vkpy.devcluster.binaries import tool_dir
 from vkpy.devcluster.state import free_port_range
 from vkpy.fleet import node_set
-from vkpy.node.heartbeat.node_status import NodeSettings
-from vkpy.node.pods.pod_settings import PodControllerSettings
+from vkpy.node.settings import NodeSettings, PodControllerSettings
 from vkpy.providers import registry
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "vkpy"

@@ -17,9 +17,9 @@ from tests.unit.fake_kube import FakeKube, Obj
 from tests.unit.scripted_backend import PolledBackend, ScriptedBackend
 from vkpy.kube.events import EventRecorder
 from vkpy.node.pods.pod_controller import PodController
-from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.podspec.pod_config import ApiObjectSource
 from vkpy.node.podspec.pod_object import pod_ref
+from vkpy.node.settings import PodControllerSettings
 from vkpy.providers.base import PodRef
 
 NODE = "node-1"

@@ -20,8 +20,8 @@ import pytest
 from aiohttp import web
 
 from vkpy.api.certs.x509 import self_signed
-from vkpy.api.config import ApiDependencies
 from vkpy.api.routes import add_routes
+from vkpy.api.settings import ApiDependencies
 from vkpy.api.state import DEPS
 from vkpy.api.streaming.shared import STREAM_SETTINGS, StreamSettings
 from vkpy.providers.base import ByteSink, ByteSource, NodeInfo, NodeResources, PodRef, StreamIO

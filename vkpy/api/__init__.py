@@ -10,8 +10,6 @@ Modules:
 - certs/: The kubelet API's serving certificate and TLS: X.509 work (in a child
   process), CSRs to the cluster and their renewal, the opt-in approver, TLS versions and
   suites.
-- config: Settings of the kubelet HTTPS API, and what the API needs from the rest of
-  vkpy.
 - endpoints/: The kubelet API's endpoints beyond the URL map's small handlers: logs,
   exec and attach, port-forward, /pods, stats and resource metrics.
 - health: The vkpy process's own health, for the liveness and readiness probes of its
@@ -21,6 +19,8 @@ Modules:
 - routes: The kubelet API's URL map and its small handlers.
 - server: The kubelet HTTPS API server: one aiohttp application inside vkpy's event
   loop.
+- settings: Settings of the kubelet HTTPS API, and what the API needs from the rest of
+  vkpy.
 - state: Typed application state shared by the kubelet API's handlers, and reply
   helpers.
 - streaming/: exec, attach and port-forward connections as asyncio sessions over the
@@ -28,9 +28,9 @@ Modules:
   channel protocols, what they hand to backends, and the audit trail.
 """
 
-from vkpy.api.config import AUTHORIZATION_MODES, ApiDependencies, ApiSettings, AuthorizationMode
 from vkpy.api.listener import ListenError
 from vkpy.api.server import KubeletServer
+from vkpy.api.settings import AUTHORIZATION_MODES, ApiDependencies, ApiSettings, AuthorizationMode
 
 __all__ = [
     "AUTHORIZATION_MODES",

@@ -44,7 +44,7 @@ from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler
 from prometheus_client import Counter, Gauge
 
-from vkpy.api.config import ConnectionLimits
+from vkpy.api.settings import ConnectionLimits
 from vkpy.api.streaming.ws_masking import MaskCheck
 
 log = logging.getLogger(__name__)

@@ -34,10 +34,10 @@ from vkpy.api.certs.serving import (
     warn_self_signed,
 )
 from vkpy.api.certs.tls import ServingTLS
-from vkpy.api.config import ApiDependencies, ApiSettings
 from vkpy.api.endpoints.stats import StatsSampler
 from vkpy.api.listener import ConnectionGate, drop_server_header, listen, track_requests
 from vkpy.api.routes import add_metrics_routes, add_routes
+from vkpy.api.settings import ApiDependencies, ApiSettings
 from vkpy.api.state import DEPS, STATS
 from vkpy.api.streaming.audit import audit_streams
 from vkpy.core import open_files

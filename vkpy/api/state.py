@@ -10,9 +10,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from vkpy.api.auth.authn import UserInfo
-from vkpy.api.config import ApiDependencies
 from vkpy.api.endpoints.pod_list import PodListEncoder
 from vkpy.api.endpoints.stats import StatsSampler
+from vkpy.api.settings import ApiDependencies
 
 DEPS = web.AppKey("deps", ApiDependencies)
 STATS = web.AppKey("stats", StatsSampler)

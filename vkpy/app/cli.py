@@ -22,19 +22,18 @@ import yaml
 
 from vkpy import __version__
 from vkpy.api.certs.tls_options import TLSOptionsError, tls_options
-from vkpy.api.config import AUTHORIZATION_MODES, ConnectionLimits
+from vkpy.api.settings import AUTHORIZATION_MODES, ConnectionLimits
 from vkpy.app import event_loop
 from vkpy.core import log as vklog
 from vkpy.core import open_files
 from vkpy.fleet import node_set
-from vkpy.fleet.leader import ElectionSettings, apart_from_node_leases
-from vkpy.fleet.settings import ApiSettings, Settings
+from vkpy.fleet.leader import apart_from_node_leases
+from vkpy.fleet.settings import ApiSettings, ElectionSettings, Settings
 from vkpy.kube.access import SERVICE_ACCOUNT
 from vkpy.kube.client import ClientOptions
 from vkpy.node.heartbeat.lease import NAMESPACE as NODE_LEASES
-from vkpy.node.heartbeat.node_status import NodeSettings, Taint
-from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.podspec.admission import SysctlPolicy
+from vkpy.node.settings import NodeSettings, PodControllerSettings, Taint
 from vkpy.providers import registry
 
 DEFAULT_PROVIDER = "process"

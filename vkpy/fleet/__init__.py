@@ -1,6 +1,6 @@
-"""The host of vkpy's nodes (one node is a node set of one) and its memberships:
-static, a set shared by replicas (Leases per node) and leader election for a node
-with standbys; node set files, and the settings of everything a host runs.
+"""Node sets: many virtual nodes from one process, how several replicas share a set
+(Leases per node) and leader election for a node with standbys, plus the settings
+of everything a host runs.
 
 Modules:
 - host: The one host of vkpy's nodes: a single node is a node set of one.

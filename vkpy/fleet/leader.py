@@ -35,43 +35,16 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 
 from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
 from vkpy.core.objects import KubeObject, meta, spec
 from vkpy.core.rfc3339 import format_micro
+from vkpy.fleet.settings import ElectionSettings
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.heartbeat.lease import NAMESPACE as NODE_LEASES
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ElectionSettings:
-    """`--leader-elect*`: which Lease, who we are, and the timings."""
-
-    namespace: str
-    """Namespace of the Lease (`--leader-elect-resource-namespace`, default: vkpy's own)."""
-    name: str
-    """Name of the Lease (`--leader-elect-resource-name`, default vkpy-<node>)."""
-    identity: str
-    """This replica's name in `holderIdentity` (default: host name and a random part)."""
-    lease_duration: float = 15.0
-    """How long a candidate waits after the last renewal it saw before taking over."""
-    renew_deadline: float = 10.0
-    """How long the leader keeps writing after its last successful renewal."""
-    retry_period: float = 2.0
-    """Seconds between tries to acquire or renew."""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    """Labels written on the Lease (a node set's Leases are listed by them)."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
-            raise ValueError(
-                "leader election wants retry period < renew deadline < lease duration, got "
-                f"{self.retry_period} < {self.renew_deadline} < {self.lease_duration}"
-            )
 
 
 def apart_from_node_leases(settings: ElectionSettings) -> None:

@@ -28,8 +28,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from vkpy.node.heartbeat.node_status import NodeSettings, Taint
-from vkpy.node.pods.pod_settings import PodControllerSettings
+from vkpy.node.settings import NodeSettings, PodControllerSettings, Taint
 
 DEFAULT_PATTERN = "{prefix}-{index}"
 

@@ -6,16 +6,42 @@ onto these; the rest of the program receives only the group it needs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from vkpy.api.config import ApiSettings
-from vkpy.fleet.leader import ElectionSettings
+from vkpy.api.settings import ApiSettings
 from vkpy.fleet.node_set import Member
 from vkpy.kube.client import ClientOptions
-from vkpy.node.heartbeat.node_status import NodeSettings
-from vkpy.node.pods.pod_settings import PodControllerSettings
+from vkpy.node.settings import NodeSettings, PodControllerSettings
 
-__all__ = ["ApiSettings", "Settings"]
+__all__ = ["ApiSettings", "ElectionSettings", "Settings"]
+
+
+@dataclass(frozen=True)
+class ElectionSettings:
+    """`--leader-elect*`: which Lease, who we are, and the timings."""
+
+    namespace: str
+    """Namespace of the Lease (`--leader-elect-resource-namespace`, default: vkpy's own)."""
+    name: str
+    """Name of the Lease (`--leader-elect-resource-name`, default vkpy-<node>)."""
+    identity: str
+    """This replica's name in `holderIdentity` (default: host name and a random part)."""
+    lease_duration: float = 15.0
+    """How long a candidate waits after the last renewal it saw before taking over."""
+    renew_deadline: float = 10.0
+    """How long the leader keeps writing after its last successful renewal."""
+    retry_period: float = 2.0
+    """Seconds between tries to acquire or renew."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels written on the Lease (a node set's Leases are listed by them)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "leader election wants retry period < renew deadline < lease duration, got "
+                f"{self.retry_period} < {self.renew_deadline} < {self.lease_duration}"
+            )
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,9 @@ from dataclasses import dataclass, replace
 
 from vkpy.core.objects import KubeObject, labels_of, meta, name_of, namespace_of, spec
 from vkpy.fleet.host import AT_ONCE, HostedNode, NodeHost, run_logged
-from vkpy.fleet.leader import ElectionSettings, LeaderElector, LeadershipLost
+from vkpy.fleet.leader import LeaderElector, LeadershipLost
 from vkpy.fleet.node_set import SET_LABEL, Member, dns_label, node_set_name
-from vkpy.fleet.settings import Settings
+from vkpy.fleet.settings import ElectionSettings, Settings
 from vkpy.fleet.shard_plan import Claim, Sightings, fair_share, plan
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.watch import Watcher, WatchHandler, WatchOptions

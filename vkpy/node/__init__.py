@@ -11,4 +11,7 @@ Modules:
   pod_life; pod_reporting writes the status).
 - podspec/: From a pod object to what a backend runs: admission, environment, volumes,
   ConfigMaps and Secrets, pull secrets, Services' variables, ephemeral containers.
+- settings: The settings of the kubelet's behaviour: who the node is (NodeSettings, its
+  taints) and how its pods are run (PodControllerSettings), in the one settings module
+  of node/.
 """

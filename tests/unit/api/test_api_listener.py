@@ -18,8 +18,8 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.api.test_api_server import ScriptedProvider, StartApi, start_api  # noqa: F401
-from vkpy.api.config import ConnectionLimits
 from vkpy.api.listener import MAX_HEADER_BYTES
+from vkpy.api.settings import ConnectionLimits
 
 FAST = ConnectionLimits(
     handshake_timeout=0.5,

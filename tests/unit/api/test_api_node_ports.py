@@ -20,8 +20,8 @@ import pytest
 
 from tests.unit.streams_server import BareProvider
 from vkpy.api import ApiDependencies, ApiSettings, KubeletServer
-from vkpy.api.config import ConnectionLimits
 from vkpy.api.listener import REFUSED
+from vkpy.api.settings import ConnectionLimits
 from vkpy.providers.base import ContainerStats, PodRef, PodStats
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from vkpy.app import cli
-from vkpy.node.heartbeat.node_status import Taint
+from vkpy.node.settings import Taint
 
 
 def kubeconfig(tmp_path: Path, server: str = "https://127.0.0.1:6443") -> Path:

@@ -21,7 +21,8 @@ from tests.unit.fake_kube import FakeKube
 from vkpy.api.certs.csr import CertificateRotator
 from vkpy.api.certs.tls import ServingTLS
 from vkpy.app.runner import Probes
-from vkpy.fleet.leader import ElectionSettings, LeaderElector
+from vkpy.fleet.leader import LeaderElector
+from vkpy.fleet.settings import ElectionSettings
 
 
 @dataclass

@@ -13,12 +13,8 @@ import pytest
 
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube
-from vkpy.fleet.leader import (
-    ElectionSettings,
-    LeaderElector,
-    LeadershipLost,
-    apart_from_node_leases,
-)
+from vkpy.fleet.leader import LeaderElector, LeadershipLost, apart_from_node_leases
+from vkpy.fleet.settings import ElectionSettings
 from vkpy.kube.access import Access
 from vkpy.kube.client import ApiError, ClientOptions, KubeClient, NotLeaderError
 

@@ -17,11 +17,10 @@ from tests.unit.scripted_backend import ScriptedBackend
 from vkpy.app import cli
 from vkpy.fleet import node_set
 from vkpy.kube.events import EventRecorder
-from vkpy.node.heartbeat.node_status import NodeSettings, Taint
 from vkpy.node.pods.pod_controller import PodController
-from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.shared_pod_watch import SharedPodWatch
 from vkpy.node.podspec.pod_config import ApiObjectSource
+from vkpy.node.settings import NodeSettings, PodControllerSettings, Taint
 
 
 def parse(tmp_path: Path, *args: str) -> cli.Settings:

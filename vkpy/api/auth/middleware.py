@@ -26,8 +26,8 @@ from vkpy.api.auth.authz import (
     forbidden_message,
     request_attributes,
 )
-from vkpy.api.config import ApiDependencies
 from vkpy.api.endpoints.stats import StatsSampler
+from vkpy.api.settings import ApiDependencies
 from vkpy.api.state import NODE_DEPS, NODE_STATS, USER, USER_INFO, deps, plain
 from vkpy.core import metrics
 

@@ -41,7 +41,7 @@ from vkpy.api.certs.x509 import (
     serving_csr,
     write_private,
 )
-from vkpy.api.config import ClusterClient, EventSink
+from vkpy.api.settings import ClusterClient, EventSink
 from vkpy.core import metrics
 from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
 from vkpy.core.objects import KubeObject, conditions_of, meta, name_of, status

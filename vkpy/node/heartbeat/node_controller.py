@@ -21,14 +21,8 @@ from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
 from vkpy.core.objects import KubeObject, conditions_of, meta, spec, uid_of
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
-from vkpy.node.heartbeat.node_status import (
-    Health,
-    NodeSettings,
-    comparable,
-    labels,
-    node_object,
-    node_status,
-)
+from vkpy.node.heartbeat.node_status import Health, comparable, labels, node_object, node_status
+from vkpy.node.settings import NodeSettings
 from vkpy.providers.base import Provider, UsesPodCIDR
 from vkpy.providers.errors import ProviderError
 

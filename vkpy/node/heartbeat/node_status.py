@@ -8,66 +8,16 @@ nodeInfo). The node controller sends it; tests can check it without a cluster.
 from __future__ import annotations
 
 import platform
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from vkpy import __version__
 from vkpy.core.objects import KubeObject
 from vkpy.core.rfc3339 import format_time
+from vkpy.node.settings import NodeSettings
 from vkpy.providers.base import NodeInfo, NodeResources
 
 KUBELET_VERSION_BASE = "v1.36.0"
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
-
-    @classmethod
-    def parse(cls, text: str) -> Taint:
-        """`key=value:Effect` or `key:Effect`."""
-        head, sep, effect = text.rpartition(":")
-        if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not head:
-            raise ValueError(f"invalid taint {text!r}: want key[=value]:Effect")
-        key, _, value = head.partition("=")
-        return cls(key, value, effect)
-
-    def as_dict(self) -> KubeObject:
-        out: KubeObject = {"key": self.key, "effect": self.effect}
-        if self.value:
-            out["value"] = self.value
-        return out
-
-
-@dataclass(frozen=True)
-class NodeSettings:
-    """Who this node is and how the API server reaches it."""
-
-    name: str
-    internal_ip: str
-    """The address the API server dials for logs/exec (status.addresses InternalIP)."""
-    port: int = 10250
-    """The kubelet API port written to daemonEndpoints."""
-    hostname: str = ""
-    taints: tuple[Taint, ...] = ()
-    labels: Mapping[str, str] = field(default_factory=dict)
-    operating_system: str | None = None
-    """Overrides the backend's OS (the `kubernetes.io/os` label and nodeInfo)."""
-    status_interval: float = 60.0
-    """Status is patched on change, and at least this often."""
-    check_interval: float = 10.0
-    """How often the backend is pinged."""
-    lease_duration: int = 40
-    lease_renew_interval: float = 10.0
-    capacity: Mapping[str, str] = field(default_factory=dict)
-    """Resources this node reports instead of the backend's (capacity and allocatable),
-    by name; the rest stay the backend's (a node set gives each node its own)."""
-    spread: bool = False
-    """Start the lease and status loops at a random point of their period, so many
-    nodes of one process do not all write in the same instant."""
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,6 @@ Modules:
 - pod_record: Everything the pod controller knows about one pod, in one record.
 - pod_reporting: Telling the API server what became of a pod: status patches and Events,
   and knowing our own writes when the watch brings them back.
-- pod_settings: The pod controller's settings, apart from the controller so flags parse
-  cheaply.
 - pod_status: Turning a backend's view of a pod into the pod status the kubelet would
   write.
 - polling: Polling, as an adapter: a backend that cannot push is made to push.

@@ -25,13 +25,13 @@ from vkpy.node.pods.next_wake import Wake
 from vkpy.node.pods.pod_life import PodLife
 from vkpy.node.pods.pod_record import Absent, Created, PodRecord, asks_kubelet, newer
 from vkpy.node.pods.pod_reporting import PodReporter, is_echo
-from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.polling import push_or_poll
 from vkpy.node.pods.running_pods import running_pods
 from vkpy.node.pods.shared_pod_watch import SharedPodWatch
 from vkpy.node.podspec.ephemeral import EphemeralContainers
 from vkpy.node.podspec.pod_object import pod_ref
 from vkpy.node.podspec.volumes import VolumeSource
+from vkpy.node.settings import PodControllerSettings
 from vkpy.providers.base import PodRef, Provider
 from vkpy.providers.errors import RetryableError
 

@@ -51,7 +51,6 @@ from vkpy.node.pods.pod_record import (
     newer,
 )
 from vkpy.node.pods.pod_reporting import PodReporter
-from vkpy.node.pods.pod_settings import PodControllerSettings
 from vkpy.node.pods.pod_status import TERMINAL_PHASES
 from vkpy.node.pods.polling import StatusFeed
 from vkpy.node.pods.terminating import stop_reporting, terminal
@@ -70,6 +69,7 @@ from vkpy.node.podspec.volumes import (
     has_token_volumes,
     metadata_key,
 )
+from vkpy.node.settings import PodControllerSettings
 from vkpy.providers.base import (
     KnowsImageUsers,
     PodConfig,

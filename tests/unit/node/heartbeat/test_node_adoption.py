@@ -20,7 +20,7 @@ from vkpy.core.clock import SystemClock
 from vkpy.kube.client import ApiError
 from vkpy.kube.events import EventRecorder
 from vkpy.node.heartbeat.node_controller import NodeController
-from vkpy.node.heartbeat.node_status import NodeSettings, Taint
+from vkpy.node.settings import NodeSettings, Taint
 from vkpy.providers.base import NodeInfo, NodeResources, PodRef
 
 EXISTING = {

@@ -14,7 +14,7 @@ from tests.unit.scripted_backend import ScriptedBackend
 from vkpy.kube.client import ApiError
 from vkpy.kube.events import EventRecorder
 from vkpy.node.heartbeat.node_controller import NodeController
-from vkpy.node.heartbeat.node_status import NodeSettings, Taint
+from vkpy.node.settings import NodeSettings, Taint
 from vkpy.providers.errors import RetryableError
 
 NODE_PATH = "/api/v1/nodes/vk-1"

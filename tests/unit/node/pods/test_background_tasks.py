@@ -19,7 +19,7 @@ from tests.unit.node.heartbeat.test_node_adoption import Backend, FakeApi
 from vkpy.kube.events import EventRecorder
 from vkpy.node.background import TaskSupervisor
 from vkpy.node.heartbeat.node_controller import NodeController
-from vkpy.node.heartbeat.node_status import NodeSettings
+from vkpy.node.settings import NodeSettings
 from vkpy.providers.base import BackgroundTask, RunsTasks
 from vkpy.providers.fargate import FargateConfig, FargateProvider
 
