@@ -1,0 +1,89 @@
+"""Which images the dev cluster's registry serves, and under which public names.
+
+Each image is served under the names a manifest, the chart or the conformance suite
+uses, so the same pods pull from the public registries on a machine with internet
+and from the local registry here, with only the node's mirrors differing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import vkpy
+
+from . import agnhost, busybox, debian, pause
+from .build import manifest_digest, size
+
+log = logging.getLogger("vkpy.devcluster.images")
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str
+    build: Callable[[], Path]
+    #: Fully qualified public names (registry host first) it is served as.
+    references: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Built:
+    image: Image
+    layout: Path
+    digest: str
+    size: int
+    seconds: float
+
+
+def catalogue() -> tuple[Image, ...]:
+    return (
+        Image(
+            "busybox",
+            busybox.busybox,
+            (
+                "docker.io/library/busybox:latest",
+                "docker.io/library/busybox:1.36",
+                "registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
+            ),
+        ),
+        Image("pause", pause.pause, ("registry.k8s.io/pause:3.10",)),
+        Image(
+            "agnhost",
+            agnhost.agnhost,
+            (f"registry.k8s.io/e2e-test-images/agnhost:{agnhost.VERSION}",),
+        ),
+        Image(
+            "nginx",
+            debian.nginx,
+            (
+                "docker.io/library/nginx:alpine",
+                "docker.io/library/nginx:latest",
+                "registry.k8s.io/e2e-test-images/nginx:1.14-4",
+                "registry.k8s.io/e2e-test-images/nginx:1.15-4",
+            ),
+        ),
+        Image("vkpy", debian.vkpy_image, (f"docker.io/library/vkpy:{vkpy.__version__}",)),
+    )
+
+
+def names() -> tuple[str, ...]:
+    return tuple(image.name for image in catalogue())
+
+
+def build(selected: Sequence[str] | None = None) -> list[Built]:
+    """Build (or find in the cache) each image of `selected` (default: all)."""
+    chosen = [i for i in catalogue() if selected is None or i.name in selected]
+    unknown = set(selected or ()) - {i.name for i in chosen}
+    if unknown:
+        raise ValueError(f"unknown images {sorted(unknown)}; known: {', '.join(names())}")
+    built = []
+    for image in chosen:
+        began = time.monotonic()
+        layout = image.build()
+        took = time.monotonic() - began
+        built.append(Built(image, layout, manifest_digest(layout), size(layout), took))
+        log.info("image %s: %s (%d bytes, %.1f s)", image.name, layout.name, built[-1].size, took)
+    return built
