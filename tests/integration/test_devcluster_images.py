@@ -15,6 +15,7 @@ import os
 import secrets
 import subprocess
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,13 @@ class ImageRun:
         self.ids.append(name)
         return state, log
 
+    async def stopped(self, name: str, timeout: float = 60.0) -> None:
+        """Wait until the container's process has exited (generous: a loaded machine)."""
+        deadline = time.monotonic() + timeout
+        while (await self.runc.state(name)).status != "stopped":
+            assert time.monotonic() < deadline, f"{name} still runs after {timeout:g} s"
+            await asyncio.sleep(0.1)
+
     async def cleanup(self) -> None:
         for name in self.ids:
             with contextlib.suppress(runc.RuncError, FileNotFoundError):
@@ -207,8 +215,8 @@ async def test_the_nginx_image_serves_real_nginx_on_port_80(image_run: ImageRun)
 
 
 async def test_busybox_runs_its_shell(image_run: ImageRun) -> None:
-    _, log = await image_run.start("busybox", ["sh", "-c", "echo hello from busybox; id -u"])
-    await wait_for(lambda: log.read_text().count("\n") >= 2)
+    state, log = await image_run.start("busybox", ["sh", "-c", "echo hello from busybox; id -u"])
+    await image_run.stopped(state.id)
     assert log.read_text() == "hello from busybox\n0\n"
 
 
@@ -221,27 +229,20 @@ async def test_pause_waits_until_told_to_stop(image_run: ImageRun) -> None:
     uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
     assert uid_line.split()[1] == str(image_run.id_base + 65535)
     await image_run.runc.kill(state.id, "TERM")
-
-    async def stopped() -> bool:
-        return (await image_run.runc.state(state.id)).status == "stopped"
-
-    for _ in range(100):
-        if await stopped():
-            break
-        await asyncio.sleep(0.05)
-    assert await stopped()
+    await image_run.stopped(state.id)
     assert "pause: shutting down on signal 15" in log.read_text()
 
 
 async def test_agnhost_runs_its_default_command(image_run: ImageRun) -> None:
     _, log = await image_run.start("registry.k8s.io/e2e-test-images/agnhost:2.53")
-    await wait_for(lambda: "Paused" in log.read_text())
+    await wait_for(lambda: "Paused" in log.read_text(), timeout=60)
 
 
 async def test_the_vkpy_image_runs_vkpy(image_run: ImageRun) -> None:
     image = f"vkpy:{vkpy.__version__}"
-    _, log = await image_run.start(image, ["python", "-m", "vkpy", "--version"])
-    await wait_for(lambda: vkpy.__version__ in log.read_text(), timeout=20)
-    _, log = await image_run.start(image, ["id"])
-    await wait_for(lambda: "uid=" in log.read_text())
+    state, log = await image_run.start(image, ["python", "-m", "vkpy", "--version"])
+    await image_run.stopped(state.id)
+    assert vkpy.__version__ in log.read_text()
+    state, log = await image_run.start(image, ["id"])
+    await image_run.stopped(state.id)
     assert log.read_text().startswith("uid=10001(vkpy) gid=10001(vkpy)")

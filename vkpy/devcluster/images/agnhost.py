@@ -1,4 +1,4 @@
-"""agnhost: registry.k8s.io/e2e-test-images/agnhost:2.53, the conformance suite's tool.
+"""agnhost: registry.k8s.io/e2e-test-images/agnhost, the conformance suite's tool.
 
 As upstream's image: the agnhost program (built from its Go module by
 `controlplane/build.sh agnhost`, pinned like the other tools) at /agnhost with the
@@ -19,7 +19,6 @@ from vkpy.devcluster.binaries import CONTROLPLANE_DIR, tool_dir
 from .build import ImageBuildError, ImageConfig, cached, layout_on_top, recipe_key
 from .busybox import busybox
 
-VERSION = "2.53"
 RECIPE = "1"
 CONFIG = ImageConfig(
     entrypoint=("/agnhost",), cmd=("pause",), env=("PATH=/bin:/",), working_dir="/"

@@ -41,7 +41,7 @@ SUITE = "bookworm"
 PYTHON = (3, 11)  # bookworm's python3
 EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
 NGINX_RECIPE = "1"
-VKPY_RECIPE = "1"
+VKPY_RECIPE = "2"
 
 NGINX_CONFIG = ImageConfig(
     cmd=("nginx", "-g", "daemon off;"),
@@ -110,7 +110,9 @@ def _vkpy_fill(rootfs: Path) -> None:
         pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
         run_with_progress("vkpy wheels", [*pip, "wheel", "--wheel-dir", wheels, str(REPO_ROOT)])
         site = rootfs / f"usr/local/lib/python{PYTHON[0]}.{PYTHON[1]}/dist-packages"
-        run(*pip, "install", "--quiet", "--no-index", "--find-links", wheels, "--no-compile",
+        # Compiled here (the same bytecode as Debian's 3.11 writes): the image's root is
+        # read-only in the chart, and without .pyc files every start compiles vkpy again.
+        run(*pip, "install", "--quiet", "--no-index", "--find-links", wheels,
             "--target", site, "vkpy")  # fmt: skip
     with (rootfs / "etc/passwd").open("a") as f:
         f.write("vkpy:x:10001:10001::/var/lib/vkpy:/usr/sbin/nologin\n")
