@@ -105,11 +105,15 @@ class ImageConfig:
         return args
 
 
-def cached(name: str, key: str, build: Callable[[Path], None]) -> Path:
+def cached(
+    name: str, key: str, build: Callable[[Path], None], *, replaces_older: bool = False
+) -> Path:
     """`<cache>/<name>-<key>`, an OCI layout that `build(layout)` makes the first time.
 
     `build` writes a complete layout into the directory it is given (a temporary one
-    beside the destination, renamed into place when it returns)."""
+    beside the destination, renamed into place when it returns). With
+    `replaces_older`, the other `<name>-*` layouts are deleted once it is built (an
+    image rebuilt on every code change would otherwise fill the disk)."""
     dest = cache_dir() / f"{name}-{key}"
     if (dest / "index.json").exists():
         return dest
@@ -126,6 +130,11 @@ def cached(name: str, key: str, build: Callable[[Path], None]) -> Path:
             log.info("built image %s in %.1f s", name, time.monotonic() - began)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        if replaces_older:
+            for older in dest.parent.glob(f"{name}-*"):
+                if older != dest and older.is_dir() and (older / "index.json").exists():
+                    shutil.rmtree(older, ignore_errors=True)
+                    Path(f"{older}.lock").unlink(missing_ok=True)
     return dest
 
 

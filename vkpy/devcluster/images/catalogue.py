@@ -15,6 +15,7 @@ other images (E2E_MISSING) are not built.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pathlib import Path
 import vkpy
 
 from . import agnhost, busybox, debian, pause
-from .build import manifest_digest, size
+from .build import ImageBuildError, cache_dir, manifest_digest, size
 
 log = logging.getLogger("vkpy.devcluster.images")
 
@@ -34,6 +35,8 @@ class Image:
     build: Callable[[], Path]
     #: Fully qualified public names (registry host first) it is served as.
     references: tuple[str, ...]
+    #: Built with mmdebstrap's root mode: skipped (with a warning) without root.
+    needs_root: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,8 @@ def catalogue() -> tuple[Image, ...]:
         Image(
             "nginx",
             debian.nginx,
-            (
+            needs_root=True,
+            references=(
                 "docker.io/library/nginx:alpine",
                 "docker.io/library/nginx:latest",
                 "registry.k8s.io/e2e-test-images/nginx:1.14-4",
@@ -110,7 +114,12 @@ def catalogue() -> tuple[Image, ...]:
                 "registry.k8s.io/e2e-test-images/nginx:1.27-0",
             ),
         ),
-        Image("vkpy", debian.vkpy_image, (f"docker.io/library/vkpy:{vkpy.__version__}",)),
+        Image(
+            "vkpy",
+            debian.vkpy_image,
+            (f"docker.io/library/vkpy:{vkpy.__version__}",),
+            needs_root=True,
+        ),
     )
 
 
@@ -127,7 +136,19 @@ def build(selected: Sequence[str] | None = None) -> list[Built]:
     built = []
     for image in chosen:
         began = time.monotonic()
-        layout = image.build()
+        try:
+            layout = image.build()
+        except ImageBuildError as e:
+            if not image.needs_root or os.geteuid() == 0:
+                raise
+            log.warning(
+                "not serving image %s: %s; build it once as root with the same cache: "
+                "sudo VKPY_IMAGE_CACHE=%s make images",
+                image.name,
+                e,
+                cache_dir(),
+            )
+            continue
         took = time.monotonic() - began
         built.append(Built(image, layout, manifest_digest(layout), size(layout), took))
         log.info("image %s: %s (%d bytes, %.1f s)", image.name, layout.name, built[-1].size, took)

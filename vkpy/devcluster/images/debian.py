@@ -127,4 +127,9 @@ def vkpy_image() -> Path:
     """vkpy's own image (the chart's `vkpy:<version>`), rebuilt when the code changes."""
     contents = [p.read_bytes() for p in _sources()]
     key = recipe_key(VKPY_RECIPE, SUITE, mirror(), repr(VKPY_CONFIG), *contents)
-    return cached("vkpy", key, lambda layout: layout_from_rootfs(layout, _vkpy_fill, VKPY_CONFIG))
+    return cached(
+        "vkpy",
+        key,
+        lambda layout: layout_from_rootfs(layout, _vkpy_fill, VKPY_CONFIG),
+        replaces_older=True,
+    )
