@@ -129,13 +129,28 @@ def cached(
             os.rename(work / "layout", dest)
             log.info("built image %s in %.1f s", name, time.monotonic() - began)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            remove_build_dir(work)
         if replaces_older:
             for older in dest.parent.glob(f"{name}-*"):
                 if older != dest and older.is_dir() and (older / "index.json").exists():
                     shutil.rmtree(older, ignore_errors=True)
                     Path(f"{older}.lock").unlink(missing_ok=True)
     return dest
+
+
+def remove_build_dir(work: Path) -> None:
+    """Delete a build directory, first unmounting what an interrupted mmdebstrap left
+    mounted in it (its root's /proc, /sys, /dev/pts), so that nothing but the build's
+    own files is ever removed."""
+    mounts = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            point = line.split()[4].replace("\\040", " ")
+            if Path(point).is_relative_to(work):
+                mounts.append(point)
+    for point in sorted(mounts, key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 @contextlib.contextmanager
