@@ -68,9 +68,9 @@ system-deps:
 images: venv system-deps
 	@$(PY) -m vkpy.devcluster.images
 
-# The Go tools the test suite runs, built before pytest starts so that a cold build
-# never counts against a test timeout.
-test-tools: controlplane system-deps
+# The Go tools the test suite runs and the dev cluster's images, built before pytest
+# starts so that a cold build never counts against a test timeout.
+test-tools: controlplane system-deps images
 	@controlplane/build.sh helm >/dev/null
 	@controlplane/build.sh agnhost >/dev/null
 	@controlplane/build.sh descheduler >/dev/null
