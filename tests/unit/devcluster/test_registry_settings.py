@@ -4,10 +4,15 @@ backend's `registries:` setting and containers-registries.conf(5) take."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from vkpy.devcluster import nodes, registry
+from vkpy.devcluster.images import catalogue
 from vkpy.oci.images import registries
+from vkpy.oci.images.reference import parse
 
 HOST = "127.0.0.1:40123"
 
@@ -47,3 +52,21 @@ def test_process_nodes_get_the_mirrors_when_their_backend_reads_them(
 def test_without_a_registry_no_mirrors_are_written(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nodes, "backend_reads_registries", lambda: True)
     assert "registries" not in nodes.provider_config(nodes.worker(1), "https://127.0.0.1:6443")
+
+
+def test_the_images_a_fresh_clone_names_are_served() -> None:
+    """The chart's default image, the getting-started pod's and examples/hello.yaml's,
+    as the kubelet reads their names, are among the names the registry serves."""
+    root = Path(__file__).resolve().parents[3]
+    chart = yaml.safe_load((root / "charts/vkpy/Chart.yaml").read_text())
+    values = yaml.safe_load((root / "charts/vkpy/values.yaml").read_text())
+    hello = [
+        c["image"]
+        for doc in yaml.safe_load_all((root / "examples/hello.yaml").read_text())
+        if doc and doc.get("kind") == "Pod"
+        for c in doc["spec"]["containers"]
+    ]
+    wanted = [f"{values['image']['repository']}:{chart['appVersion']}", "nginx:alpine", *hello]
+    served = {r for image in catalogue() for r in image.references}
+    for name in wanted:
+        assert str(parse(name)) in served, name
