@@ -15,7 +15,7 @@ import yaml
 from conformance import run as conformance_run
 from vkpy.devcluster import registry
 from vkpy.devcluster.binaries import CONTROLPLANE_DIR
-from vkpy.devcluster.images import catalogue as images_catalogue
+from vkpy.devcluster.images import all_images
 from vkpy.devcluster.images.catalogue import E2E_NAMES
 
 HOST = "127.0.0.1:40555"
@@ -53,7 +53,7 @@ def test_the_repo_list_keys_are_the_suites(manifest: str) -> None:
 
 def test_the_suites_images_built_here_are_served_under_its_names(manifest: str) -> None:
     wanted = suite_images(manifest)
-    served = {r for image in images_catalogue() for r in image.references}
+    served = {r for image in all_images() for r in image.references}
     assert set(E2E_NAMES) <= wanted
     assert set(E2E_NAMES) <= served
     # The repo list takes each of them to where the registry stores its public name.

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from vkpy.devcluster import nodes, registry
-from vkpy.devcluster.images import catalogue
+from vkpy.devcluster.images import all_images
 from vkpy.oci.images import registries
 from vkpy.oci.images.reference import parse
 
@@ -67,6 +67,6 @@ def test_the_images_a_fresh_clone_names_are_served() -> None:
         for c in doc["spec"]["containers"]
     ]
     wanted = [f"{values['image']['repository']}:{chart['appVersion']}", "nginx:alpine", *hello]
-    served = {r for image in catalogue() for r in image.references}
+    served = {r for image in all_images() for r in image.references}
     for name in wanted:
         assert str(parse(name)) in served, name

@@ -9,16 +9,16 @@ registry itself is vkpy/devcluster/registry.py.
 """
 
 from .build import ImageBuildError, ImageConfig, cache_dir, manifest_digest, size
-from .catalogue import Built, Image, build, catalogue, names
+from .catalogue import Built, Image, all_images, build, names
 
 __all__ = [
     "Built",
     "Image",
     "ImageBuildError",
     "ImageConfig",
+    "all_images",
     "build",
     "cache_dir",
-    "catalogue",
     "manifest_digest",
     "names",
     "size",

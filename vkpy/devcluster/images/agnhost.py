@@ -14,9 +14,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from vkpy.devcluster.binaries import CONTROLPLANE_DIR, tool_dir
+from vkpy.devcluster.binaries import CONTROLPLANE_DIR, BinariesMissing, tool_dir
 
-from .build import ImageBuildError, ImageConfig, cached, layout_on_top, recipe_key
+from .build import ImageConfig, ImageUnavailable, cached, layout_on_top, recipe_key
 from .busybox import busybox
 
 RECIPE = "1"
@@ -28,6 +28,8 @@ CONFIG = ImageConfig(
 def porter_files() -> Path:
     """The directory holding the image's localhost.crt and localhost.key: the pinned
     Kubernetes module's test/images/agnhost/porter (downloaded by the agnhost build)."""
+    if shutil.which("go") is None:
+        raise ImageUnavailable("agnhost's image needs Go (its module's files)")
     got = subprocess.run(
         ["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"],
         cwd=CONTROLPLANE_DIR / "tools" / "agnhost",
@@ -36,13 +38,16 @@ def porter_files() -> Path:
         check=False,
     )
     if got.returncode != 0 or not got.stdout.strip():
-        raise ImageBuildError(f"cannot find the Kubernetes module for agnhost: {got.stderr}")
+        raise ImageUnavailable(f"cannot find the Kubernetes module for agnhost: {got.stderr}")
     return Path(got.stdout.strip()) / "test" / "images" / "agnhost" / "porter"
 
 
 def agnhost() -> Path:
     """The agnhost image's OCI layout (tag `latest`)."""
-    binary = tool_dir("agnhost") / "agnhost"
+    try:
+        binary = tool_dir("agnhost") / "agnhost"
+    except BinariesMissing as e:
+        raise ImageUnavailable(f"agnhost could not be built (Go 1.26+ needed): {e}") from None
     porter = porter_files()
     base = busybox()
     key = recipe_key(RECIPE, base.name, str(binary.resolve()), str(binary.stat().st_mtime_ns))

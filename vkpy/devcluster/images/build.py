@@ -35,6 +35,11 @@ class ImageBuildError(RuntimeError):
     """An image could not be built; the message says which step and why."""
 
 
+class ImageUnavailable(ImageBuildError):
+    """Something an image's build needs is missing here (root, Go): the dev cluster
+    serves the other images and says what to do, rather than failing."""
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("VKPY_IMAGE_CACHE", Path.home() / ".cache/vkpy/images"))
 

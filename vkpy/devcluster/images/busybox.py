@@ -12,7 +12,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from .build import ImageBuildError, ImageConfig, cached, layout_from_rootfs, run
+from .build import ImageConfig, ImageUnavailable, cached, layout_from_rootfs, run
 
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static
 #: Bump when the build below changes, so cached images are rebuilt.
@@ -38,7 +38,7 @@ def _fill(rootfs: Path, variant: str) -> None:
 def busybox(variant: str = "") -> Path:
     """The busybox image's OCI layout (tag `latest`), built once per busybox binary."""
     if not BUSYBOX.exists():
-        raise ImageBuildError(f"no {BUSYBOX}: install busybox-static (`make system-deps`)")
+        raise ImageUnavailable(f"no {BUSYBOX}: install busybox-static (`make system-deps`)")
     key = hashlib.sha256(BUSYBOX.read_bytes() + f"{RECIPE}:{variant}".encode()).hexdigest()[:16]
 
     def build(layout: Path) -> None:

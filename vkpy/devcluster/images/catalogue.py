@@ -15,7 +15,6 @@ other images (E2E_MISSING) are not built.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 import vkpy
 
 from . import agnhost, busybox, debian, pause
-from .build import ImageBuildError, cache_dir, manifest_digest, size
+from .build import ImageUnavailable, cache_dir, manifest_digest, size
 
 log = logging.getLogger("vkpy.devcluster.images")
 
@@ -35,8 +34,6 @@ class Image:
     build: Callable[[], Path]
     #: Fully qualified public names (registry host first) it is served as.
     references: tuple[str, ...]
-    #: Built with mmdebstrap's root mode: skipped (with a warning) without root.
-    needs_root: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,7 +78,7 @@ E2E_MISSING = (
 )
 
 
-def catalogue() -> tuple[Image, ...]:
+def all_images() -> tuple[Image, ...]:
     return (
         Image(
             "busybox",
@@ -105,8 +102,7 @@ def catalogue() -> tuple[Image, ...]:
         Image(
             "nginx",
             debian.nginx,
-            needs_root=True,
-            references=(
+            (
                 "docker.io/library/nginx:alpine",
                 "docker.io/library/nginx:latest",
                 "registry.k8s.io/e2e-test-images/nginx:1.14-4",
@@ -118,18 +114,17 @@ def catalogue() -> tuple[Image, ...]:
             "vkpy",
             debian.vkpy_image,
             (f"docker.io/library/vkpy:{vkpy.__version__}",),
-            needs_root=True,
         ),
     )
 
 
 def names() -> tuple[str, ...]:
-    return tuple(image.name for image in catalogue())
+    return tuple(image.name for image in all_images())
 
 
 def build(selected: Sequence[str] | None = None) -> list[Built]:
     """Build (or find in the cache) each image of `selected` (default: all)."""
-    chosen = [i for i in catalogue() if selected is None or i.name in selected]
+    chosen = [i for i in all_images() if selected is None or i.name in selected]
     unknown = set(selected or ()) - {i.name for i in chosen}
     if unknown:
         raise ValueError(f"unknown images {sorted(unknown)}; known: {', '.join(names())}")
@@ -138,12 +133,10 @@ def build(selected: Sequence[str] | None = None) -> list[Built]:
         began = time.monotonic()
         try:
             layout = image.build()
-        except ImageBuildError as e:
-            if not image.needs_root or os.geteuid() == 0:
-                raise
+        except ImageUnavailable as e:
             log.warning(
-                "not serving image %s: %s; build it once as root with the same cache: "
-                "sudo VKPY_IMAGE_CACHE=%s make images",
+                "not serving image %s: %s (as root with the same cache: "
+                "sudo VKPY_IMAGE_CACHE=%s make images)",
                 image.name,
                 e,
                 cache_dir(),

@@ -30,6 +30,7 @@ from vkpy.devcluster.binaries import REPO_ROOT
 from .build import (
     ImageBuildError,
     ImageConfig,
+    ImageUnavailable,
     cached,
     layout_from_rootfs,
     recipe_key,
@@ -69,9 +70,9 @@ def mirror() -> str:
 def debian_root(rootfs: Path, packages: tuple[str, ...], what: str) -> None:
     """A minimal Debian root with `packages` into the (empty) directory `rootfs`."""
     if os.geteuid() != 0:
-        raise ImageBuildError(f"the {what} image is built with mmdebstrap as root: run as root")
+        raise ImageUnavailable(f"the {what} image is built with mmdebstrap as root")
     if shutil.which("mmdebstrap") is None:
-        raise ImageBuildError("no mmdebstrap: install it (`make system-deps`)")
+        raise ImageUnavailable("no mmdebstrap: install it (`make system-deps`)")
     argv = ["mmdebstrap", "--mode=root", "--variant=essential", "--verbose"]
     argv += [f"--include={','.join(packages)}"]
     argv += [f"--dpkgopt=path-exclude={path}" for path in EXCLUDES]

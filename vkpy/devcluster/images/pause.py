@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .build import ImageBuildError, ImageConfig, cached, layout_from_rootfs, recipe_key, run
+from .build import ImageConfig, ImageUnavailable, cached, layout_from_rootfs, recipe_key, run
 
 SOURCE = Path(__file__).with_name("pause.c")
 RECIPE = "1"
@@ -19,12 +19,12 @@ CONFIG = ImageConfig(entrypoint=("/pause",), env=(), user="65535:65535")
 
 
 def _fill(rootfs: Path) -> None:
-    if shutil.which("gcc") is None:
-        raise ImageBuildError("no gcc: install gcc and libc6-dev (`make system-deps`)")
     run("gcc", "-static", "-Os", "-s", "-o", rootfs / "pause", SOURCE)
 
 
 def pause() -> Path:
     """The pause image's OCI layout (tag `latest`)."""
+    if shutil.which("gcc") is None:
+        raise ImageUnavailable("no gcc: install gcc and libc6-dev (`make system-deps`)")
     key = recipe_key(RECIPE, SOURCE.read_bytes(), run("gcc", "--version").splitlines()[0])
     return cached("pause", key, lambda layout: layout_from_rootfs(layout, _fill, CONFIG))
