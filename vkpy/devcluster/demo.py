@@ -1,7 +1,9 @@
 """`make run`: a virtual node doing real work, on the local control plane or yours.
 
 Brings up the local control plane (unless KUBECONFIG names a cluster) with
-metrics-server (so `kubectl top` works) and any regular workers asked for, starts
+metrics-server (so `kubectl top` works), the image registry the nodes use as their
+mirror (registry.py, filled with the images built here) and any regular workers
+asked for, starts
 `python -m vkpy` with the default backend as a child process (its serving certificate
 from the kubelet signing CA, so metrics-server can verify it), waits for its Node to
 be Ready, applies `examples/hello.yaml`, prints the kubectl commands to try, and then
