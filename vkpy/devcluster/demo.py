@@ -3,9 +3,9 @@
 Brings up the local control plane (unless KUBECONFIG names a cluster) with
 metrics-server (so `kubectl top` works), the image registry the nodes use as their
 mirror (registry.py, filled with the images built here) and any regular workers
-asked for, starts
-`python -m vkpy` with the default backend as a child process (its serving certificate
-from the kubelet signing CA, so metrics-server can verify it), waits for its Node to
+asked for, starts `python -m vkpy` with the default backend as a child process (its
+serving certificate from the kubelet signing CA, so metrics-server can verify it),
+waits for its Node to
 be Ready, applies `examples/hello.yaml`, prints the kubectl commands to try, and then
 stays in the foreground with vkpy's logs until Ctrl-C, which stops vkpy (the control
 plane and the workers keep running; `make cluster-down` stops them).

@@ -29,6 +29,8 @@ from pathlib import Path
 log = logging.getLogger("vkpy.devcluster.images")
 
 TAG = "latest"
+#: Seconds after which an unused older build of a `replaces_older` image is deleted.
+STALE = 6 * 3600
 
 
 class ImageBuildError(RuntimeError):
@@ -117,10 +119,13 @@ def cached(
 
     `build` writes a complete layout into the directory it is given (a temporary one
     beside the destination, renamed into place when it returns). With
-    `replaces_older`, the other `<name>-*` layouts are deleted once it is built (an
-    image rebuilt on every code change would otherwise fill the disk)."""
+    `replaces_older`, the other `<name>-*` layouts not used for STALE seconds are
+    deleted once it is built (an image rebuilt on every code change would otherwise
+    fill the disk; checkouts sharing the cache keep theirs while they use them)."""
     dest = cache_dir() / f"{name}-{key}"
     if (dest / "index.json").exists():
+        if replaces_older:
+            os.utime(dest)  # in use: not stale for other checkouts sharing the cache
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _locked(dest.parent / f"{dest.name}.lock"):
@@ -137,10 +142,16 @@ def cached(
             remove_build_dir(work)
         if replaces_older:
             for older in dest.parent.glob(f"{name}-*"):
-                if older != dest and older.is_dir() and (older / "index.json").exists():
+                index = older / "index.json"
+                if older != dest and index.exists() and time.time() - _used(older) > STALE:
                     shutil.rmtree(older, ignore_errors=True)
                     Path(f"{older}.lock").unlink(missing_ok=True)
     return dest
+
+
+def _used(layout: Path) -> float:
+    """When a layout was last built or found in the cache (its directory's mtime)."""
+    return layout.stat().st_mtime
 
 
 def remove_build_dir(work: Path) -> None:
