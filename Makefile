@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CLUSTER_DIR ?= .cluster
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv controlplane system-deps test-tools cluster cluster-down run demo test test-unit lint bench conformance clean
+.PHONY: help venv controlplane system-deps images test-tools cluster cluster-down run demo test test-unit lint bench conformance clean
 
 help:
 	@echo "make run          local control plane (or KUBECONFIG) + a virtual node (WORKERS=N: + N regular nodes)"
@@ -13,6 +13,7 @@ help:
 	@echo "make test         the whole test suite against a real control plane"
 	@echo "make lint         ruff, mypy --strict, import-linter"
 	@echo "make system-deps  Debian packages for images and the OCI runtime (skopeo, umoci, runc, ...; root)"
+	@echo "make images       build the dev cluster's images now (busybox, pause, agnhost, nginx, vkpy; cached)"
 	@echo "make bench        benchmarks, figures into docs/benchmarks.md"
 	@echo "make conformance  Kubernetes' node conformance specs on a vkpy node (root, ~1 h), into docs/conformance.md"
 	@echo "make cluster      start the local control plane in $(CLUSTER_DIR)"
@@ -34,11 +35,13 @@ controlplane:
 # (registry protocol), umoci (unpacking), runc (the OCI runtime); the tests' registry
 # (docker-registry), image content (busybox-static) and registry passwords
 # (apache2-utils: htpasswd), the runtime default seccomp profile (containers-common's
-# seccomp.json, the one CRI-O and podman use). Installs only what is missing; without root it says
-# what to install and fails.
+# seccomp.json, the one CRI-O and podman use); the dev cluster's images (docs/devcluster-images.md):
+# mmdebstrap (nginx's and vkpy's Debian roots), gcc and libc6-dev (the static pause program).
+# Installs only what is missing; without root it says what to install and fails.
 SYSTEM_DEPS := skopeo:skopeo umoci:umoci runc:runc docker-registry:docker-registry \
 	busybox-static:/bin/busybox apache2-utils:htpasswd \
-	golang-github-containers-common:/usr/share/containers/seccomp.json
+	golang-github-containers-common:/usr/share/containers/seccomp.json \
+	mmdebstrap:mmdebstrap gcc:gcc libc6-dev:/usr/include/stdio.h
 system-deps:
 	@missing=""; for dep in $(SYSTEM_DEPS); do \
 		pkg=$${dep%%:*}; prog=$${dep#*:}; \
@@ -60,21 +63,26 @@ system-deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing >/dev/null \
 		|| { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing >/dev/null; }
 
-# The Go tools the test suite runs, built before pytest starts so that a cold build
-# never counts against a test timeout.
-test-tools: controlplane system-deps
+# The dev cluster's images (vkpy/devcluster/images), built ahead of `make run`: the first
+# build takes about two minutes (nginx and vkpy: mmdebstrap, as root), later ones nothing.
+images: venv system-deps
+	@$(PY) -m vkpy.devcluster.images
+
+# The Go tools the test suite runs and the dev cluster's images, built before pytest
+# starts so that a cold build never counts against a test timeout.
+test-tools: controlplane system-deps images
 	@controlplane/build.sh helm >/dev/null
 	@controlplane/build.sh agnhost >/dev/null
 	@controlplane/build.sh descheduler >/dev/null
 	@controlplane/build.sh e2e >/dev/null
 
-cluster: venv controlplane
+cluster: venv controlplane system-deps
 	$(PY) -m vkpy.devcluster up --dir $(CLUSTER_DIR)
 
 cluster-down: venv
 	$(PY) -m vkpy.devcluster down --dir $(CLUSTER_DIR)
 
-run: venv controlplane
+run: venv controlplane system-deps
 	@$(PY) -m vkpy.devcluster run --dir $(CLUSTER_DIR) --workers $${WORKERS:-0}
 
 demo: venv controlplane

@@ -8,8 +8,12 @@ nothing here reaches or disturbs the host's network. Inside it starts the local
 control plane (vkpy.devcluster), one vkpy node with the process backend as the only
 schedulable node (`--taint none`), and runs the `[NodeConformance]` specs (without
 Serial, Disruptive, Slow, Flaky) and the `[sig-cli]` kubectl logs/exec/attach/
-port-forward specs with a JUnit report. The results go into docs/conformance.md
-(report.py). Everything it starts is stopped at the end; the namespace goes with it.
+port-forward specs with a JUnit report. The suite's images come from the dev
+cluster's registry (vkpy/devcluster/registry.py, inside the namespace too): its
+`KUBE_TEST_REPO_LIST` names that registry for registry.k8s.io/e2e-test-images and the
+other registries of the suite (repo_list), and the node mirrors the public names to
+it. The results go into docs/conformance.md (report.py). Everything it starts is
+stopped at the end; the namespace goes with it.
 
     sudo .venv/bin/python conformance/run.py [--procs 4] [--focus REGEX] [--keep DIR]
 """
@@ -37,7 +41,9 @@ from conformance import results  # noqa: E402
 from conformance.report import Selection, read_junit  # noqa: E402
 from vkpy.devcluster import DevCluster, find_bin_dir, pinned_release  # noqa: E402
 from vkpy.devcluster.binaries import tool_dir  # noqa: E402
+from vkpy.devcluster.images.catalogue import E2E_MISSING  # noqa: E402
 from vkpy.devcluster.netns import NODE_IP, setup_node_network  # noqa: E402
+from vkpy.devcluster.nodes import backend_reads_registries  # noqa: E402
 from vkpy.devcluster.service_ip import HTTPS, ServiceRelay  # noqa: E402
 from vkpy.providers.process.standins import BUSYBOX_BIN  # noqa: E402
 
@@ -56,6 +62,34 @@ SELECTIONS = (
     ),
 )
 SUITE_KUBECONFIG = "suite.kubeconfig"
+#: The images the suite's NodeConformance and kubectl specs pull that are built here.
+SUITE_IMAGES = ("busybox", "pause", "agnhost", "nginx")
+#: KUBE_TEST_REPO_LIST's keys (test/utils/image/manifest.go's RegistryList) for the
+#: public registries, and where each is in the local registry (below its host's name).
+#: invalidRegistry and privateRegistry keep their defaults: specs expect those to fail
+#: or to need credentials.
+REPO_LIST_KEYS = {
+    "promoterE2eRegistry": "registry.k8s.io/e2e-test-images",
+    "buildImageRegistry": "registry.k8s.io/build-image",
+    "gcEtcdRegistry": "registry.k8s.io",
+    "gcRegistry": "registry.k8s.io",
+    "sigStorageRegistry": "registry.k8s.io/sig-storage",
+    "dockerLibraryRegistry": "docker.io/library",
+    "cloudProviderGcpRegistry": "registry.k8s.io/cloud-provider-gcp",
+}
+
+
+def repo_list(host: str) -> str:
+    """The KUBE_TEST_REPO_LIST file: each public registry of the suite at the local
+    registry `host`, under the namespace the dev cluster stores its names in."""
+    lines = [f"{key}: {host}/{public}" for key, public in REPO_LIST_KEYS.items()]
+    return "\n".join(lines) + "\n"
+
+
+def missing_images_note() -> str:
+    return "suite images not built here (their specs fail to pull): " + ", ".join(E2E_MISSING)
+
+
 SKIP = r"\[Serial\]|\[Disruptive\]|\[Slow\]|\[Flaky\]"
 
 
@@ -73,7 +107,13 @@ def agnhost_image_files() -> Path:
     return Path(module) / "test" / "images" / "agnhost" / "porter"
 
 
-def provider_config(run_dir: Path, agnhost: Path, image_files: Path, relay: ServiceRelay) -> Path:
+def provider_config(
+    run_dir: Path,
+    agnhost: Path,
+    image_files: Path,
+    relay: ServiceRelay,
+    registries: dict[str, object] | None = None,
+) -> Path:
     """The process backend's settings for the run: agnhost from the pinned build (a
     copy the containers' user can reach), hostPath under /tmp, privileged pods
     allowed (as a kubelet allows them by default), a network namespace and an
@@ -121,6 +161,8 @@ def provider_config(run_dir: Path, agnhost: Path, image_files: Path, relay: Serv
         "kubernetes_service_port": relay.port,
         "pods_dir": str(run_dir / "pods"),
     }
+    if registries is not None and backend_reads_registries():
+        settings["registries"] = registries  # the dev cluster registry as the mirror
     path = run_dir / "process.json"
     path.write_text(json.dumps(settings, indent=2))
     return path
@@ -296,13 +338,22 @@ def inside(options: argparse.Namespace) -> int:
     stack = contextlib.ExitStack()
     try:
         cluster.up()
+        cluster.start_registry(SUITE_IMAGES)
+        host = cluster.extras().registry_host()
+        assert host is not None, "start_registry leaves the registry running"
+        (run_dir / "repo-list.yaml").write_text(repo_list(host))
+        print(f"images from http://{host}; {missing_images_note()}", flush=True)
         relay = stack.enter_context(ServiceRelay(int(cluster.server.rsplit(":", 1)[1]), port=HTTPS))
         suite_kubeconfig(run_dir, cluster, relay)
         if options.provider == "sim":
             config = sim_config(run_dir)
         else:
             config = provider_config(
-                run_dir, Path(options.agnhost), Path(options.agnhost_files), relay
+                run_dir,
+                Path(options.agnhost),
+                Path(options.agnhost_files),
+                relay,
+                cluster.registries_setting(),
             )
         node = start_node(run_dir, cluster, config, options.provider)
         for argv in suite_runs(options, run_dir, cluster):
@@ -310,7 +361,12 @@ def inside(options: argparse.Namespace) -> int:
             began = time.monotonic()
             with (run_dir / "suite.log").open("ab") as log:
                 suite = subprocess.run(
-                    argv, stdout=log, stderr=subprocess.STDOUT, cwd=run_dir, check=False
+                    argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=run_dir,
+                    check=False,
+                    env={**os.environ, "KUBE_TEST_REPO_LIST": str(run_dir / "repo-list.yaml")},
                 )
             minutes = (time.monotonic() - began) / 60
             print(f"suite exit {suite.returncode} after {minutes:.0f} min", flush=True)

@@ -1,11 +1,13 @@
 """A real image registry and real images for tests, with nothing from the internet.
 
 Images are built here from Debian's busybox-static with umoci (init, new, unpack,
-repack, config) and kept outside the checkout (~/.cache/vkpy/images/, or
-$VKPY_IMAGE_CACHE), keyed by the busybox binary and the recipe, so a second run
-builds nothing. The registry is Debian's docker-registry (distribution 2.8) serving
-plain HTTP on a free loopback port, optionally behind htpasswd (bcrypt) basic auth;
-images are pushed to it with skopeo. Its access log says which requests reached it.
+repack, config) by vkpy/devcluster/images (the dev cluster serves the same ones) and
+kept outside the checkout (~/.cache/vkpy/images/, or $VKPY_IMAGE_CACHE), keyed by
+the busybox binary and the recipe, so a second run builds nothing; the variants
+below (a whiteout, two platforms) are the tests' own. The registry is Debian's
+docker-registry (distribution 2.8) serving plain HTTP on a free loopback port,
+optionally behind htpasswd (bcrypt) basic auth; images are pushed to it with skopeo.
+Its access log says which requests reached it.
 
 Needs skopeo, umoci, docker-registry, busybox-static and apache2-utils (htpasswd):
 `make system-deps`.
@@ -26,8 +28,12 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static
-RECIPE = "2"  # bump when the build below changes, so cached images are rebuilt
+from vkpy.devcluster.images.build import cache_dir
+from vkpy.devcluster.images.busybox import BUSYBOX, RECIPE
+from vkpy.devcluster.images.busybox import busybox as images_busybox
+from vkpy.devcluster.registry import config_text
+
+__all__ = ["BUSYBOX", "RECIPE", "Registry", "busybox_layout", "cache_dir", "free_port"]
 TOOLS = ("skopeo", "umoci", "docker-registry", "htpasswd")
 
 
@@ -37,10 +43,6 @@ def require_tools() -> None:
         missing.append(str(BUSYBOX))
     if missing:
         raise RuntimeError(f"missing {', '.join(missing)}: run `make system-deps` (as root)")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("VKPY_IMAGE_CACHE", Path.home() / ".cache/vkpy/images"))
 
 
 def _run(*argv: str | Path) -> str:
@@ -53,43 +55,10 @@ def _run(*argv: str | Path) -> str:
 def busybox_layout(variant: str = "") -> Path:
     """An OCI image layout holding one busybox image, tag `latest`: /bin/busybox and
     its applets, an /etc/passwd, CMD ["sh"]. A `variant` adds /etc/variant with that
-    text, so each variant is a different image (its own layer and digest)."""
+    text, so each variant is a different image (its own layer and digest). Built by
+    vkpy/devcluster/images/busybox.py, which the dev cluster's registry serves too."""
     require_tools()
-    key = hashlib.sha256(BUSYBOX.read_bytes() + f"{RECIPE}:{variant}".encode()).hexdigest()[:16]
-    dest = cache_dir() / f"busybox-{key}"
-    if (dest / "index.json").exists():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=dest.parent))
-    try:
-        layout, bundle = work / "layout", work / "bundle"
-        _run("umoci", "init", "--layout", layout)
-        _run("umoci", "new", "--image", f"{layout}:latest")
-        _run("umoci", "unpack", *_rootless(), "--image", f"{layout}:latest", bundle)
-        rootfs = bundle / "rootfs"
-        for sub in ("bin", "etc", "tmp", "root", "home"):
-            (rootfs / sub).mkdir(exist_ok=True)
-        shutil.copy2(BUSYBOX, rootfs / "bin/busybox")
-        for applet in _run(BUSYBOX, "--list").split():
-            if applet != "busybox":
-                (rootfs / "bin" / applet).symlink_to("busybox")
-        (rootfs / "etc/passwd").write_text(
-            "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n"
-        )
-        (rootfs / "etc/group").write_text("root:x:0:\nnogroup:x:65534:\n")
-        if variant:
-            (rootfs / "etc/variant").write_text(variant + "\n")
-        _run("umoci", "repack", "--image", f"{layout}:latest", bundle)
-        _run(
-            "umoci", "config", "--image", f"{layout}:latest",
-            "--config.cmd", "sh", "--config.env", "PATH=/bin", "--config.workingdir", "/",
-            "--architecture", "amd64", "--os", "linux",
-        )  # fmt: skip
-        _run("umoci", "gc", "--layout", layout)
-        os.rename(layout, dest)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return dest
+    return images_busybox(variant)
 
 
 def busybox_layout_without(path: str) -> Path:
@@ -183,19 +152,12 @@ class Registry:
         require_tools()
         self.root.mkdir(parents=True, exist_ok=True)
         self.host = f"127.0.0.1:{free_port()}"
-        config = [
-            "version: 0.1",
-            "log: {level: warn, accesslog: {disabled: false}}",
-            f"storage: {{filesystem: {{rootdirectory: {self.root / 'data'}}}}}",
-            f"http: {{addr: '{self.host}'}}",
-        ]
+        htpasswd = None
         if self.user is not None:
             hashed = _run("htpasswd", "-Bbn", self.user, self.password or "")
-            (self.root / "htpasswd").write_text(hashed)
-            config.append(
-                f"auth: {{htpasswd: {{realm: vkpy-test, path: {self.root / 'htpasswd'}}}}}"
-            )
-        (self.root / "config.yml").write_text("\n".join(config) + "\n")
+            htpasswd = self.root / "htpasswd"
+            htpasswd.write_text(hashed)
+        (self.root / "config.yml").write_text(config_text(self.root, self.host, htpasswd))
         log = open(self.root / "registry.log", "wb")  # noqa: SIM115 - the process keeps it
         self._process = subprocess.Popen(
             ["docker-registry", "serve", str(self.root / "config.yml")],

@@ -388,7 +388,8 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
     addons = json.loads((cluster_dir / "addons.json").read_text())
     addon_pids = {a["process"]["name"]: a["process"]["pid"] for a in addons}
     try:
-        assert set(addon_pids) == {"metrics-server", "vkpy-worker-1"}
+        # The image registry the nodes pull from (vkpy/devcluster/registry.py) too.
+        assert set(addon_pids) == {"metrics-server", "registry", "vkpy-worker-1"}
         assert all(map(pid_alive, addon_pids.values()))
         assert set(pids) == {
             "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"

@@ -1,5 +1,7 @@
 """`python -m vkpy.devcluster up|down|env|run|demo`: the local control plane from a shell.
 
+`up` and `run` also start the image registry the nodes pull from (registry.py).
+
 `make cluster`, `make cluster-down` and developers use this to get a control plane
 that keeps running after the command returns (its processes are detached), to point
 a shell at it, and to stop it again.
@@ -16,11 +18,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import demo, hybrid_demo, nodes
+from . import demo, hybrid_demo, images, nodes
 from .binaries import BinariesMissing, pinned_release
 from .cluster import ClusterError, DevCluster
 from .extras import ExtrasFailed
+from .images import ImageBuildError
 from .nodes import NodeSpec
+from .registry import RegistryError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -92,6 +96,19 @@ def _pool_options(command: argparse.ArgumentParser) -> None:
         help="how many of the workers advertise one nvidia.com/gpu",
     )
     command.add_argument(
+        "--images",
+        type=lambda text: [name for name in text.split(",") if name],
+        default=None,
+        help="images the registry serves, comma-separated "
+        f"(default all: {','.join(images.names())})",
+    )
+    command.add_argument(
+        "--no-registry",
+        dest="registry",
+        action="store_false",
+        help="do not run the image registry (vkpy/devcluster/registry.py)",
+    )
+    command.add_argument(
         "--no-metrics-server",
         dest="metrics_server",
         action="store_false",
@@ -118,6 +135,14 @@ def _up(cluster: DevCluster, args: argparse.Namespace) -> None:
         cluster.start_metrics_server()
         took = time.monotonic() - began
         print(f"  metrics-server: v1beta1.metrics.k8s.io Available ({took:.1f} s)")
+    if args.registry:
+        began = time.monotonic()
+        built = cluster.start_registry(args.images)
+        took = time.monotonic() - began
+        host = cluster.extras().registry_host()
+        served = ", ".join(b.image.name for b in built)
+        print(f"  registry: http://{host} serving {served} ({took:.1f} s)")
+        print(f"  mirrors: {cluster.dir / 'registry' / 'registries.conf'}")
     specs = pool_specs(args.workers, args.gpu_workers)
     if args.virtual:
         specs += [nodes.virtual(args.pod_deletion_cost), nodes.gpu_virtual()]
@@ -157,10 +182,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             _env(DevCluster(args.dir))
         elif args.command == "run":
             pool = pool_specs(args.workers, args.gpu_workers)
-            return demo.run(args.dir, args.node_name, args.provider, pool, args.metrics_server)
+            return demo.run(
+                args.dir,
+                args.node_name,
+                args.provider,
+                pool,
+                args.metrics_server,
+                registry=args.registry,
+                images=args.images,
+            )
         elif args.command == "demo":
             return hybrid_demo.run(args.dir, args.load_cores, args.load_seconds)
-    except (ClusterError, BinariesMissing, ExtrasFailed) as e:
+    except (ClusterError, BinariesMissing, ExtrasFailed, ImageBuildError, RegistryError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

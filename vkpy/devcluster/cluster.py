@@ -35,6 +35,7 @@ from .components import (
     scheduler_args,
 )
 from .extras import Extras
+from .images import Built
 from .kubeconfig import write_kubeconfig
 from .nodes import NodeSpec
 from .probes import Pending, apiserver_pending, etcd_pending, rest_pending
@@ -167,6 +168,14 @@ class DevCluster:
     def start_metrics_server(self) -> None:
         """Run metrics-server and register the metrics API (`kubectl top`, the HPA)."""
         self.extras().start_metrics_server()
+
+    def start_registry(self, images: Sequence[str] | None = None) -> list[Built]:
+        """Run the image registry and fill it with the images built here (registry.py)."""
+        return self.extras().start_registry(images)
+
+    def registries_setting(self) -> dict[str, object] | None:
+        """The nodes' `registries:` mirrors setting for the running registry, or None."""
+        return self.extras().registries_setting()
 
     def start_nodes(self, specs: Sequence[NodeSpec]) -> list[str]:
         """Start vkpy nodes (see nodes.py) and wait until they are Ready."""

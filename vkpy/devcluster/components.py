@@ -121,6 +121,7 @@ class Layout:
             self.dir / "addons.json",
             self.dir / "nodes",
             self.dir / "metrics-server",
+            self.dir / "registry",
         ]
 
 

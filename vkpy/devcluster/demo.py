@@ -1,9 +1,11 @@
 """`make run`: a virtual node doing real work, on the local control plane or yours.
 
 Brings up the local control plane (unless KUBECONFIG names a cluster) with
-metrics-server (so `kubectl top` works) and any regular workers asked for, starts
-`python -m vkpy` with the default backend as a child process (its serving certificate
-from the kubelet signing CA, so metrics-server can verify it), waits for its Node to
+metrics-server (so `kubectl top` works), the image registry the nodes use as their
+mirror (registry.py, filled with the images built here) and any regular workers
+asked for, starts `python -m vkpy` with the default backend as a child process (its
+serving certificate from the kubelet signing CA, so metrics-server can verify it),
+waits for its Node to
 be Ready, applies `examples/hello.yaml`, prints the kubectl commands to try, and then
 stays in the foreground with vkpy's logs until Ctrl-C, which stops vkpy (the control
 plane and the workers keep running; `make cluster-down` stops them).
@@ -22,16 +24,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+import yaml
+
 from .access import ClusterAccess
 from .binaries import find_bin_dir
 from .cluster import DevCluster
-from .nodes import NodeSpec, issue_serving_cert
+from .nodes import NodeSpec, backend_reads_registries, issue_serving_cert
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
 
 
 def _cluster(
-    directory: Path, pool: Sequence[NodeSpec], metrics: bool
+    directory: Path,
+    pool: Sequence[NodeSpec],
+    metrics: bool,
+    registry: bool = True,
+    images: Sequence[str] | None = None,
 ) -> tuple[ClusterAccess, DevCluster | None]:
     external = os.environ.get("KUBECONFIG")
     if external:
@@ -46,6 +54,13 @@ def _cluster(
     if metrics:
         cluster.start_metrics_server()
         print("metrics-server is serving v1beta1.metrics.k8s.io (kubectl top)")
+    if registry:
+        print("building the images (cached after the first time) and filling the registry")
+        began = time.monotonic()
+        built = cluster.start_registry(images)
+        served = ", ".join(b.image.name for b in built)
+        host = cluster.extras().registry_host()
+        print(f"image registry http://{host}: {served} ({time.monotonic() - began:.0f} s)")
     if pool:
         cluster.start_nodes(pool)
         print(f"regular workers Ready: {', '.join(s.name for s in pool)}")
@@ -70,8 +85,11 @@ def run(
     provider: str | None,
     pool: Sequence[NodeSpec] = (),
     metrics: bool = True,
+    *,
+    registry: bool = True,
+    images: Sequence[str] | None = None,
 ) -> int:
-    access, local = _cluster(directory, pool, metrics)
+    access, local = _cluster(directory, pool, metrics, registry, images)
     argv = [
         sys.executable,
         "-m",
@@ -88,6 +106,12 @@ def run(
         argv += [f"--tls-cert-file={cert.cert}", f"--tls-private-key-file={cert.key}"]
         # Inside the cluster's directory, so that `down` finds the pods left running.
         argv.append(f"--state-dir={node_dir / 'state'}")
+        mirrors = local.registries_setting()
+        if mirrors is not None and provider in (None, "process") and backend_reads_registries():
+            # The registry as the mirror of docker.io and registry.k8s.io (registry.py).
+            config = node_dir / "provider.yaml"
+            config.write_text(yaml.safe_dump({"registries": mirrors}))
+            argv.append(f"--provider-config={config}")
     print("starting:", shlex.join(argv))
     # A service manager or a closing terminal stops us with SIGTERM, not Ctrl-C:
     # treat it the same, so the virtual node is stopped rather than orphaned.

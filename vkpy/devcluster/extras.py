@@ -1,4 +1,5 @@
-"""Starting and stopping what runs on top of the control plane: metrics-server, nodes.
+"""Starting and stopping what runs on top of the control plane: metrics-server, the
+image registry, nodes.
 
 `DevCluster` delegates here so that cluster.py stays about the four control-plane
 components. Everything started here is recorded in addons.json (addons.py) and
@@ -16,11 +17,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from . import metrics_server, nodes, processes
+from . import images, metrics_server, nodes, processes, registry
 from .access import ClusterAccess
 from .addons import Addon, Addons
 from .binaries import tool_dir
-from .components import Layout
+from .components import LOOPBACK, Layout
 from .kubeconfig import write_kubeconfig
 from .nodes import NodeSpec
 from .processes import ProcessRecord
@@ -84,6 +85,52 @@ class Extras:
         manifests = metrics_server.manifest_list(port, self.layout.pki.ca.cert)
         self.access.run_kubectl("apply", "-f", "-", input=manifests)
 
+    # -- the image registry -----------------------------------------------------------
+
+    def start_registry(self, selected: Sequence[str] | None = None) -> list[images.Built]:
+        """Run the registry (registry.py) unless it runs, build the images (all, or
+        `selected`; cached ones are reused) and push those it does not have yet; write
+        `<dir>/registry/registries.conf`. Returns what was built or found."""
+        name = "registry"
+        directory = self.layout.dir / name
+        running = self.records.named(name)
+        if running is None or not processes.is_running(running.process):
+            directory.mkdir(parents=True, exist_ok=True)
+            (port,) = free_ports(1, [running.port] if running else [])
+            config = directory / "config.yml"
+            config.write_text(registry.config_text(directory, f"{LOOPBACK}:{port}"))
+            argv = registry.argv(config)
+            record = processes.spawn(name, argv, self.layout.log(name), env=self.env)
+            running = Addon(name, record, port=port)
+            self.records.add(running)
+
+            def alive(record: ProcessRecord = record) -> bool:
+                processes.exit_code(record.pid)
+                return processes.is_running(record)
+
+            registry.wait_until_answering(f"{LOOPBACK}:{running.port}", alive)
+        host = f"{LOOPBACK}:{running.port}"
+        built = images.build(selected)
+        for image in built:
+            pushed = registry.push(host, image)
+            if pushed:
+                log.info("pushed %s to %s", ", ".join(pushed), host)
+        setting = registry.mirrors_setting(host)
+        (directory / "registries.conf").write_text(registry.registries_conf(setting))
+        return built
+
+    def registry_host(self) -> str | None:
+        """`127.0.0.1:PORT` of the running registry, or None."""
+        running = self.records.named("registry")
+        if running is None or not processes.is_running(running.process):
+            return None
+        return f"{LOOPBACK}:{running.port}"
+
+    def registries_setting(self) -> dict[str, object] | None:
+        """The nodes' `registries:` setting for the running registry, or None."""
+        host = self.registry_host()
+        return None if host is None else registry.mirrors_setting(host)
+
     # -- nodes ------------------------------------------------------------------------
 
     def node_dir(self, name: str) -> Path:
@@ -97,7 +144,9 @@ class Extras:
             if existing is not None and processes.is_running(existing.process):
                 continue
             directory = self.node_dir(spec.name)
-            nodes.prepare(spec, directory, self.layout.pki, self.access.server)
+            nodes.prepare(
+                spec, directory, self.layout.pki, self.access.server, self.registries_setting()
+            )
             (port,) = free_ports(1)
             argv = spec.argv(directory, self.layout.kubeconfig, port)
             record = processes.spawn(spec.name, argv, self.layout.log(spec.name), env=self.env)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -26,6 +26,7 @@ import yaml
 from cryptography import x509
 
 from vkpy.providers.process import leftovers
+from vkpy.providers.process.config import ProcessConfig
 
 from . import vkpy_image
 from .cluster_pki import LOOPBACK_IPS, ClusterPKI
@@ -149,15 +150,27 @@ def serving_cert(directory: Path) -> CertPaths:
     return CertPaths(directory / "serving.crt", directory / "serving.key")
 
 
-def provider_config(spec: NodeSpec, server: str) -> dict[str, object]:
+def backend_reads_registries() -> bool:
+    """Whether this checkout's process backend takes a `registries:` setting (the
+    mirrors of issue 31's image pulls); an older one refuses unknown settings."""
+    return "registries" in {f.name for f in fields(ProcessConfig)}
+
+
+def provider_config(
+    spec: NodeSpec, server: str, registries: Mapping[str, object] | None = None
+) -> dict[str, object]:
     """What the node's --provider-config file holds: the spec's settings and, for the
     process backend, what an in-cluster pod needs (chart installs run there):
     KUBERNETES_SERVICE_HOST/PORT naming the API server's real address (there is no
-    Service network here to route the `kubernetes` Service's ClusterIP) and the
-    `images` entry that runs the chart's vkpy image from this checkout."""
+    Service network here to route the `kubernetes` Service's ClusterIP), the
+    `images` entry that runs the chart's vkpy image from this checkout, and the dev
+    cluster registry as the mirror of the public registries (`registries`, when the
+    backend reads it)."""
     config = dict(spec.provider_config)
     if spec.provider != "process":
         return config
+    if registries is not None and backend_reads_registries():
+        config.setdefault("registries", dict(registries))
     url = urlsplit(server)
     config.setdefault("kubernetes_service_host", url.hostname or LOOPBACK)
     config.setdefault("kubernetes_service_port", url.port or 443)
@@ -166,10 +179,17 @@ def provider_config(spec: NodeSpec, server: str) -> dict[str, object]:
     return config
 
 
-def prepare(spec: NodeSpec, directory: Path, pki: ClusterPKI, server: str) -> None:
+def prepare(
+    spec: NodeSpec,
+    directory: Path,
+    pki: ClusterPKI,
+    server: str,
+    registries: Mapping[str, object] | None = None,
+) -> None:
     """Write the node's provider config and its kubelet-serving certificate."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "provider.yaml").write_text(yaml.safe_dump(provider_config(spec, server)))
+    config = provider_config(spec, server, registries)
+    (directory / "provider.yaml").write_text(yaml.safe_dump(config))
     issue_serving_cert(spec.name, directory, pki, spec.address)
 
 
