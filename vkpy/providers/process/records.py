@@ -103,6 +103,9 @@ class LaunchSpec:
     tty: bool = False
     """Run the process on a pseudo-terminal (`tty: true`): the supervisor holds the
     master side, logs what it prints as stdout and writes the stdin FIFO into it."""
+    kill_argv: tuple[str, ...] = ()
+    """Run on a kill (SIGUSR1) before the process group is killed: `runc kill` for a
+    container that runc runs (`runtime: oci`), whose processes are not in the group."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -113,6 +116,7 @@ class LaunchSpec:
     def from_dict(cls, raw: dict[str, Any]) -> LaunchSpec:
         values = dict(raw)
         values["argv"] = tuple(str(a) for a in raw["argv"])
+        values["kill_argv"] = tuple(str(a) for a in raw.get("kill_argv") or ())
         values["context"] = ProcessContext.from_dict(raw["context"])
         return cls(**values)
 

@@ -168,9 +168,19 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.child.pid, sig)
 
-    def _kill_everything(self) -> None:
+    def _kill_everything(self, through_runtime: bool = True) -> None:
         if self.child is None:
             return
+        if self.spec.kill_argv and through_runtime and not self.exited:
+            # The container's processes are runc's (runtime: oci): killed through it.
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(
+                    self.spec.kill_argv,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=10,
+                )
         self._signal_group(signal.SIGKILL)
         for member in proc.session_members(self.child.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -386,7 +396,7 @@ class Supervisor:
                     open_pipes -= 1
             self._handle_signals()
             if status is None and self._leader_exited():
-                self._kill_everything()
+                self._kill_everything(through_runtime=False)
                 _, status = os.waitpid(self.child.pid, 0)
                 self.exited = True
                 self.child.returncode = -1

@@ -1,0 +1,214 @@
+"""`runtime: oci` on the process backend, as a user sees it: a real vkpy node on the
+local control plane runs busybox pulled from a real registry (Debian's
+docker-registry on loopback, the image built with umoci: tests/registry.py) through
+runc, in a user namespace of its own. Checked through kubectl and on the host."""
+
+# ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.agent import Agent, Kube, wait_for
+from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
+    StartProcessAgent,
+    reachable_pods_dir,
+    start_process_agent,
+    status_of,
+)
+from tests.registry import Registry, busybox_layout
+from vkpy.providers.process.ocipods import cgroup_dirs_of
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="runtime: oci makes user namespaces and cgroups as root only"
+)
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    running = Registry(tmp_path_factory.mktemp("registry")).start()
+    running.push(busybox_layout(), "library/busybox:latest")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def oci_config(registry: Registry, pods_dir: Path) -> dict[str, Any]:
+    return {
+        "runtime": "oci",
+        "pods_dir": str(pods_dir),
+        "registries": {registry.host: {"insecure": True}},
+    }
+
+
+def busybox_pod(name: str, node: str, image: str, **container: object) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{"name": "app", "image": image, **container}],
+            "tolerations": [{"operator": "Exists"}],
+        },
+    }
+
+
+def runc_root(agent: Agent) -> Path:
+    return agent.state_dir / "process" / "oci" / "runc"
+
+
+def runc_ids(agent: Agent) -> list[str]:
+    out = subprocess.run(
+        ["runc", "--root", str(runc_root(agent)), "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [item["id"] for item in json.loads(out or "null") or []]
+
+
+def container_pid(agent: Agent, container_id: str) -> int:
+    out = subprocess.run(
+        ["runc", "--root", str(runc_root(agent)), "state", container_id],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return int(json.loads(out)["pid"])
+
+
+def host_uid(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise AssertionError("no Uid line")
+
+
+def waiting_reason(kube: Kube, name: str) -> str | None:
+    state = status_of(kube.get("pod", name)).get("state") or {}
+    return (state.get("waiting") or {}).get("reason")
+
+
+@pytest.fixture
+def host_secret() -> Iterator[Path]:
+    directory = Path(tempfile.mkdtemp(prefix="vkpy-secret-", dir="/var/tmp"))
+    directory.chmod(0o755)
+    secret = directory / "host-secret"
+    secret.write_text("host only\n")
+    secret.chmod(0o644)
+    yield secret
+    secret.unlink()
+    directory.rmdir()
+
+
+def test_busybox_runs_as_root_in_its_pod_and_a_mapped_id_on_the_host(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+    host_secret: Path,
+) -> None:
+    agent = start_process_agent(oci_config(registry, reachable_pods_dir))
+    node = kube.get("node", agent.node_name, namespaced=False)
+    assert node is not None and node["metadata"]["labels"]["vkpy.io/runtime"] == "oci"
+    image = f"{registry.host}/library/busybox:latest"
+    script = f"id -u; cat {host_secret}; echo checked; sleep 3600"
+    created = kube.create(busybox_pod("box", agent.node_name, image, command=["sh", "-c", script]))
+    uid = created["metadata"]["uid"]
+    wait_for("box Running", lambda: kube.phase("box") == "Running", timeout=60)
+    wait_for("its log", lambda: "checked" in kube.kubectl("logs", "box"))
+    log = kube.kubectl("logs", "box")
+    assert log.splitlines()[0] == "0"
+    assert "host only" not in log
+    assert "No such file or directory" in log
+    status = status_of(kube.get("pod", "box"))
+    assert status["imageID"].startswith(f"{registry.host}/library/busybox@sha256:")
+    pid = container_pid(agent, f"vkpy-{uid}-app-0")
+    mapped = host_uid(pid)
+    assert mapped >= 1_000_000  # root in the pod is an unprivileged id on the host
+    assert kube.kubectl("exec", "box", "--", "id", "-u").strip() == "0"
+    assert kube.kubectl("exec", "box", "--", "cat", "/proc/self/uid_map").split() == [
+        "0",
+        str(mapped),
+        "65536",
+    ]
+    events = [event["reason"] for event in kube.events("box")]
+    assert "Pulling" in events and "Pulled" in events
+
+    kube.kubectl("delete", "pod", "box", "--wait=true", "--timeout=60s")
+    wait_for("nothing left", lambda: not (reachable_pods_dir / uid).exists(), timeout=30)
+    assert not [name for name in runc_ids(agent) if uid in name]
+    assert cgroup_dirs_of(uid) == []
+    with pytest.raises(OSError):
+        os.kill(pid, 0)
+
+
+def test_a_missing_image_waits_with_err_image_pull_then_back_off(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+) -> None:
+    agent = start_process_agent(oci_config(registry, reachable_pods_dir))
+    missing = f"{registry.host}/library/nothing-here:1"
+    kube.create(busybox_pod("missing", agent.node_name, missing))
+    never = f"{registry.host}/library/busybox:never-pulled"
+    kube.create(busybox_pod("never", agent.node_name, never, imagePullPolicy="Never"))
+    wait_for("ErrImagePull", lambda: waiting_reason(kube, "missing") == "ErrImagePull", timeout=60)
+    wait_for(
+        "ImagePullBackOff",
+        lambda: waiting_reason(kube, "missing") == "ImagePullBackOff",
+        timeout=30,
+    )
+    assert kube.phase("missing") == "Pending"
+    reasons = [event["reason"] for event in kube.events("missing")]
+    assert "Pulling" in reasons and "Failed" in reasons and "BackOff" in reasons
+    wait_for(
+        "ErrImageNeverPull",
+        lambda: waiting_reason(kube, "never") == "ErrImageNeverPull",
+        timeout=30,
+    )
+    assert kube.phase("never") == "Pending"
+    assert not [e for e in kube.events("never") if e["reason"] == "Pulling"]
+    for name in ("missing", "never"):
+        kube.kubectl("delete", "pod", name, "--wait=true", "--timeout=60s")
+
+
+def test_a_sigkilled_vkpy_adopts_its_running_oci_pods(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+) -> None:
+    agent = start_process_agent(oci_config(registry, reachable_pods_dir))
+    image = f"{registry.host}/library/busybox:latest"
+    created = kube.create(
+        busybox_pod("kept", agent.node_name, image, command=["sh", "-c", "echo up; sleep 3600"])
+    )
+    uid = created["metadata"]["uid"]
+    wait_for("kept Running", lambda: kube.phase("kept") == "Running", timeout=60)
+    before = status_of(kube.get("pod", "kept"))
+    pid = container_pid(agent, f"vkpy-{uid}-app-0")
+    agent.kill()
+    os.kill(pid, 0)
+    agent.start()
+    wait_for("adopted", lambda: "process backend ready" in agent.logs(), timeout=60)
+    after = status_of(kube.get("pod", "kept"))
+    assert after["containerID"] == before["containerID"]
+    assert after["restartCount"] == 0
+    assert after["state"]["running"]["startedAt"] == before["state"]["running"]["startedAt"]
+    assert container_pid(agent, f"vkpy-{uid}-app-0") == pid
+    assert kube.kubectl("exec", "kept", "--", "echo", "still").strip() == "still"
+    kube.kubectl("delete", "pod", "kept", "--wait=true", "--timeout=60s")
+    assert not [name for name in runc_ids(agent) if uid in name]
