@@ -64,6 +64,10 @@ def busybox_pod(name: str, node: str, image: str, **container: object) -> dict[s
     }
 
 
+def kubectl(kube: Kube, *args: str) -> str:
+    return kube.kubectl("-n", kube.namespace, *args)
+
+
 def runc_root(agent: Agent) -> Path:
     return agent.state_dir / "process" / "oci" / "runc"
 
@@ -120,15 +124,15 @@ def test_busybox_runs_as_root_in_its_pod_and_a_mapped_id_on_the_host(
     host_secret: Path,
 ) -> None:
     agent = start_process_agent(oci_config(registry, reachable_pods_dir))
-    node = kube.get("node", agent.node_name, namespaced=False)
+    node = wait_for("the Node", lambda: kube.get("node", agent.node_name, namespaced=False))
     assert node is not None and node["metadata"]["labels"]["vkpy.io/runtime"] == "oci"
     image = f"{registry.host}/library/busybox:latest"
     script = f"id -u; cat {host_secret}; echo checked; sleep 3600"
     created = kube.create(busybox_pod("box", agent.node_name, image, command=["sh", "-c", script]))
     uid = created["metadata"]["uid"]
     wait_for("box Running", lambda: kube.phase("box") == "Running", timeout=60)
-    wait_for("its log", lambda: "checked" in kube.kubectl("logs", "box"))
-    log = kube.kubectl("logs", "box")
+    wait_for("its log", lambda: "checked" in kubectl(kube, "logs", "box"))
+    log = kubectl(kube, "logs", "box")
     assert log.splitlines()[0] == "0"
     assert "host only" not in log
     assert "No such file or directory" in log
@@ -137,8 +141,8 @@ def test_busybox_runs_as_root_in_its_pod_and_a_mapped_id_on_the_host(
     pid = container_pid(agent, f"vkpy-{uid}-app-0")
     mapped = host_uid(pid)
     assert mapped >= 1_000_000  # root in the pod is an unprivileged id on the host
-    assert kube.kubectl("exec", "box", "--", "id", "-u").strip() == "0"
-    assert kube.kubectl("exec", "box", "--", "cat", "/proc/self/uid_map").split() == [
+    assert kubectl(kube, "exec", "box", "--", "id", "-u").strip() == "0"
+    assert kubectl(kube, "exec", "box", "--", "cat", "/proc/self/uid_map").split() == [
         "0",
         str(mapped),
         "65536",
@@ -146,7 +150,7 @@ def test_busybox_runs_as_root_in_its_pod_and_a_mapped_id_on_the_host(
     events = [event["reason"] for event in kube.events("box")]
     assert "Pulling" in events and "Pulled" in events
 
-    kube.kubectl("delete", "pod", "box", "--wait=true", "--timeout=60s")
+    kubectl(kube, "delete", "pod", "box", "--wait=true", "--timeout=60s")
     wait_for("nothing left", lambda: not (reachable_pods_dir / uid).exists(), timeout=30)
     assert not [name for name in runc_ids(agent) if uid in name]
     assert cgroup_dirs_of(uid) == []
@@ -182,7 +186,7 @@ def test_a_missing_image_waits_with_err_image_pull_then_back_off(
     assert kube.phase("never") == "Pending"
     assert not [e for e in kube.events("never") if e["reason"] == "Pulling"]
     for name in ("missing", "never"):
-        kube.kubectl("delete", "pod", name, "--wait=true", "--timeout=60s")
+        kubectl(kube, "delete", "pod", name, "--wait=true", "--timeout=60s")
 
 
 def test_a_sigkilled_vkpy_adopts_its_running_oci_pods(
@@ -209,6 +213,6 @@ def test_a_sigkilled_vkpy_adopts_its_running_oci_pods(
     assert after["restartCount"] == 0
     assert after["state"]["running"]["startedAt"] == before["state"]["running"]["startedAt"]
     assert container_pid(agent, f"vkpy-{uid}-app-0") == pid
-    assert kube.kubectl("exec", "kept", "--", "echo", "still").strip() == "still"
-    kube.kubectl("delete", "pod", "kept", "--wait=true", "--timeout=60s")
+    assert kubectl(kube, "exec", "kept", "--", "echo", "still").strip() == "still"
+    kubectl(kube, "delete", "pod", "kept", "--wait=true", "--timeout=60s")
     assert not [name for name in runc_ids(agent) if uid in name]

@@ -252,10 +252,6 @@ class ContainerRunner:
         instance = self.dir.instance(number)
         instance.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         refused: ExitRecord | None = None
-        if self.runtime.oci is None:
-            spec = self._launch_spec(instance)
-        else:
-            spec, refused = await self._oci_launch_spec(instance)
         try:
             volumes = {v.name: v for v in self.pod.volumes}
             mounts = mount_bases(self._pod_dir, self.config, volumes)
@@ -276,6 +272,12 @@ class ContainerRunner:
                 "cannot prepare the termination message file",
                 extra={"pod": str(self.pod.ref), "container": self.config.name, "error": error},
             )
+        if self.runtime.oci is None:
+            spec = self._launch_spec(instance)
+        elif refused is None:
+            spec, refused = await self._oci_launch_spec(instance)
+        else:
+            spec = ocicontainers.unused_spec(instance)
         self._launching = asyncio.create_task(self._launch(spec, number, refused), name="launch")
         await asyncio.shield(self._launching)
 
@@ -293,7 +295,9 @@ class ContainerRunner:
                 message="the pod has no id range (idrange.json is missing)",
             )
         else:
-            outcome = await ocicontainers.prepare(self.runtime.oci, self, instance, ids)
+            outcome = await ocicontainers.prepare(
+                self.runtime.oci, self, self._pod_dir, instance, ids
+            )
         if isinstance(outcome, ExitRecord):
             return ocicontainers.unused_spec(instance), outcome
         self.image_id = outcome.image_id

@@ -67,6 +67,7 @@ from vkpy.providers.process.ocipods import (
 )
 from vkpy.providers.process.records import EXIT_CANNOT_RUN, ExitRecord, LaunchSpec, ProcessContext
 from vkpy.providers.process.runtime import service_env
+from vkpy.providers.process.termination import MESSAGE_FILE
 
 if TYPE_CHECKING:
     from vkpy.providers.process.container import ContainerRunner
@@ -142,14 +143,13 @@ def normalised(image: str) -> str:
 
 
 async def prepare(
-    node: OciNode, runner: ContainerRunner, instance: InstanceDir, ids: PodRange
+    node: OciNode, runner: ContainerRunner, pod_dir: PodDir, instance: InstanceDir, ids: PodRange
 ) -> Prepared | ExitRecord:
     """Everything up to the run: the image, the root, the bundle. Waits (with the
     container's waiting reason) while the image cannot be had or the spec cannot be
     made; an ExitRecord when runc's side cannot be prepared (the sandbox is gone)."""
     result = await pull(node, runner)
     pod, config = runner.pod, runner.config
-    pod_dir = PodDir(instance.path.parent.parent.parent)
     rootfs = runner.dir.path / ROOTFS
     image_ref = str(result.ref)
     if not rootfs.exists():
@@ -173,6 +173,11 @@ async def prepare(
                 reason="ContainerCannotRun",
                 message=f"the pod's sandbox is not running: {error}",
             )
+    message = runner.dir.path / MESSAGE_FILE
+    if message.is_file() and not message.is_symlink():
+        # Written by the container's user: its host id (root's file otherwise).
+        process = container.process
+        os.chown(message, ids.host_id(process.uid), ids.host_id(process.gid))
     name = container_id(pod.ref.uid, config.name, instance.number)
     bundle = instance.path / "bundle"
     container = _with_cgroup(container, pod.ref.uid, f"{config.name}-{instance.number}")

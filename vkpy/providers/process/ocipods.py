@@ -89,8 +89,8 @@ class OciNode:
         os.chmod(self.work, 0o711)  # noqa: S103 (the pods' roots are below: traversable)
         root = self.sandbox_root
         root.mkdir(parents=True, exist_ok=True)
-        for place in (root.parent, root):
-            os.chmod(place, 0o711)  # noqa: S103 (traversable, not listable)
+        os.chmod(root.parent, 0o711)  # noqa: S103 (traversable, not listable)
+        os.chmod(root, 0o755)  # noqa: S103 (runc's init opens it as the pod's root)
         for name in ("bin", "proc", "dev", "sys", "etc"):
             (root / name).mkdir(parents=True, exist_ok=True)
         program = root / "bin" / "busybox"
