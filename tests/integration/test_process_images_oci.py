@@ -213,6 +213,16 @@ def test_a_sigkilled_vkpy_adopts_its_running_oci_pods(
     assert after["restartCount"] == 0
     assert after["state"]["running"]["startedAt"] == before["state"]["running"]["startedAt"]
     assert container_pid(agent, f"vkpy-{uid}-app-0") == pid
-    assert kubectl(kube, "exec", "kept", "--", "echo", "still").strip() == "still"
+    again = kube.cluster.run_kubectl
+    wait_for(
+        "exec after the restart",
+        lambda: (
+            again(
+                "-n", kube.namespace, "exec", "kept", "--", "echo", "still", check=False
+            ).stdout.strip()
+            == "still"
+        ),
+        timeout=60,
+    )
     kubectl(kube, "delete", "pod", "kept", "--wait=true", "--timeout=60s")
     assert not [name for name in runc_ids(agent) if uid in name]

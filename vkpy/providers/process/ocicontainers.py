@@ -77,6 +77,9 @@ log = logging.getLogger(__name__)
 NEVER_PULL_RETRY = 10.0
 """Seconds between looks for an image that may not be pulled (it may be imported)."""
 CONFIG_ERROR_RETRY = 10.0
+ERR_IMAGE_PULL_SHOWN = 5.0
+"""Seconds a failed pull shows `ErrImagePull` before `ImagePullBackOff` (the kubelet
+reports the failure itself until its next sync of the pod)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ async def pull(node: OciNode, runner: ContainerRunner) -> PullResult:
             _wait(runner, error.reason, str(error))
             _event(runner, "Warning", messages.FAILED, messages.failed(image, error))
             _event(runner, "Warning", messages.FAILED, f"Error: {error.reason}")
+            await asyncio.sleep(min(ERR_IMAGE_PULL_SHOWN, node.backoff.remaining(key)))
             continue
         node.backoff.succeeded(key)
         _event(runner, "Normal", messages.PULLED, messages.pulled(image, result))

@@ -397,7 +397,7 @@ class ProcessProvider:
     async def _create_oci_pod(self, runtime: Runtime, oci: OciNode, pod: PodConfig) -> None:
         """`runtime: oci`: the pod's id range, address and sandbox, then its containers
         (each pulls its image and runs through runc, ocicontainers.py)."""
-        check_pod(pod, self._config.host_path_prefixes)
+        check_pod(pod, self._config.host_path_prefixes, images=True)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
         pod_dir.path.mkdir(mode=0o711, exist_ok=True)
         try:
