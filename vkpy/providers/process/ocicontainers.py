@@ -287,7 +287,7 @@ async def _container(
             seccomp=choice,
         ),
         volumes=_volumes(pod_dir, pod, config, node.config.host_path_prefixes),
-        resources=_resources(config.spec.get("resources") or {}),
+        resources=resources_of(config.spec.get("resources") or {}),
     )
 
 
@@ -344,7 +344,7 @@ def _bytes(value: object) -> int | None:
         return None
 
 
-def _resources(resources: Mapping[str, Any]) -> spec.Resources:
+def resources_of(resources: Mapping[str, Any]) -> spec.Resources:
     requests = resources.get("requests") or {}
     limits = resources.get("limits") or {}
     return spec.Resources(
