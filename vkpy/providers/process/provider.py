@@ -409,6 +409,9 @@ class ProcessProvider:
             self._allocate_address(runtime, pod, pod_dir)
             await self._start_sandbox(pod, pod_dir)
             created = await PodRuntime.create(runtime, pod, pod_dir, self._notify)
+            ids = idranges.load(pod_dir.path)
+            if ids is not None:
+                ocipods.own_empty_dirs(pod, pod_dir, ids.base)
         except FileNotFoundError as error:
             await self._remove_oci(pod.ref.uid)
             raise InvalidInputError(str(error.args[0]), reason="FailedMount") from None
