@@ -6,6 +6,7 @@ runc, in a user namespace of its own. Checked through kubectl and on the host.""
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -244,3 +245,54 @@ def test_a_sigkilled_vkpy_adopts_its_running_oci_pods(
     )
     kubectl(kube, "delete", "pod", "kept", "--wait=true", "--timeout=60s")
     assert not [name for name in runc_ids(agent) if uid in name]
+
+
+def test_a_private_image_is_pulled_with_the_pods_image_pull_secret(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    tmp_path_factory: pytest.TempPathFactory,
+    reachable_pods_dir: Path,
+) -> None:
+    private = Registry(tmp_path_factory.mktemp("private"), "puller", "s3cret-pull").start()
+    try:
+        private.push(busybox_layout(), "team/box:1")
+        agent = start_process_agent(oci_config(private, reachable_pods_dir))
+        image = f"{private.host}/team/box:1"
+        auth = base64.b64encode(b"puller:s3cret-pull").decode()
+        config = {
+            "auths": {private.host: {"username": "puller", "password": "s3cret-pull", "auth": auth}}
+        }
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "pull"},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {
+                    ".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()
+                },
+            }
+        )
+        with_secret = busybox_pod("with", agent.node_name, image, command=["sleep", "3600"])
+        with_secret["spec"]["imagePullSecrets"] = [{"name": "pull"}]
+        kube.create(with_secret)
+        # Always: the image is in the node's store now (IfNotPresent would use it, as
+        # the kubelet does); the registry must be asked, and refuses without the secret.
+        without = busybox_pod(
+            "without", agent.node_name, image, command=["sleep", "3600"], imagePullPolicy="Always"
+        )
+        kube.create(without)
+        wait_for("with Running", lambda: kube.phase("with") == "Running", timeout=60)
+        wait_for(
+            "without: ErrImagePull or ImagePullBackOff",
+            lambda: waiting_reason(kube, "without") in ("ErrImagePull", "ImagePullBackOff"),
+            timeout=60,
+        )
+        failed = [e["message"] for e in kube.events("without") if e["reason"] == "Failed"]
+        assert any("unauthorized" in message or "authentication" in message for message in failed)
+        assert not any("s3cret-pull" in message for message in failed)
+        assert "s3cret-pull" not in agent.logs()
+        for name in ("with", "without"):
+            kubectl(kube, "delete", "pod", name, "--wait=true", "--timeout=60s")
+    finally:
+        private.stop()
