@@ -296,3 +296,32 @@ def test_a_private_image_is_pulled_with_the_pods_image_pull_secret(
             kubectl(kube, "delete", "pod", name, "--wait=true", "--timeout=60s")
     finally:
         private.stop()
+
+
+def test_exec_probes_and_hooks_run_inside_the_container_not_on_the_host(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+) -> None:
+    agent = start_process_agent(oci_config(registry, reachable_pods_dir))
+    image = f"{registry.host}/library/busybox:latest"
+    marker = f"vkpy-hooked-{os.getpid()}"
+    manifest = busybox_pod(
+        "probed",
+        agent.node_name,
+        image,
+        command=["sh", "-c", "touch /made-in-pod; sleep 3600"],
+        readinessProbe={
+            "exec": {"command": ["sh", "-c", 'test -f /made-in-pod && test "$(id -u)" = 0']},
+            "periodSeconds": 1,
+        },
+        lifecycle={"postStart": {"exec": {"command": ["sh", "-c", f"id -u > /{marker}"]}}},
+    )
+    created = kube.create(manifest)
+    uid = created["metadata"]["uid"]
+    wait_for("probed Ready", lambda: status_of(kube.get("pod", "probed")).get("ready"), timeout=60)
+    hooked = reachable_pods_dir / uid / "containers" / "app" / "rootfs" / marker
+    assert hooked.read_text() == "0\n"  # root in the pod, in the pod's own root
+    assert not Path(f"/{marker}").exists()  # never the host's root
+    kubectl(kube, "delete", "pod", "probed", "--wait=true", "--timeout=60s")

@@ -199,6 +199,8 @@ async def prepare(
         log_max_bytes=settings.log_max_bytes,
         log_max_files=settings.log_max_files,
         kill_argv=(*runc, "kill", name, "KILL"),
+        exec_prefix=(*runc, "exec"),
+        exec_target=name,
     )
     return Prepared(launch, result.image.image_id)
 

@@ -104,6 +104,12 @@ class LaunchSpec:
     """Run the process on a pseudo-terminal (`tty: true`): the supervisor holds the
     master side, logs what it prints as stdout and writes the stdin FIFO into it."""
     kill_argv: tuple[str, ...] = ()
+    exec_prefix: tuple[str, ...] = ()
+    """How another process runs in the container (`runtime: oci`: `runc --root R
+    exec`, then `-t` with a terminal, then `exec_target` and the command): the exec
+    helper (enter.py) runs probes', hooks' and exec sessions' commands through it
+    instead of entering the context itself."""
+    exec_target: str = ""
     """Run on a kill (SIGUSR1) before the process group is killed: `runc kill` for a
     container that runc runs (`runtime: oci`), whose processes are not in the group."""
 
@@ -117,6 +123,7 @@ class LaunchSpec:
         values = dict(raw)
         values["argv"] = tuple(str(a) for a in raw["argv"])
         values["kill_argv"] = tuple(str(a) for a in raw.get("kill_argv") or ())
+        values["exec_prefix"] = tuple(str(a) for a in raw.get("exec_prefix") or ())
         values["context"] = ProcessContext.from_dict(raw["context"])
         return cls(**values)
 
