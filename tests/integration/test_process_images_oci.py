@@ -69,6 +69,11 @@ def kubectl(kube: Kube, *args: str) -> str:
     return kube.kubectl("-n", kube.namespace, *args)
 
 
+def logs(kube: Kube, name: str) -> str:
+    """`kubectl logs`, "" while the pod's node cannot answer yet."""
+    return kube.cluster.run_kubectl("-n", kube.namespace, "logs", name, check=False).stdout
+
+
 def runc_root(agent: Agent) -> Path:
     return agent.state_dir / "process" / "oci" / "runc"
 
@@ -325,3 +330,23 @@ def test_exec_probes_and_hooks_run_inside_the_container_not_on_the_host(
     assert hooked.read_text() == "0\n"  # root in the pod, in the pod's own root
     assert not Path(f"/{marker}").exists()  # never the host's root
     kubectl(kube, "delete", "pod", "probed", "--wait=true", "--timeout=60s")
+
+
+def test_attach_writes_to_the_stdin_of_an_oci_container(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+) -> None:
+    agent = start_process_agent(oci_config(registry, reachable_pods_dir))
+    image = f"{registry.host}/library/busybox:latest"
+    script = "echo waiting; read line; echo got-$line; sleep 3600"
+    kube.create(
+        busybox_pod("reader", agent.node_name, image, command=["sh", "-c", script], stdin=True)
+    )
+    wait_for("reader waiting", lambda: "waiting" in logs(kube, "reader"), timeout=60)
+    kube.cluster.run_kubectl(
+        "-n", kube.namespace, "attach", "-i", "reader", input="hello\n", check=False
+    )
+    wait_for("the line read", lambda: "got-hello" in logs(kube, "reader"), timeout=20)
+    kubectl(kube, "delete", "pod", "reader", "--wait=true", "--timeout=60s")

@@ -201,6 +201,9 @@ async def prepare(
         kill_argv=(*runc, "kill", name, "KILL"),
         exec_prefix=(*runc, "exec"),
         exec_target=name,
+        stdin_pipe=bool(config.spec.get("stdin")),
+        stdin_once=bool(config.spec.get("stdinOnce")),
+        tty=bool(config.spec.get("tty")),
     )
     return Prepared(launch, result.image.image_id)
 
@@ -260,7 +263,7 @@ async def _container(
         uid=who.uid,
         gid=who.gid,
         additional_gids=tuple(extra),
-        terminal=False,
+        terminal=bool(config.spec.get("tty")),
     )
     capabilities = security.get("capabilities") or {}
     privileged = bool(security.get("privileged"))
