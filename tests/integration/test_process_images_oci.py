@@ -24,6 +24,11 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     start_process_agent,
     status_of,
 )
+from tests.integration.test_kubelet_api import (  # noqa: F401 - rbac_cleanup: a fixture
+    kubelet,
+    rbac_cleanup,
+    service_account,
+)
 from tests.registry import Registry, busybox_layout
 from vkpy.providers.process.ocipods import cgroup_dirs_of
 
@@ -218,6 +223,7 @@ def test_a_sigkilled_vkpy_adopts_its_running_oci_pods(
     start_process_agent: StartProcessAgent,
     registry: Registry,
     reachable_pods_dir: Path,
+    rbac_cleanup: None,
 ) -> None:
     agent = start_process_agent(oci_config(registry, reachable_pods_dir))
     image = f"{registry.host}/library/busybox:latest"
@@ -248,6 +254,20 @@ def test_a_sigkilled_vkpy_adopts_its_running_oci_pods(
         ),
         timeout=60,
     )
+    token = service_account(kube, "scraper", ["stats"])
+
+    def kept_memory() -> int:
+        reply = kubelet(agent.port, "/stats/summary", token=token)
+        for pod in json.loads(reply.body or b"{}").get("pods") or []:
+            if pod["podRef"]["name"] == "kept":
+                for container in pod.get("containers") or []:
+                    return int((container.get("memory") or {}).get("workingSetBytes") or 0)
+        return 0
+
+    # Measured in the container's own cgroup (runc's), which run.json records.
+    run = json.loads((reachable_pods_dir / uid / "containers/app/instances/0/run.json").read_text())
+    assert str(pid) in (Path(run["cgroup"]) / "cgroup.procs").read_text().split()
+    assert wait_for("stats of kept", kept_memory, timeout=60) > 0
     kubectl(kube, "delete", "pod", "kept", "--wait=true", "--timeout=60s")
     assert not [name for name in runc_ids(agent) if uid in name]
 

@@ -59,6 +59,7 @@ from vkpy.providers.process.idranges import PodRange
 from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import InstanceDir, PodDir
 from vkpy.providers.process.ocipods import (
+    CGROUP_ROOT,
     ROOTFS,
     OciNode,
     cgroups_path,
@@ -199,6 +200,7 @@ async def prepare(
         log_max_bytes=settings.log_max_bytes,
         log_max_files=settings.log_max_files,
         kill_argv=(*runc, "kill", name, "KILL"),
+        runtime_cgroup=str(memory_cgroup(container.cgroups_path or "")),
         exec_prefix=(*runc, "exec"),
         exec_target=name,
         stdin_pipe=bool(config.spec.get("stdin")),
@@ -206,6 +208,13 @@ async def prepare(
         tty=bool(config.spec.get("tty")),
     )
     return Prepared(launch, result.image.image_id)
+
+
+def memory_cgroup(cgroups_path: str) -> Path:
+    """Where runc makes a container's memory cgroup for `cgroupsPath` (cgroupfs: below
+    the hierarchy's root; the unified hierarchy on a v2-only host)."""
+    root = CGROUP_ROOT if (CGROUP_ROOT / "cgroup.controllers").exists() else CGROUP_ROOT / "memory"
+    return root / cgroups_path.lstrip("/")
 
 
 def unused_spec(instance: InstanceDir) -> LaunchSpec:

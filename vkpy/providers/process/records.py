@@ -110,6 +110,9 @@ class LaunchSpec:
     helper (enter.py) runs probes', hooks' and exec sessions' commands through it
     instead of entering the context itself."""
     exec_target: str = ""
+    runtime_cgroup: str = ""
+    """`runtime: oci`: the container's cgroup that runc made (its memory hierarchy's
+    directory), recorded in run.json for stats; the supervisor makes none itself."""
     """Run on a kill (SIGUSR1) before the process group is killed: `runc kill` for a
     container that runc runs (`runtime: oci`), whose processes are not in the group."""
 

@@ -314,7 +314,7 @@ class Supervisor:
             pid=self.child.pid,
             pid_start=proc.start_ticks(self.child.pid) or 0,
             started_ns=started_ns,
-            cgroup=str(self.cgroup) if self.cgroup else None,
+            cgroup=str(self.cgroup) if self.cgroup else (spec.runtime_cgroup or None),
             tty=self.tty_name,
         )
         write_json(self.instance.run, run.to_dict())
