@@ -225,7 +225,8 @@ def main(argv: list[str]) -> int:
     if not isinstance(context, dict):
         print(f"vkpy: no container instance at {instance}", file=sys.stderr)
         return EXIT_CANNOT_EXECUTE
-    prefix = [str(part) for part in spec.get("exec_prefix") or []]
+    raw_prefix = spec.get("exec_prefix")
+    prefix = [str(part) for part in raw_prefix] if isinstance(raw_prefix, list) else []
     if prefix:
         # runtime: oci: the container is runc's, and runc runs the command in it.
         target = str(spec.get("exec_target") or "")
