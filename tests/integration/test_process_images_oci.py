@@ -370,3 +370,36 @@ def test_attach_writes_to_the_stdin_of_an_oci_container(
     )
     wait_for("the line read", lambda: "got-hello" in logs(kube, "reader"), timeout=20)
     kubectl(kube, "delete", "pod", "reader", "--wait=true", "--timeout=60s")
+
+
+def test_a_container_over_its_memory_limit_is_oom_killed(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+) -> None:
+    agent = start_process_agent(oci_config(registry, reachable_pods_dir))
+    image = f"{registry.host}/library/busybox:latest"
+    hog = "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived"
+    created = kube.create(
+        busybox_pod(
+            "hog",
+            agent.node_name,
+            image,
+            command=["sh", "-c", hog],
+            resources={"limits": {"memory": "32Mi"}},
+        )
+    )
+    uid = created["metadata"]["uid"]
+
+    def terminated() -> dict[str, Any] | None:
+        state = status_of(kube.get("pod", "hog")).get("state") or {}
+        return state.get("terminated")
+
+    ended = wait_for("hog terminated", terminated, timeout=90)
+    assert ended["reason"] == "OOMKilled"
+    assert "survived" not in logs(kube, "hog")
+    kubectl(kube, "delete", "pod", "hog", "--wait=true", "--timeout=60s")
+    wait_for("nothing left", lambda: not (reachable_pods_dir / uid).exists(), timeout=30)
+    assert not [name for name in runc_ids(agent) if uid in name]
+    assert cgroup_dirs_of(uid) == []

@@ -192,7 +192,7 @@ async def prepare(
     runc = [node.runc.binary, "--root", str(node.runc.root)]
     settings = runner.runtime.config
     launch = LaunchSpec(
-        argv=(*runc, "run", "--bundle", str(bundle), name),
+        argv=(*runc, "run", "--keep", "--bundle", str(bundle), name),
         context=ProcessContext(
             env=(("PATH", DEFAULT_PATH),), cwd=str(bundle), privileged=True, seccomp=False
         ),
@@ -200,6 +200,7 @@ async def prepare(
         log_max_bytes=settings.log_max_bytes,
         log_max_files=settings.log_max_files,
         kill_argv=(*runc, "kill", name, "KILL"),
+        delete_argv=(*runc, "delete", "--force", name),
         runtime_cgroup=str(memory_cgroup(container.cgroups_path or "")),
         exec_prefix=(*runc, "exec"),
         exec_target=name,

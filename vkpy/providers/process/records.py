@@ -111,6 +111,9 @@ class LaunchSpec:
     instead of entering the context itself."""
     exec_target: str = ""
     runtime_cgroup: str = ""
+    delete_argv: tuple[str, ...] = ()
+    """Run once the process ended and `runtime_cgroup`'s OOM kills were counted
+    (`runc delete`: `runc run --keep` leaves the cgroup until then)."""
     """`runtime: oci`: the container's cgroup that runc made (its memory hierarchy's
     directory), recorded in run.json for stats; the supervisor makes none itself."""
     """Run on a kill (SIGUSR1) before the process group is killed: `runc kill` for a
@@ -127,6 +130,7 @@ class LaunchSpec:
         values["argv"] = tuple(str(a) for a in raw["argv"])
         values["kill_argv"] = tuple(str(a) for a in raw.get("kill_argv") or ())
         values["exec_prefix"] = tuple(str(a) for a in raw.get("exec_prefix") or ())
+        values["delete_argv"] = tuple(str(a) for a in raw.get("delete_argv") or ())
         values["context"] = ProcessContext.from_dict(raw["context"])
         return cls(**values)
 

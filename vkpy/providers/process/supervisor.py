@@ -323,6 +323,18 @@ class Supervisor:
         oom = self.watchdog_oom is not None or (
             self.cgroup is not None and cgroups.oom_kills(self.cgroup) > self.oom_base
         )
+        if spec.runtime_cgroup and not oom:
+            # runtime: oci: runc's cgroup of the container, new for this run.
+            oom = cgroups.oom_kills(Path(spec.runtime_cgroup)) > 0
+        if spec.delete_argv:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(
+                    spec.delete_argv,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=30,
+                )
         record = ExitRecord.from_status(
             status, oom=oom, started_ns=started_ns, pid=run.pid, message=self.watchdog_oom
         )
