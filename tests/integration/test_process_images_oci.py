@@ -403,3 +403,44 @@ def test_a_container_over_its_memory_limit_is_oom_killed(
     wait_for("nothing left", lambda: not (reachable_pods_dir / uid).exists(), timeout=30)
     assert not [name for name in runc_ids(agent) if uid in name]
     assert cgroup_dirs_of(uid) == []
+
+
+def test_run_as_non_root_on_a_root_image_waits_with_create_container_config_error(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+) -> None:
+    agent = start_process_agent(oci_config(registry, reachable_pods_dir))
+    image = f"{registry.host}/library/busybox:latest"
+    rooted = busybox_pod(
+        "rooted",
+        agent.node_name,
+        image,
+        command=["sleep", "3600"],
+        securityContext={"runAsNonRoot": True},
+    )
+    mapped = busybox_pod(
+        "mapped",
+        agent.node_name,
+        image,
+        command=["sh", "-c", "id -u; id -G; sleep 3600"],
+        securityContext={"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 3000},
+    )
+    mapped["spec"]["securityContext"] = {"fsGroup": 2000, "supplementalGroups": [4000]}
+    kube.create(rooted)
+    kube.create(mapped)
+    wait_for(
+        "CreateContainerConfigError",
+        lambda: waiting_reason(kube, "rooted") == "CreateContainerConfigError",
+        timeout=60,
+    )
+    assert kube.phase("rooted") == "Pending"
+    # Ids a `host` node would refuse (outside its pod id range) run, in the pod's range.
+    wait_for("mapped Running", lambda: kube.phase("mapped") == "Running", timeout=60)
+    wait_for("its ids", lambda: "10001" in logs(kube, "mapped"), timeout=30)
+    lines = logs(kube, "mapped").splitlines()
+    assert lines[0] == "10001"
+    assert sorted(lines[1].split()) == ["2000", "3000", "4000"]
+    for name in ("rooted", "mapped"):
+        kubectl(kube, "delete", "pod", name, "--wait=true", "--timeout=60s")
