@@ -30,6 +30,7 @@ from tests.integration.test_kubelet_api import (  # noqa: F401 - rbac_cleanup: a
     service_account,
 )
 from tests.registry import Registry, busybox_layout
+from vkpy.providers.process import leftovers
 from vkpy.providers.process.ocipods import cgroup_dirs_of
 
 pytestmark = pytest.mark.skipif(
@@ -444,3 +445,23 @@ def test_run_as_non_root_on_a_root_image_waits_with_create_container_config_erro
     assert sorted(lines[1].split()) == ["2000", "3000", "4000"]
     for name in ("rooted", "mapped"):
         kubectl(kube, "delete", "pod", name, "--wait=true", "--timeout=60s")
+
+
+def test_a_node_taken_down_for_good_leaves_no_oci_container(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+) -> None:
+    agent = start_process_agent(oci_config(registry, reachable_pods_dir))
+    image = f"{registry.host}/library/busybox:latest"
+    created = kube.create(busybox_pod("left", agent.node_name, image, command=["sleep", "3600"]))
+    uid = created["metadata"]["uid"]
+    wait_for("left Running", lambda: kube.phase("left") == "Running", timeout=60)
+    pid = container_pid(agent, f"vkpy-{uid}-app-0")
+    agent.stop()  # vkpy leaves its pods running for the next start to adopt
+    assert not gone(pid)
+    leftovers.end_pods(reachable_pods_dir)  # what `make down` and test teardowns run
+    wait_for("the container's process gone", lambda: gone(pid), timeout=10)
+    assert runc_ids(agent) == []
+    assert cgroup_dirs_of(uid) == []

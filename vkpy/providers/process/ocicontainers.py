@@ -187,8 +187,7 @@ async def prepare(
     bundle = instance.path / "bundle"
     container = _with_cgroup(container, pod.ref.uid, f"{config.name}-{instance.number}")
     write_bundle(bundle, spec.generate(container, node.platform))
-    with contextlib.suppress(RuncError):
-        await node.runc.delete(name, force=True)  # a run left by a supervisor killed hard
+    await _delete_earlier_runs(node, pod.ref.uid, config.name)
     runc = [node.runc.binary, "--root", str(node.runc.root)]
     settings = runner.runtime.config
     launch = LaunchSpec(
@@ -209,6 +208,18 @@ async def prepare(
         tty=bool(config.spec.get("tty")),
     )
     return Prepared(launch, result.image.image_id)
+
+
+async def _delete_earlier_runs(node: OciNode, pod_uid: str, name: str) -> None:
+    """Earlier runs of this container that runc still has: a supervisor killed hard
+    (and its `runc run` with it) leaves the container running, which must not run on
+    beside the new one."""
+    prefix = container_id(pod_uid, name, 0)[:-1]
+    with contextlib.suppress(RuncError):
+        for state in await node.runc.containers():
+            if state.id.startswith(prefix) and state.id[len(prefix) :].isdigit():
+                with contextlib.suppress(RuncError):
+                    await node.runc.delete(state.id, force=True)
 
 
 def memory_cgroup(cgroups_path: str) -> Path:
