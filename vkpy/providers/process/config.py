@@ -26,6 +26,7 @@ from vkpy.providers.process.privileges import parse_allow
 
 MemoryEnforcement = Literal["auto", "cgroup", "watchdog", "none"]
 NetworkMode = Literal["host", "pod"]
+RuntimeMode = Literal["host", "oci"]
 
 
 def host_capacity(directory: str) -> dict[str, str]:
@@ -191,6 +192,18 @@ class ProcessConfig:
     images: tuple[tuple[str, ImageSpec | None], ...] = ()
     """What runs on the host for an image (images.py): pattern -> entrypoint, cmd,
     path, working_dir, env (null: no entry); before the shipped defaults."""
+    runtime: RuntimeMode = "host"
+    """`host`: containers are host programs (the `images` stand-ins) with the host's
+    root. `oci` (needs root and runc): each container runs its image through runc, in
+    a user namespace of its own per pod (ocipods.py, ocicontainers.py)."""
+    registries: Mapping[str, object] = field(default_factory=dict)
+    """`oci`: per registry host, `mirrors` and `insecure` (vkpy/oci/images/registries.py)."""
+    oci_id_base: int = 1_000_000
+    """`oci`: the first host id of the pods' ranges (65536 ids each, idranges.py)."""
+    oci_id_ranges: int = 1024
+    """`oci`: how many pods' ranges there are on this host."""
+    runc: str = "runc"
+    """`oci`: the OCI runtime's binary."""
     state_dir: str = ""
     internal_ip: str = "127.0.0.1"
     node_name: str = ""
@@ -235,6 +248,12 @@ class ProcessConfig:
             raise ValueError("network must be host or pod")
         if config.pod_cidr:
             parse_cidr(config.pod_cidr)
+        if config.runtime not in ("host", "oci"):
+            raise ValueError("runtime must be host or oci")
+        if not isinstance(config.registries, Mapping):
+            raise ValueError("registries must be a mapping of registry hosts")
+        if config.oci_id_base < 65536 or config.oci_id_ranges < 1:
+            raise ValueError("oci_id_base must be at least 65536 and oci_id_ranges at least 1")
         resolve_run_as(config.run_as)
         config.uid_range()
         if not os.path.isabs(config.pod_root):
@@ -253,8 +272,9 @@ class ProcessConfig:
 
     @property
     def namespaces_per_pod(self) -> bool:
-        """Whether pods get namespaces of their own (root, and `pod_namespaces`)."""
-        return os.geteuid() == 0 and bool(self.pod_namespaces)
+        """Whether pods get namespaces of their own from namespaces.py (root, and
+        `pod_namespaces`; in `oci` mode the pod sandbox holds them instead)."""
+        return os.geteuid() == 0 and bool(self.pod_namespaces) and not self.oci
 
     @property
     def filesystem_per_pod(self) -> bool:
@@ -264,12 +284,19 @@ class ProcessConfig:
     @property
     def pod_network(self) -> bool:
         """Whether pods get a network namespace and an address of their own."""
+        if self.oci:
+            return self.network == "pod" and os.geteuid() == 0
         return self.network == "pod" and self.namespaces_per_pod
+
+    @property
+    def oci(self) -> bool:
+        """Whether containers run their images through the OCI runtime."""
+        return self.runtime == "oci"
 
     @property
     def per_pod_ids(self) -> bool:
         """Whether each pod runs as an id of its own (vkpy is root, no shared run_as)."""
-        return os.geteuid() == 0 and not self.run_as
+        return os.geteuid() == 0 and not self.run_as and not self.oci
 
     @property
     def pods_path(self) -> Path:

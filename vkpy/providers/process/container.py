@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import Literal
 
 from vkpy.core.cancelling import cancel_and_wait
 from vkpy.providers.base import ContainerConfig, ContainerState, PodConfig, PodEvent
+from vkpy.providers.process import idranges, ocicontainers
 from vkpy.providers.process.actions import Outcome
 from vkpy.providers.process.backoff import CrashBackoff, go_duration
 from vkpy.providers.process.beneath import LinkRefused
@@ -78,6 +80,8 @@ class ContainerRunner:
         self.previous_exit: ExitRecord | None = None
         self.supervised: Supervised | None = None
         self.waiting: tuple[str, str | None] | None = None
+        self.image_id = ""
+        """`runtime: oci`: the digest of the image the container runs (its imageID)."""
         self.trackers: dict[ProbeKind, ProbeTracker] = {}
         self.restart_requested = False
         self.started_event = asyncio.Event()
@@ -158,6 +162,7 @@ class ContainerRunner:
                 started=started,
                 last_terminated=last,
                 image=image,
+                image_id=self._image_id(),
                 container_id=f"process://{self.run_record.pid}",
             )
         if self.exit is not None:
@@ -178,6 +183,14 @@ class ContainerRunner:
         return ContainerState(
             name=name, state="waiting", reason=reason, message=message, image=image
         )
+
+    def _image_id(self) -> str:
+        """The image's digest (`runtime: oci`; found in the store after a restart)."""
+        node = self.runtime.oci
+        if not self.image_id and node is not None:
+            stored = node.store.lookup(ocicontainers.normalised(self.config.image))
+            self.image_id = stored.image_id if stored is not None else ""
+        return self.image_id
 
     def _notify(self) -> None:
         self._changed()
@@ -238,7 +251,6 @@ class ContainerRunner:
         number = self.instance + 1
         instance = self.dir.instance(number)
         instance.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        spec = self._launch_spec(instance)
         refused: ExitRecord | None = None
         try:
             volumes = {v.name: v for v in self.pod.volumes}
@@ -260,8 +272,36 @@ class ContainerRunner:
                 "cannot prepare the termination message file",
                 extra={"pod": str(self.pod.ref), "container": self.config.name, "error": error},
             )
+        if self.runtime.oci is None:
+            spec = self._launch_spec(instance)
+        elif refused is None:
+            spec, refused = await self._oci_launch_spec(instance)
+        else:
+            spec = ocicontainers.unused_spec(instance)
         self._launching = asyncio.create_task(self._launch(spec, number, refused), name="launch")
         await asyncio.shield(self._launching)
+
+    async def _oci_launch_spec(self, instance: InstanceDir) -> tuple[LaunchSpec, ExitRecord | None]:
+        """`runtime: oci`: the image pulled, the root unpacked, `runc run` to supervise
+        (ocicontainers.py); waits with the container's reason while it cannot."""
+        assert self.runtime.oci is not None
+        os.chmod(instance.path, 0o711)  # noqa: S103 (the bundle below is runc's)
+        ids = idranges.load(self._pod_dir.path)
+        if ids is None:
+            outcome: ocicontainers.Prepared | ExitRecord = ExitRecord(
+                exit_code=128,
+                finished_ns=time.time_ns(),
+                reason="ContainerCannotRun",
+                message="the pod has no id range (idrange.json is missing)",
+            )
+        else:
+            outcome = await ocicontainers.prepare(
+                self.runtime.oci, self, self._pod_dir, instance, ids
+            )
+        if isinstance(outcome, ExitRecord):
+            return ocicontainers.unused_spec(instance), outcome
+        self.image_id = outcome.image_id
+        return outcome.launch, None
 
     def _launch_spec(self, instance: InstanceDir) -> LaunchSpec:
         settings = self.runtime.config

@@ -225,6 +225,17 @@ def main(argv: list[str]) -> int:
     if not isinstance(context, dict):
         print(f"vkpy: no container instance at {instance}", file=sys.stderr)
         return EXIT_CANNOT_EXECUTE
+    raw_prefix = spec.get("exec_prefix")
+    prefix = [str(part) for part in raw_prefix] if isinstance(raw_prefix, list) else []
+    if prefix:
+        # runtime: oci: the container is runc's, and runc runs the command in it.
+        target = str(spec.get("exec_target") or "")
+        argv = [*prefix, *(["-t"] if tty else []), target, *command]
+        try:
+            os.execvp(argv[0], argv)  # noqa: S606 - runc exec, vkpy's own command line
+        except OSError as error:
+            print(f"vkpy: cannot run {argv[0]}: {error}", file=sys.stderr)
+            return EXIT_CANNOT_EXECUTE
     run = _read(os.path.join(instance, "run.json")) or {}
     cgroup = str(run["cgroup"]) if run.get("cgroup") else None
     uid = context.get("uid")

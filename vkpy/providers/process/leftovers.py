@@ -3,18 +3,21 @@
 vkpy leaves its pods running when it stops, so that a restart adopts them. A node
 taken down for good (the dev cluster's `down`, the end of a test) must end them
 itself: each container's supervisor and process group, each pod's namespace holder,
-and the memory emptyDirs mounted on the host. Only processes whose pid and start
+the memory emptyDirs mounted on the host, and (`runtime: oci`) every runc container
+and sandbox of its pods with their cgroups. Only processes whose pid and start
 time still match their records are signalled, so a recycled pid is never hit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
-from vkpy.providers.process import namespaces, sandbox
+from vkpy.providers.process import namespaces, ocipods, sandbox
 from vkpy.providers.process.layout import read_json
 from vkpy.providers.process.proc import is_same_process
 from vkpy.providers.process.records import RunRecord
@@ -40,7 +43,38 @@ def end_pods(pods: Path) -> int:
                     kill(pid, signal.SIGKILL)
                     alive = True
         killed += alive
+    _end_runc_containers(pods)
     for pod in pods.glob("*/"):
         namespaces.stop(pod)
         sandbox.unmount_volumes(pod)
     return killed
+
+
+def _end_runc_containers(pods: Path) -> None:
+    """`runtime: oci`: runc's containers and sandboxes of these pods (the runc
+    command line, with its state directory, is in each run's spec.json)."""
+    commands: set[tuple[str, ...]] = set()
+    for spec_file in pods.glob("*/containers/*/instances/*/spec.json"):
+        raw = read_json(spec_file)
+        prefix = raw.get("exec_prefix") if isinstance(raw, dict) else None
+        if isinstance(prefix, list) and len(prefix) >= 2:
+            commands.add(tuple(str(part) for part in prefix[:-1]))  # without "exec"
+    uids = {pod.name for pod in pods.glob("*/")}
+    for runc in commands:
+        try:
+            listed = subprocess.run(
+                [*runc, "list", "--format", "json"], capture_output=True, check=True, timeout=30
+            ).stdout
+            ids = [str(item["id"]) for item in json.loads(listed or b"null") or []]
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError):
+            continue
+        for container in ids:
+            if any(container.startswith(ocipods.sandbox_id(uid)) for uid in uids):
+                subprocess.run(
+                    [*runc, "delete", "--force", container],
+                    capture_output=True,
+                    check=False,
+                    timeout=30,
+                )
+    for uid in uids:
+        ocipods.remove_cgroups(uid)

@@ -25,6 +25,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Literal
 
 from vkpy import __version__
+from vkpy.oci.runtime.runc import RuncError
+from vkpy.oci.runtime.spec import SpecError
 from vkpy.providers.base import (
     ByteSink,
     ByteSource,
@@ -50,7 +52,17 @@ from vkpy.providers.errors import (
     RetryableError,
     UnsupportedError,
 )
-from vkpy.providers.process import cgroups, namespaces, owned, podnet, proc, sandbox, sysctls
+from vkpy.providers.process import (
+    cgroups,
+    idranges,
+    namespaces,
+    ocipods,
+    owned,
+    podnet,
+    proc,
+    sandbox,
+    sysctls,
+)
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.addresses import (
     AddressPool,
@@ -61,16 +73,24 @@ from vkpy.providers.process.addresses import (
 from vkpy.providers.process.config import ProcessConfig, blocked_ancestor, resolve_run_as
 from vkpy.providers.process.idclaims import HostClaims
 from vkpy.providers.process.identity import IdPool, PodIdentity, kill_processes
+from vkpy.providers.process.idranges import NoRangeError
 from vkpy.providers.process.images import ImageTable
 from vkpy.providers.process.layout import PodDir, remove_tree
 from vkpy.providers.process.listening import pod_listener
 from vkpy.providers.process.logs import read_logs
+from vkpy.providers.process.ocipods import OciNode
 from vkpy.providers.process.pod import PodRuntime
 from vkpy.providers.process.records import MemoryMode
 from vkpy.providers.process.runtime import Runtime
 from vkpy.providers.process.standins import default_rules
 from vkpy.providers.process.stats import Sampler
-from vkpy.providers.process.streams import attach, exec_command, forward_port, running_instance
+from vkpy.providers.process.streams import (
+    attach,
+    exec_argv,
+    exec_command,
+    forward_port,
+    running_instance,
+)
 from vkpy.providers.process.validation import check_pod
 
 log = logging.getLogger(__name__)
@@ -84,6 +104,8 @@ read-only, volumes at their mount paths; podroot.py) or `links` (the host as it 
 volumes as links in the pod's directory)."""
 NETWORK_LABEL = "vkpy.io/process-network"
 """Node label: `pod` (a network namespace and an address per pod) or `host`."""
+RUNTIME_LABEL = "vkpy.io/runtime"
+"""Node label: `oci` (images run by runc, ocipods.py) or `host` (host programs)."""
 _ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le"}
 
 
@@ -113,6 +135,8 @@ class ProcessProvider:
 
     name = "process"
     reads_volume_files: Literal[True] = True
+    reads_pull_secrets: Literal[True] = True
+    """`runtime: oci` pulls with the pod's imagePullSecrets (ocicontainers.py)."""
 
     def __init__(self, config: ProcessConfig) -> None:
         self._config = config
@@ -197,7 +221,16 @@ class ProcessProvider:
                 _check_cidr(config.pod_cidr)
             except ValueError as error:
                 raise UnsupportedError(str(error)) from None
+        oci: OciNode | None = None
+        if config.oci:
+            if os.geteuid() != 0:
+                raise UnsupportedError(
+                    "runtime: oci needs vkpy to run as root (user namespaces, runc)"
+                )
+            oci = OciNode(config)
+            await asyncio.to_thread(oci.prepare)
         self._runtime = Runtime(
+            oci=oci,
             config=config,
             run_as=run_as,
             actions=Actions(config.python, config.internal_ip),
@@ -232,6 +265,10 @@ class ProcessProvider:
             address = PodAddress.load(entry)
             if address is not None:
                 self._runtime.addresses.hold(entry.name, address)
+            if oci is not None:
+                ids = idranges.load(entry)
+                if ids is not None:
+                    oci.ranges.claim(entry.absolute())
             pod = PodRuntime.load(self._runtime, PodDir(entry), self._notify)
             if pod is None:
                 # pod.json is written before any container starts: nothing runs here.
@@ -240,8 +277,10 @@ class ProcessProvider:
                 continue
             self._pods[pod.ref.uid] = pod
             try:
+                if oci is not None:
+                    await self._start_sandbox(pod.config, pod.dir)
                 await asyncio.to_thread(self._start_namespaces, pod.config)
-            except (OSError, subprocess.SubprocessError) as error:
+            except (OSError, subprocess.SubprocessError, RuncError) as error:
                 log.warning(
                     "cannot make the pod's namespaces again",
                     extra={"pod": str(pod.ref), "error": str(error)},
@@ -297,6 +336,7 @@ class ProcessProvider:
                 ISOLATION_LABEL: "per-pod-users" if self._config.per_pod_ids else "shared-user",
                 FILESYSTEM_LABEL: "pod-root" if self._config.filesystem_per_pod else "links",
                 NETWORK_LABEL: "pod" if self._config.pod_network else "host",
+                RUNTIME_LABEL: self._config.runtime,
             },
         )
 
@@ -315,7 +355,10 @@ class ProcessProvider:
         return self._runtime
 
     def image_user(self, image: str) -> int | None:
-        """The user an image's stand-in runs as (its `user` in the `images` setting)."""
+        """The user an image's stand-in runs as (its `user` in the `images` setting);
+        in `runtime: oci` none: the image's USER is resolved inside the pod."""
+        if self._config.oci:
+            return None
         return self._images.image_user(image)
 
     def _pod(self, ref: PodRef) -> PodRuntime:
@@ -327,6 +370,9 @@ class ProcessProvider:
     async def create_pod(self, pod: PodConfig) -> None:
         runtime = self._runtime_or_fail()
         if pod.ref.uid in self._pods:
+            return
+        if runtime.oci is not None:
+            await self._create_oci_pod(runtime, runtime.oci, pod)
             return
         pod = self._images.resolve_pod(pod)
         check_pod(pod, self._config.host_path_prefixes)
@@ -348,6 +394,55 @@ class ProcessProvider:
         self._pods[pod.ref.uid] = created
         created.start()
         self._notify(pod.ref)
+
+    async def _create_oci_pod(self, runtime: Runtime, oci: OciNode, pod: PodConfig) -> None:
+        """`runtime: oci`: the pod's id range, address and sandbox, then its containers
+        (each pulls its image and runs through runc, ocicontainers.py)."""
+        check_pod(pod, self._config.host_path_prefixes, images=True)
+        pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
+        pod_dir.path.mkdir(mode=0o711, exist_ok=True)
+        try:
+            oci.ranges.claim(pod_dir.path.absolute())
+        except NoRangeError as error:
+            remove_tree(pod_dir.path)
+            raise RetryableError(str(error)) from None
+        try:
+            self._allocate_address(runtime, pod, pod_dir)
+            await self._start_sandbox(pod, pod_dir)
+            created = await PodRuntime.create(runtime, pod, pod_dir, self._notify)
+            ids = idranges.load(pod_dir.path)
+            if ids is not None:
+                ocipods.own_empty_dirs(pod, pod_dir, ids.base)
+        except FileNotFoundError as error:
+            await self._remove_oci(pod.ref.uid)
+            raise InvalidInputError(str(error.args[0]), reason="FailedMount") from None
+        except (OSError, RuncError, SpecError) as error:
+            await self._remove_oci(pod.ref.uid)
+            raise RetryableError(f"cannot start the pod's sandbox: {error}") from error
+        self._pods[pod.ref.uid] = created
+        created.start()
+        self._notify(pod.ref)
+
+    async def _start_sandbox(self, pod: PodConfig, pod_dir: PodDir) -> None:
+        runtime = self._runtime_or_fail()
+        assert runtime.oci is not None
+        ids = idranges.load(pod_dir.path)
+        if ids is None:
+            raise OSError(f"the pod has no id range ({pod_dir.path / idranges.RECORD})")
+        address = runtime.addresses.address(pod.ref.uid)
+        await runtime.oci.start_pod(pod, pod_dir, ids, address)
+
+    async def _remove_oci(self, uid: str) -> None:
+        """`runtime: oci`: runc's containers and sandbox, cgroups and root filesystems,
+        then the pod's directory; its id range is released last."""
+        runtime = self._runtime_or_fail()
+        assert runtime.oci is not None
+        path = self._config.pods_path / uid
+        ids = idranges.load(path)
+        await runtime.oci.remove_pod(uid, path.absolute())
+        await asyncio.to_thread(self._remove, uid)
+        if ids is not None:
+            runtime.oci.ranges.release(ids.slot, path.absolute())
 
     def _check_sysctls(self, pod: PodConfig) -> None:
         """Refuse sysctls the pod could only set in the host's namespaces."""
@@ -428,18 +523,26 @@ class ProcessProvider:
         runtime.addresses.release(uid)
 
     async def update_pod(self, pod: PodConfig) -> None:
-        await self._pod(pod.ref).update(self._images.resolve_pod(pod))
+        if not self._config.oci:
+            pod = self._images.resolve_pod(pod)
+        await self._pod(pod.ref).update(pod)
 
     async def delete_pod(self, ref: PodRef, grace_period: float) -> PodState | None:
         pod = self._pods.get(ref.uid)
         if pod is None:
-            if self._runtime is not None and self._runtime.pool.identity(ref.uid) is not None:
+            if self._runtime is not None and self._runtime.oci is not None:
+                if (self._config.pods_path / ref.uid).exists():
+                    await self._remove_oci(ref.uid)
+            elif self._runtime is not None and self._runtime.pool.identity(ref.uid) is not None:
                 await asyncio.to_thread(self._remove, ref.uid)
             raise NotFoundError(f"the process backend has no pod {ref}")
         await pod.stop(grace_period)
         last = pod.state()
         self._pods.pop(ref.uid, None)
-        await asyncio.to_thread(self._remove, ref.uid)
+        if self._runtime is not None and self._runtime.oci is not None:
+            await self._remove_oci(ref.uid)
+        else:
+            await asyncio.to_thread(self._remove, ref.uid)
         log.info("pod stopped and removed", extra={"pod": str(ref), "uid": ref.uid})
         return last
 
@@ -478,6 +581,13 @@ class ProcessProvider:
         runner = self._pod(ref).container(container)
         instance = running_instance(runner, container)
         assert runner is not None
+        oci = self._runtime.oci if self._runtime is not None else None
+        if oci is not None:
+            if not command:
+                raise InvalidInputError("no command to run")
+            name = ocipods.container_id(ref.uid, container, runner.instance)
+            runc = [oci.runc.binary, "--root", str(oci.runc.root), "exec"]
+            return await exec_argv([*runc, *(["-t"] if io.tty else []), name, *command], io)
         argv = self._images.command(runner.config, command)
         return await exec_command(self._config.python, instance, argv, io)
 
@@ -491,6 +601,14 @@ class ProcessProvider:
         self, ref: PodRef, port: int, inbound: ByteSource, outbound: ByteSink
     ) -> None:
         pod = self._pod(ref)
+        oci = self._runtime.oci if self._runtime is not None else None
+        if oci is not None and self._config.pod_network:
+            pid = await oci.sandbox_pid(ref.uid)
+            if pid is None:
+                raise ProviderError(f"the sandbox of pod {ref} is not running")
+            connect = functools.partial(podnet.connect_in, pid, port)
+            await forward_port("127.0.0.1", port, inbound, outbound, connect=connect)
+            return
         holder = namespaces.load(pod.dir.path)
         if holder is not None and "net" in holder.kinds and holder.alive():
             # The pod's own network: connect inside it, as a kubelet does.

@@ -103,6 +103,21 @@ class LaunchSpec:
     tty: bool = False
     """Run the process on a pseudo-terminal (`tty: true`): the supervisor holds the
     master side, logs what it prints as stdout and writes the stdin FIFO into it."""
+    kill_argv: tuple[str, ...] = ()
+    exec_prefix: tuple[str, ...] = ()
+    """How another process runs in the container (`runtime: oci`: `runc --root R
+    exec`, then `-t` with a terminal, then `exec_target` and the command): the exec
+    helper (enter.py) runs probes', hooks' and exec sessions' commands through it
+    instead of entering the context itself."""
+    exec_target: str = ""
+    runtime_cgroup: str = ""
+    delete_argv: tuple[str, ...] = ()
+    """Run once the process ended and `runtime_cgroup`'s OOM kills were counted
+    (`runc delete`: `runc run --keep` leaves the cgroup until then)."""
+    """`runtime: oci`: the container's cgroup that runc made (its memory hierarchy's
+    directory), recorded in run.json for stats; the supervisor makes none itself."""
+    """Run on a kill (SIGUSR1) before the process group is killed: `runc kill` for a
+    container that runc runs (`runtime: oci`), whose processes are not in the group."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -113,6 +128,9 @@ class LaunchSpec:
     def from_dict(cls, raw: dict[str, Any]) -> LaunchSpec:
         values = dict(raw)
         values["argv"] = tuple(str(a) for a in raw["argv"])
+        values["kill_argv"] = tuple(str(a) for a in raw.get("kill_argv") or ())
+        values["exec_prefix"] = tuple(str(a) for a in raw.get("exec_prefix") or ())
+        values["delete_argv"] = tuple(str(a) for a in raw.get("delete_argv") or ())
         values["context"] = ProcessContext.from_dict(raw["context"])
         return cls(**values)
 

@@ -22,6 +22,7 @@ from vkpy.providers.process.filesystem import working_dir
 from vkpy.providers.process.identity import IdPool, container_ids
 from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import PodDir
+from vkpy.providers.process.ocipods import OciNode
 from vkpy.providers.process.privileges import confinement
 from vkpy.providers.process.records import MemoryMode, ProcessContext
 
@@ -43,6 +44,8 @@ class Runtime:
     """Where a pod's Events go (failed probes, kills): the kubelet side's callback."""
     addresses: AddressPool = field(default_factory=AddressPool)
     """Which pod has which address (`network: pod`, addresses.py)."""
+    oci: OciNode | None = None
+    """`runtime: oci`: runc, the image store and the pods' sandboxes (ocipods.py)."""
 
     def pod_ip(self, pod: PodRef) -> str:
         """The pod's address: its own (`network: pod`), else the node's."""

@@ -155,6 +155,14 @@ async def exec_command(
     return await _exec_pipes([*helper, str(instance.path), *command], io)
 
 
+async def exec_argv(argv: Sequence[str], io: StreamIO) -> int:
+    """Run a whole command line (`runc exec ...`, `runtime: oci`) as exec_command runs
+    its helper: on a terminal with `io.tty`, else on pipes; its exit code."""
+    if io.tty:
+        return await _exec_terminal(list(argv), io)
+    return await _exec_pipes(list(argv), io)
+
+
 async def _pump_in(source: ByteSource | None, target: AsyncFd) -> None:
     """Client input into the command until either ends; then the command sees the end."""
     try:

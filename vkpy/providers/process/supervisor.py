@@ -168,9 +168,19 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.child.pid, sig)
 
-    def _kill_everything(self) -> None:
+    def _kill_everything(self, through_runtime: bool = True) -> None:
         if self.child is None:
             return
+        if self.spec.kill_argv and through_runtime and not self.exited:
+            # The container's processes are runc's (runtime: oci): killed through it.
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(
+                    self.spec.kill_argv,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=10,
+                )
         self._signal_group(signal.SIGKILL)
         for member in proc.session_members(self.child.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -304,7 +314,7 @@ class Supervisor:
             pid=self.child.pid,
             pid_start=proc.start_ticks(self.child.pid) or 0,
             started_ns=started_ns,
-            cgroup=str(self.cgroup) if self.cgroup else None,
+            cgroup=str(self.cgroup) if self.cgroup else (spec.runtime_cgroup or None),
             tty=self.tty_name,
         )
         write_json(self.instance.run, run.to_dict())
@@ -313,6 +323,18 @@ class Supervisor:
         oom = self.watchdog_oom is not None or (
             self.cgroup is not None and cgroups.oom_kills(self.cgroup) > self.oom_base
         )
+        if spec.runtime_cgroup and not oom:
+            # runtime: oci: runc's cgroup of the container, new for this run.
+            oom = cgroups.oom_kills(Path(spec.runtime_cgroup)) > 0
+        if spec.delete_argv:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(
+                    spec.delete_argv,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=30,
+                )
         record = ExitRecord.from_status(
             status, oom=oom, started_ns=started_ns, pid=run.pid, message=self.watchdog_oom
         )
@@ -386,7 +408,7 @@ class Supervisor:
                     open_pipes -= 1
             self._handle_signals()
             if status is None and self._leader_exited():
-                self._kill_everything()
+                self._kill_everything(through_runtime=False)
                 _, status = os.waitpid(self.child.pid, 0)
                 self.exited = True
                 self.child.returncode = -1

@@ -108,11 +108,12 @@ def _check_handler(handler: KubeObject | None, allowed: frozenset[str], what: st
         )
 
 
-def check_container(container: ContainerConfig, volumes: set[str]) -> None:
+def check_container(container: ContainerConfig, volumes: set[str], images: bool = False) -> None:
     """Raise InvalidInputError/UnsupportedError when this backend cannot run `container`
-    of a pod with these volumes."""
+    of a pod with these volumes (`images`: `runtime: oci`, the image's own entrypoint
+    runs when there is no command)."""
     what = f"container {container.name!r}"
-    if not container.command:
+    if not container.command and not images:
         raise InvalidInputError(
             f"{what} has no command: the process backend runs a container's command and "
             f"args as a process on the host and cannot run the entrypoint of image "
@@ -144,10 +145,10 @@ def check_container(container: ContainerConfig, volumes: set[str]) -> None:
     memory_limit(container)
 
 
-def check_pod(pod: PodConfig, host_path_prefixes: tuple[str, ...]) -> None:
+def check_pod(pod: PodConfig, host_path_prefixes: tuple[str, ...], images: bool = False) -> None:
     """Raise InvalidInputError/UnsupportedError when this backend cannot run `pod`."""
     for volume in pod.volumes:
         _check_volume(volume, host_path_prefixes)
     names = {v.name for v in pod.volumes}
     for container in (*pod.init_containers, *pod.containers):
-        check_container(container, names)
+        check_container(container, names, images)

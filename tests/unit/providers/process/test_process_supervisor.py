@@ -193,3 +193,18 @@ async def test_a_tty_container_runs_on_its_own_terminal_fed_by_the_stdin_fifo(
     assert started.run.tty.encode() in text
     assert b"both-terminals" in text
     assert b"got hello" in text
+
+
+async def test_a_kill_runs_the_runtimes_kill_command_first(tmp_path: Path) -> None:
+    # runtime: oci: the container's processes are runc's, not in the supervisor's
+    # process group; a kill goes through `runc kill` (here a command leaving a mark).
+    marker = tmp_path / "runtime-kill"
+    base = spec(tmp_path, "trap '' TERM; while :; do sleep 0.1; done")
+    launch_spec = dataclasses.replace(base, kill_argv=("sh", "-c", f"echo KILL > {marker}"))
+    started = await launch(launch_spec, sys.executable)
+    assert isinstance(started, Supervised)
+    started.signal(SIGNAL_KILL)
+    await asyncio.wait_for(started.wait(), 10)
+    assert marker.read_text() == "KILL\n"
+    ended = collect(InstanceDir(Path(launch_spec.instance_dir), 0), started.run)
+    assert ended.exit_code == 137
