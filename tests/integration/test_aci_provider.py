@@ -25,7 +25,7 @@ from vkpy.providers.base import (
     TerminalSize,
 )
 from vkpy.providers.errors import (
-    InvalidInputError,
+    AdmissionError,
     NotFoundError,
     RetryableError,
     UnsupportedError,
@@ -161,9 +161,12 @@ async def test_follow_logs_never_repeats_or_loses_lines(provider: AciProvider) -
     assert tail == [b"line 7\n", b"line 8\n"]
 
 
-async def test_refused_group_is_invalid_input_with_acis_message(provider: AciProvider) -> None:
+async def test_a_group_too_big_for_the_location_is_an_admission_rejection_with_acis_message(
+    provider: AciProvider,
+) -> None:
+    """As the kubelet rejects a pod it can never fit at admission: Failed, not waiting."""
     big = pod_config("big", ["true"], resources={"requests": {"cpu": "8", "memory": "1Gi"}})
-    with pytest.raises(InvalidInputError) as refused:
+    with pytest.raises(AdmissionError) as refused:
         await provider.create_pod(big)
     assert refused.value.reason == "ResourceRequestsNotSupported"
     assert "maximum allowed resource" in str(refused.value)
