@@ -95,6 +95,7 @@ lint: venv
 
 bench: venv controlplane
 	$(PY) bench/peers.py --pods $${PEER_PODS:-300} --vk-pods $${VK_PODS:-60} --rounds $${ROUNDS:-3} --plots docs/plots
+	$(PY) bench/fresh.py --pods $${FRESH_PODS:-1000} --rounds $${ROUNDS:-3}
 	$(PY) bench/nodes.py --nodes $${NODES:-1000}
 	$(PY) bench/pods.py --pods $${PODS:-1000}
 	$(PY) bench/kubelet_api.py
