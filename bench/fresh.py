@@ -87,6 +87,7 @@ class Run:
     delete_seconds: float = float("nan")
     cpu_seconds: float = 0.0
     peak_rss: float = 0.0
+    connections: int = 0
     create_requests: Counter[str] = field(default_factory=Counter)
     delete_requests: Counter[str] = field(default_factory=Counter)
     error: str = ""
@@ -170,7 +171,7 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         )
 
         async def all_running() -> bool:
-            return all(n in watch.running for n in names)  # type: ignore[union-attr]
+            return all(n in watch.running for n in names)
 
         try:
             await until("all Running", all_running, timeout)
@@ -180,6 +181,7 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         run.seconds = max(watch.running.values(), default=started) - started
         run.latencies = sorted(watch.running[n] - created[n] for n in names if n in watch.running)
         await asyncio.sleep(2)
+        run.connections = api_connections(pid, cluster.server)
         middle = await apiserver_requests_by_code(client)
         deleting = time.monotonic()
         kubectl = await asyncio.create_subprocess_exec(
@@ -192,7 +194,7 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
             raise RuntimeError("kubectl delete failed")
 
         async def all_gone() -> bool:
-            return all(n in watch.gone for n in names)  # type: ignore[union-attr]
+            return all(n in watch.gone for n in names)
 
         try:
             await until("all deleted", all_gone, timeout)
@@ -213,6 +215,29 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         await system.stop()
         await client.close()
     return run
+
+
+def api_connections(pid: int, server: str) -> int:
+    """The agent's open TCP connections to the API server (each one a TLS handshake the
+    API server did for it): its socket inodes matched in /proc/net/tcp and tcp6 by
+    the server's port."""
+    port = int(server.rsplit(":", 1)[1].strip("/"))
+    inodes = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if remote_port == port and fields[3] == "01" and fields[9] in inodes:
+                    count += 1
+    return count
 
 
 async def _exists(client: KubeClient, path: str) -> bool:
@@ -237,6 +262,9 @@ def summary(runs: list[Run]) -> dict[str, float]:
         "delete until every DELETED s": med([r.delete_seconds for r in ok]),
         "agent CPU s": med([r.cpu_seconds for r in ok]),
         "agent peak RSS MiB": med([r.peak_rss for r in ok]),
+        "agent's TCP connections to the API server after the burst": med(
+            [float(r.connections) for r in ok]
+        ),
     }
     for step, pick in (("creating", "create_requests"), ("deleting", "delete_requests")):
         keys = sorted({k for r in ok for k in getattr(r, pick)})
