@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CLUSTER_DIR ?= .cluster
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv controlplane system-deps test-tools cluster cluster-down run demo test test-unit lint bench conformance clean
+.PHONY: help venv controlplane system-deps test-tools cluster cluster-down run demo test test-unit lint bench bench-nodes-5000 bench-soak conformance clean
 
 help:
 	@echo "make run          local control plane (or KUBECONFIG) + a virtual node (WORKERS=N: + N regular nodes)"
@@ -14,6 +14,8 @@ help:
 	@echo "make lint         ruff, mypy --strict, import-linter"
 	@echo "make system-deps  Debian packages for images and the OCI runtime (skopeo, umoci, runc, ...; root)"
 	@echo "make bench        benchmarks, figures into docs/benchmarks.md"
+	@echo "make bench-nodes-5000  5,000 nodes beside kwok's, 10,000 pods (long; a quiet machine)"
+	@echo "make bench-soak   one node, 100 pods/s churn and random faults for an hour"
 	@echo "make conformance  Kubernetes' node conformance specs on a vkpy node (root, ~1 h), into docs/conformance.md"
 	@echo "make cluster      start the local control plane in $(CLUSTER_DIR)"
 	@echo "make cluster-down stop it"
@@ -101,6 +103,15 @@ bench: venv controlplane
 	$(PY) bench/kubelet_api.py
 	$(PY) bench/exec.py
 	$(PY) bench/restart.py --pods $${RESTART_PODS:-2000} --rounds 1
+
+# Long benchmarks, not in `make bench` (issue 30; docs/benchmarks.md, docs/scale.md):
+# 5,000 nodes from one vkpy beside kwok's 5,000 on one control plane, 10,000 pods on
+# them, Leases watched for 5 minutes; one node under churn and faults for an hour.
+bench-nodes-5000: venv controlplane
+	$(PY) bench/nodes.py --nodes $${NODES:-5000} --pods-per-node 2 --window 300 --timeout 1200
+
+bench-soak: venv controlplane
+	$(PY) bench/soak.py --minutes $${SOAK_MINUTES:-60} --rate $${SOAK_RATE:-100}
 
 # Not part of `make test`: builds e2e.test and runs a few hundred specs (about an hour).
 conformance: venv controlplane
