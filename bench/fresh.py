@@ -59,8 +59,14 @@ class DefaultVkpy(Vkpy):
     def argv(self, node: str) -> list[str]:
         config = self.workdir / "sim.yaml"
         config.write_text("start_seconds: 0\n")
+        profile: list[str] = []
+        if self.args.profile:  # cProfile writes when vkpy ends (SIGTERM: a clean exit)
+            self.args.profile.mkdir(parents=True, exist_ok=True)
+            out = self.args.profile / f"{self.workdir.name}.prof"
+            profile = ["-m", "cProfile", "-o", str(out)]
         return [
             sys.executable,
+            *profile,
             "-m",
             "vkpy",
             f"--kubeconfig={self.kubeconfig}",
@@ -88,6 +94,7 @@ class Run:
     cpu_seconds: float = 0.0
     peak_rss: float = 0.0
     connections: int = 0
+    log_lines: int = 0
     create_requests: Counter[str] = field(default_factory=Counter)
     delete_requests: Counter[str] = field(default_factory=Counter)
     error: str = ""
@@ -163,6 +170,8 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         await watch.ready.wait()
         await asyncio.sleep(2)
         cpu0 = cpu_seconds(pid)
+        log_file = system.workdir / f"{system.name}-{node}.log"
+        lines0 = _lines(log_file)
         before = await apiserver_requests_by_code(client)
         names = [f"p{n:05d}" for n in range(count)]
         started = time.monotonic()
@@ -203,6 +212,7 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
             run.error += f" {sum(n in watch.gone for n in names)}/{count} deleted"
         await asyncio.sleep(3)  # trailing writes (Events) that belong to these pods
         after = await apiserver_requests_by_code(client)
+        run.log_lines = _lines(log_file) - lines0
         run.cpu_seconds = cpu_seconds(pid) - cpu0
         run.peak_rss = peak_rss_mib(pid)
         run.create_requests = by_resource(middle - before)
@@ -240,6 +250,15 @@ def api_connections(pid: int, server: str) -> int:
     return count
 
 
+def _lines(path: Path) -> int:
+    """Lines the agent has logged so far (at its default level)."""
+    try:
+        with path.open("rb") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
+
+
 async def _exists(client: KubeClient, path: str) -> bool:
     try:
         await client.get(path)
@@ -262,6 +281,7 @@ def summary(runs: list[Run]) -> dict[str, float]:
         "delete until every DELETED s": med([r.delete_seconds for r in ok]),
         "agent CPU s": med([r.cpu_seconds for r in ok]),
         "agent peak RSS MiB": med([r.peak_rss for r in ok]),
+        "agent log lines per pod": med([r.log_lines / r.pods for r in ok]),
         "agent's TCP connections to the API server after the burst": med(
             [float(r.connections) for r in ok]
         ),
@@ -350,6 +370,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300, help="per step (s)")
     parser.add_argument("--event-loop", default="asyncio", help=argparse.SUPPRESS)
     parser.add_argument("--vkpy-arg", action="append", default=[], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run vkpy under cProfile, one .prof per run into this folder (slows it)",
+    )
     published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-fresh-") as tmp:
