@@ -101,6 +101,7 @@ class Ledger:
     gone: dict[str, float] = field(default_factory=dict)  # DELETED seen
     starts: dict[str, set[str]] = field(default_factory=dict)  # container starts seen
     restarts: Counter[str] = field(default_factory=Counter)
+    last_phase: dict[str, tuple[float, str]] = field(default_factory=dict)  # last seen
 
     def alive(self) -> list[str]:
         return [n for n in self.created if n not in self.deleted and n not in self.gone]
@@ -119,6 +120,7 @@ class Ledger:
             self.gone.setdefault(name, time.monotonic())
             return
         status = obj.get("status") or {}
+        self.last_phase[name] = (time.monotonic(), str(status.get("phase")))
         if status.get("phase") == "Running":
             self.running.setdefault(name, time.monotonic())
         for c in status.get("containerStatuses") or []:
@@ -405,8 +407,21 @@ class Soak:
             "left in the API server": left_in_api,
             "left in the backend": self.agent.backend_records(),
             "seconds to drain at the end": round(drain, 1),
-            "examples": (never_running + never_gone + twice)[:5],
+            "examples": [self.story(n) for n in (never_running + never_gone + twice)[:5]],
         }
+
+    def story(self, name: str) -> str:
+        """What the ledger knows of one pod, in seconds since the start."""
+        led = self.ledger
+        seen = led.last_phase.get(name)
+        parts = [f"{name}: created {led.created[name] - self.t0:.0f}"]
+        if seen:
+            parts.append(f"last seen {seen[1]} at {seen[0] - self.t0:.0f}")
+        if name in led.deleted:
+            parts.append(f"DELETE answered {led.deleted[name] - self.t0:.0f}")
+        if name in led.gone:
+            parts.append(f"DELETED {led.gone[name] - self.t0:.0f}")
+        return ", ".join(parts)
 
 
 async def _exists(client: KubeClient, path: str) -> bool:
