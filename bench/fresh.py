@@ -19,7 +19,10 @@ Reported per system and as ratios to kwok: pods/s, latency percentiles, the crea
 clients' own POST phase (how long the API server took to take the creates while the
 agent worked: what the agent costs the API server), the agent's CPU and peak RSS,
 and the API requests per pod by verb and resource during creation and deletion
-(Events counted apart), from the API server's own counters.
+(Events counted apart), from the API server's own counters; the agent's log lines per
+pod at its default level, and its TCP connections to the API server after the burst
+(each one a TLS handshake the API server did). `--profile DIR` runs vkpy under
+cProfile (one file per run; its call counts, not its timings, on a shared machine).
 
     python bench/fresh.py --pods 1000 --rounds 3
 """
