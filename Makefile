@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 CLUSTER_DIR ?= .cluster
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv controlplane system-deps images test-tools cluster cluster-down run demo test test-unit lint bench conformance clean
+.PHONY: help venv controlplane system-deps images test-tools cluster cluster-down run demo test test-unit lint bench bench-nodes-5000 bench-soak conformance clean
 
 help:
 	@echo "make run          local control plane (or KUBECONFIG) + a virtual node (WORKERS=N: + N regular nodes)"
@@ -15,6 +15,8 @@ help:
 	@echo "make system-deps  Debian packages for images and the OCI runtime (skopeo, umoci, runc, ...; root)"
 	@echo "make images       build the dev cluster's images now (busybox, pause, agnhost, nginx, vkpy; cached)"
 	@echo "make bench        benchmarks, figures into docs/benchmarks.md"
+	@echo "make bench-nodes-5000  5,000 nodes beside kwok's, 10,000 pods (long; a quiet machine)"
+	@echo "make bench-soak   one node, 100 pods/s churn and random faults for an hour"
 	@echo "make conformance  Kubernetes' node conformance specs on a vkpy node (root, ~1 h), into docs/conformance.md"
 	@echo "make cluster      start the local control plane in $(CLUSTER_DIR)"
 	@echo "make cluster-down stop it"
@@ -103,11 +105,21 @@ lint: venv
 
 bench: venv controlplane
 	$(PY) bench/peers.py --pods $${PEER_PODS:-300} --vk-pods $${VK_PODS:-60} --rounds $${ROUNDS:-3} --plots docs/plots
+	$(PY) bench/fresh.py --pods $${FRESH_PODS:-1000} --rounds $${ROUNDS:-3}
 	$(PY) bench/nodes.py --nodes $${NODES:-1000}
 	$(PY) bench/pods.py --pods $${PODS:-1000}
 	$(PY) bench/kubelet_api.py
 	$(PY) bench/exec.py
 	$(PY) bench/restart.py --pods $${RESTART_PODS:-2000} --rounds 1
+
+# Long benchmarks, not in `make bench` (issue 30; docs/benchmarks.md, docs/scale.md):
+# 5,000 nodes from one vkpy beside kwok's 5,000 on one control plane, 10,000 pods on
+# them, Leases watched for 5 minutes; one node under churn and faults for an hour.
+bench-nodes-5000: venv controlplane
+	$(PY) bench/nodes.py --nodes $${NODES:-5000} --pods-per-node 2 --window 300 --timeout 1200
+
+bench-soak: venv controlplane
+	$(PY) bench/soak.py --minutes $${SOAK_MINUTES:-60} --rate $${SOAK_RATE:-100}
 
 # Not part of `make test`: builds e2e.test and runs a few hundred specs (about an hour).
 conformance: venv controlplane

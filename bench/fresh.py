@@ -19,7 +19,10 @@ Reported per system and as ratios to kwok: pods/s, latency percentiles, the crea
 clients' own POST phase (how long the API server took to take the creates while the
 agent worked: what the agent costs the API server), the agent's CPU and peak RSS,
 and the API requests per pod by verb and resource during creation and deletion
-(Events counted apart), from the API server's own counters.
+(Events counted apart), from the API server's own counters; the agent's log lines per
+pod at its default level, and its TCP connections to the API server after the burst
+(each one a TLS handshake the API server did). `--profile DIR` runs vkpy under
+cProfile (one file per run; its call counts, not its timings, on a shared machine).
 
     python bench/fresh.py --pods 1000 --rounds 3
 """
@@ -59,8 +62,14 @@ class DefaultVkpy(Vkpy):
     def argv(self, node: str) -> list[str]:
         config = self.workdir / "sim.yaml"
         config.write_text("start_seconds: 0\n")
+        profile: list[str] = []
+        if self.args.profile:  # cProfile writes when vkpy ends (SIGTERM: a clean exit)
+            self.args.profile.mkdir(parents=True, exist_ok=True)
+            out = self.args.profile / f"{self.workdir.name}.prof"
+            profile = ["-m", "cProfile", "-o", str(out)]
         return [
             sys.executable,
+            *profile,
             "-m",
             "vkpy",
             f"--kubeconfig={self.kubeconfig}",
@@ -87,6 +96,8 @@ class Run:
     delete_seconds: float = float("nan")
     cpu_seconds: float = 0.0
     peak_rss: float = 0.0
+    connections: int = 0
+    log_lines: int = 0
     create_requests: Counter[str] = field(default_factory=Counter)
     delete_requests: Counter[str] = field(default_factory=Counter)
     error: str = ""
@@ -162,6 +173,8 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         await watch.ready.wait()
         await asyncio.sleep(2)
         cpu0 = cpu_seconds(pid)
+        log_file = system.workdir / f"{system.name}-{node}.log"
+        lines0 = _lines(log_file)
         before = await apiserver_requests_by_code(client)
         names = [f"p{n:05d}" for n in range(count)]
         started = time.monotonic()
@@ -170,7 +183,7 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         )
 
         async def all_running() -> bool:
-            return all(n in watch.running for n in names)  # type: ignore[union-attr]
+            return all(n in watch.running for n in names)
 
         try:
             await until("all Running", all_running, timeout)
@@ -180,6 +193,7 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         run.seconds = max(watch.running.values(), default=started) - started
         run.latencies = sorted(watch.running[n] - created[n] for n in names if n in watch.running)
         await asyncio.sleep(2)
+        run.connections = api_connections(pid, cluster.server)
         middle = await apiserver_requests_by_code(client)
         deleting = time.monotonic()
         kubectl = await asyncio.create_subprocess_exec(
@@ -192,7 +206,7 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
             raise RuntimeError("kubectl delete failed")
 
         async def all_gone() -> bool:
-            return all(n in watch.gone for n in names)  # type: ignore[union-attr]
+            return all(n in watch.gone for n in names)
 
         try:
             await until("all deleted", all_gone, timeout)
@@ -201,6 +215,7 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
             run.error += f" {sum(n in watch.gone for n in names)}/{count} deleted"
         await asyncio.sleep(3)  # trailing writes (Events) that belong to these pods
         after = await apiserver_requests_by_code(client)
+        run.log_lines = _lines(log_file) - lines0
         run.cpu_seconds = cpu_seconds(pid) - cpu0
         run.peak_rss = peak_rss_mib(pid)
         run.create_requests = by_resource(middle - before)
@@ -213,6 +228,38 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         await system.stop()
         await client.close()
     return run
+
+
+def api_connections(pid: int, server: str) -> int:
+    """The agent's open TCP connections to the API server (each one a TLS handshake the
+    API server did for it): its socket inodes matched in /proc/net/tcp and tcp6 by
+    the server's port."""
+    port = int(server.rsplit(":", 1)[1].strip("/"))
+    inodes = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if remote_port == port and fields[3] == "01" and fields[9] in inodes:
+                    count += 1
+    return count
+
+
+def _lines(path: Path) -> int:
+    """Lines the agent has logged so far (at its default level)."""
+    try:
+        with path.open("rb") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
 
 
 async def _exists(client: KubeClient, path: str) -> bool:
@@ -237,6 +284,10 @@ def summary(runs: list[Run]) -> dict[str, float]:
         "delete until every DELETED s": med([r.delete_seconds for r in ok]),
         "agent CPU s": med([r.cpu_seconds for r in ok]),
         "agent peak RSS MiB": med([r.peak_rss for r in ok]),
+        "agent log lines per pod": med([r.log_lines / r.pods for r in ok]),
+        "agent's TCP connections to the API server after the burst": med(
+            [float(r.connections) for r in ok]
+        ),
     }
     for step, pick in (("creating", "create_requests"), ("deleting", "delete_requests")):
         keys = sorted({k for r in ok for k in getattr(r, pick)})
@@ -322,6 +373,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300, help="per step (s)")
     parser.add_argument("--event-loop", default="asyncio", help=argparse.SUPPRESS)
     parser.add_argument("--vkpy-arg", action="append", default=[], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run vkpy under cProfile, one .prof per run into this folder (slows it)",
+    )
     published.add_options(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkpy-fresh-") as tmp:

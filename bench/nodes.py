@@ -27,9 +27,11 @@ import contextlib
 import os
 import platform
 import re
+import signal
 import sys
 import tempfile
 import time
+import tracemalloc
 import urllib.request
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -106,10 +108,14 @@ async def start_vkpy(
         cert = issue_serving_cert(prefix, workdir / "serving", cluster.pki)
         tls = [f"--tls-cert-file={cert.cert}", f"--tls-private-key-file={cert.key}"]
     log = (workdir / f"vkpy-{prefix}.log").open("wb")
+    env = dict(os.environ)
+    launch = ["-m", "vkpy"]
+    if args.tracemalloc:
+        launch = [str(ROOT / "bench" / "traced.py")]
+        env["VKPY_TRACEMALLOC_OUT"] = str(workdir / "tracemalloc.snapshot")
     return await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "vkpy",
+        *launch,
         f"--kubeconfig={kubeconfig}",
         f"--node-name={prefix}",
         f"--nodes={args.nodes}",
@@ -125,6 +131,7 @@ async def start_vkpy(
         *tls,
         stdout=log,
         stderr=log,
+        env=env,
     )
 
 
@@ -185,10 +192,17 @@ async def bench(
         all_ready = time.monotonic() - started
         register_cpu = cpu_seconds(agent.pid) - cpu0
         running = 0
+        pods_running_seconds = float("nan")
         if args.pods_per_node:
             count = args.nodes * args.pods_per_node
             bindings = [(f"p{n:06d}", f"{prefix}-{n % args.nodes}") for n in range(count)]
+            pods_started = time.monotonic()
             await create_bound_pods(client, namespace, bindings, 32)
+            while time.monotonic() - pods_started < args.timeout:
+                if await settled(lambda: running_count(client, namespace)) >= count:
+                    pods_running_seconds = time.monotonic() - pods_started
+                    break
+                await asyncio.sleep(2)
         await asyncio.sleep(args.settle)
         before = await settled(lambda: apiserver_requests_by_code(client))
         agent_before = agent_requests(metrics_port) if system == "vkpy" else Counter[str]()
@@ -209,6 +223,7 @@ async def bench(
         peak = peak_rss_mib(agent.pid)
         if args.pods_per_node:
             running = await settled(lambda: running_count(client, namespace))
+        memory = await traced_memory(agent, workdir, args) if system == "vkpy" else ""
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             log = workdir / f"{system}-{prefix}.log"
@@ -247,6 +262,7 @@ async def bench(
         "nodes": args.nodes,
         "pods": args.nodes * args.pods_per_node,
         "pods_running_at_end": running,
+        "seconds_from_first_create_to_all_running": round(pods_running_seconds, 1),
         "event_loop": args.event_loop,
         "ready_at_start": ready,
         "seconds_to_that": round(all_ready, 1),
@@ -269,7 +285,67 @@ async def bench(
         "agent_requests_per_second_by_method_and_code": {
             key: round(n / elapsed, 2) for key, n in (agent_after - agent_before).most_common()
         },
+        "tracemalloc": memory,
     }
+
+
+async def traced_memory(
+    agent: asyncio.subprocess.Process, workdir: Path, args: argparse.Namespace
+) -> str:
+    """With `--tracemalloc`: the agent's traced memory after the window, per node, by
+    the vkpy line that allocated it (the innermost frame in vkpy) and by file (the
+    innermost frame), as markdown tables; "" without."""
+    if not args.tracemalloc:
+        return ""
+    out = workdir / "tracemalloc.snapshot"
+    done = out.with_name(out.name + ".done")
+    agent.send_signal(signal.SIGUSR2)
+    for _ in range(600):
+        if done.exists():
+            break
+        await asyncio.sleep(1)
+    snapshot = tracemalloc.Snapshot.load(str(out))
+    return memory_tables(snapshot, args.nodes, args.top)
+
+
+def memory_tables(snapshot: tracemalloc.Snapshot, nodes: int, top: int) -> str:
+    """Traced KiB per node by the allocating vkpy line and by innermost file."""
+    total = sum(s.size for s in snapshot.statistics("filename"))
+    by_line: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for trace in snapshot.traces:
+        where = next(
+            (
+                f"{_short(f.filename)}:{f.lineno}"
+                for f in reversed(trace.traceback)
+                if "/vkpy/" in f.filename
+            ),
+            "(no vkpy frame: imports, the loop, libraries)",
+        )
+        by_line[where] += trace.size
+        counts[where] += 1
+    by_file = Counter(
+        {_short(s.traceback[0].filename): s.size for s in snapshot.statistics("filename")}
+    )
+    lines = [
+        f"traced {total / 2**20:.1f} MiB, {total / 1024 / nodes:.1f} KiB per node",
+        "",
+        "| innermost vkpy line | KiB per node | blocks per node |",
+        "|---|---|---|",
+    ]
+    for where, size in by_line.most_common(top):
+        lines.append(f"| `{where}` | {size / 1024 / nodes:.2f} | {counts[where] / nodes:.1f} |")
+    lines += ["", "| innermost file | KiB per node |", "|---|---|"]
+    for where, size in by_file.most_common(top):
+        lines.append(f"| `{where}` | {size / 1024 / nodes:.2f} |")
+    return "\n".join(lines)
+
+
+def _short(filename: str) -> str:
+    for marker in ("/vkpy/", "/site-packages/", "/lib/python3"):
+        if marker in filename:
+            return filename[filename.index(marker) + 1 :]
+    return filename
 
 
 RATIOS = (
@@ -291,6 +367,8 @@ def report(
     head = "| measure | " + " | ".join(systems) + (" | vkpy / kwok |" if both else " |")
     rows = [head, "|---" * (len(systems) + 1 + both) + "|"]
     for key in keys:
+        if key == "tracemalloc":
+            continue
         cells = [str(results[s].get(key, "—")) for s in systems]
         if both:
             vkpy, kwok = results["vkpy"].get(key), results["kwok"].get(key)
@@ -311,7 +389,14 @@ def report(
         f"load average at each system's start: {load})\n\n"
         f"`{command}` (sim backend for vkpy; kwok with bench/peers.py's stages; one system "
         "after the other on one control plane; API requests from the API server's counters "
-        "over the window: the whole cluster's)\n\n" + "\n".join(rows) + "\n"
+        "over the window: the whole cluster's)\n\n"
+        + "\n".join(rows)
+        + "\n"
+        + "".join(
+            f"\n{system}'s memory (tracemalloc, after the window):\n\n{r['tracemalloc']}\n"
+            for system, r in results.items()
+            if r.get("tracemalloc")
+        )
     )
 
 
@@ -325,6 +410,12 @@ def main() -> int:
     parser.add_argument("--event-loop", default="asyncio", choices=["asyncio", "uvloop"])
     parser.add_argument("--systems", nargs="+", default=["vkpy", "kwok"], choices=["vkpy", "kwok"])
     parser.add_argument("--kubeconfig", type=Path, help="existing cluster (default: start one)")
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="run vkpy under bench/traced.py and report its memory by line (slows it)",
+    )
+    parser.add_argument("--top", type=int, default=25, help="rows of the memory tables")
     published.add_options(parser)
     args = parser.parse_args()
     results: dict[str, dict[str, object]] = {}

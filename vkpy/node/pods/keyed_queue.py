@@ -3,8 +3,10 @@
 Pods are reconciled by key (their UID). Adding a key that is waiting does nothing
 (changes coalesce); adding a key that is being processed makes it run once more
 after the current run ends. A fixed number of workers bound the parallelism across
-pods. A key can be woken later for several reasons at once (its back-off, a
-deadline, a token renewal, a poll), each with a timer of its own, so one never
+pods; they are started when keys are queued and end when none are left, so an idle
+node (one of a thousand in a node set) keeps no task waiting. A key can be woken
+later for several reasons at once (its back-off, a deadline, a token renewal, a
+poll), each with a timer of its own, so one never
 cancels or delays another; the queue knows the reasons only as names. A handler
 that raises `Retry` (or fails) comes back after a per-key exponential back-off,
 which a normal return resets. This is the shape of client-go's workqueue, which the
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 from vkpy.core import metrics
@@ -65,7 +68,12 @@ class KeyedQueue:
         self._base = base_backoff
         self._max = max_backoff
         self._clock = clock
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        # a plain deque, not an asyncio.Queue (four deques and an Event per node): no
+        # worker ever waits on it, the ones running take keys until it is empty
+        self._queue: deque[str] = deque()
+        self._group: asyncio.TaskGroup | None = None
+        self._alive = 0  # workers started and not yet ended
+        self._started = 0  # for the workers' task names
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._failures: dict[str, int] = {}
@@ -77,8 +85,26 @@ class KeyedQueue:
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.put_nowait(key)
-            metrics.POD_QUEUE_DEPTH.set(self._queue.qsize())
+            self._put(key)
+
+    def _put(self, key: str) -> None:
+        self._queue.append(key)
+        metrics.POD_QUEUE_DEPTH.set(len(self._queue))
+        self._more_workers()
+
+    def _more_workers(self) -> None:
+        """A worker for each queued key no free worker will take, up to `workers`
+        alive (once `run` runs). A worker is busy while it holds a key (`_processing`);
+        one started and not yet holding one will take a queued key."""
+        group = self._group
+        if group is None:
+            return
+        while self._alive < self._workers and len(self._queue) > self._alive - len(
+            self._processing
+        ):
+            self._alive += 1
+            self._started += 1
+            group.create_task(self._work(), name=f"pod-worker-{self._started}")
 
     def add_after(self, key: str, delay: float, reason: str) -> None:
         """Process `key` after `delay` seconds, for `reason`: replaces the key's
@@ -143,26 +169,36 @@ class KeyedQueue:
         return key in self._processing
 
     def depth(self) -> int:
-        return self._queue.qsize()
+        return len(self._queue)
 
     def busy(self) -> bool:
         return bool(self._dirty or self._processing)
 
     async def run(self) -> None:
-        """Run the workers until cancelled."""
+        """Start workers as keys come, until cancelled."""
         try:
             async with asyncio.TaskGroup() as group:
-                for n in range(self._workers):
-                    group.create_task(self._work(), name=f"pod-worker-{n}")
+                self._group = group
+                try:
+                    self._more_workers()  # keys added before the start
+                    await asyncio.Future()  # until cancelled
+                finally:
+                    self._group = None
         finally:
             for _, timer in self._timers.values():
                 timer.cancel()
             self._timers.clear()
 
     async def _work(self) -> None:
-        while True:
-            key = await self._queue.get()
-            metrics.POD_QUEUE_DEPTH.set(self._queue.qsize())
+        try:
+            await self._take_keys()
+        finally:
+            self._alive -= 1
+
+    async def _take_keys(self) -> None:
+        while self._queue:
+            key = self._queue.popleft()
+            metrics.POD_QUEUE_DEPTH.set(len(self._queue))
             self._dirty.discard(key)
             self._processing.add(key)
             try:
@@ -183,4 +219,4 @@ class KeyedQueue:
             finally:
                 self._processing.discard(key)
                 if key in self._dirty:
-                    self._queue.put_nowait(key)
+                    self._queue.append(key)  # this worker, or another, takes it

@@ -266,7 +266,7 @@ class PodLife:
             tokens=grants,
             files_digest=files_digest(config.volumes),
         )
-        log.info("pod created in backend", extra={"pod": str(r.ref), "uid": r.ref.uid})
+        log.debug("pod created in backend", extra={"pod": str(r.ref), "uid": r.ref.uid})
         return True
 
     async def _cannot_start(
@@ -480,7 +480,7 @@ class PodLife:
                 {"gracePeriodSeconds": 0, "preconditions": {"uid": r.ref.uid}},
                 decode=False,  # the watch tells what became of it
             )
-            log.info("pod deleted", extra={"pod": str(r.ref), "uid": r.ref.uid})
+            log.debug("pod deleted", extra={"pod": str(r.ref), "uid": r.ref.uid})
         except ApiError as error:
             if not (error.not_found or error.conflict):
                 raise Retry(f"delete {r.ref}: {error}") from error

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import tracemalloc
 from collections.abc import AsyncIterator
 
 import pytest
@@ -187,3 +188,72 @@ async def test_unexpected_errors_are_retried_too(clock: FakeClock, running: list
     queue.add("k")
     await clock.advance(2)
     assert calls == 2
+
+
+def workers_alive() -> int:
+    return sum(1 for t in asyncio.all_tasks() if t.get_name().startswith("pod-worker"))
+
+
+async def test_an_idle_queue_keeps_no_worker_task(running: list[Running]) -> None:
+    """Issue 30: 1000 nodes each kept their pod workers waiting on an empty queue
+    (a task, a coroutine and a waiter each, and an asyncio.Queue of four deques per
+    node); an idle node now holds none, and `vkpy_asyncio_tasks` shows it."""
+
+    async def handler(key: str) -> None:
+        await asyncio.sleep(0)
+
+    queue = KeyedQueue(handler, workers=50)
+    running.append(Running(queue))
+    await settle()
+    assert workers_alive() == 0
+    for n in range(10):
+        queue.add(f"k{n}")
+    await settle()
+    assert not queue.busy()
+    assert workers_alive() == 0
+
+
+async def test_a_burst_runs_exactly_workers_at_once(running: list[Running]) -> None:
+    inside = 0
+    most = 0
+    done: list[str] = []
+    release = asyncio.Event()
+
+    async def handler(key: str) -> None:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        await release.wait()
+        inside -= 1
+        done.append(key)
+
+    queue = KeyedQueue(handler, workers=5)
+    for n in range(3):  # added before the queue runs: picked up when it starts
+        queue.add(f"early{n}")
+    running.append(Running(queue))
+    for n in range(17):
+        queue.add(f"k{n}")
+    await settle()
+    assert (inside, most) == (5, 5)
+    assert workers_alive() == 5
+    release.set()
+    await settle()
+    assert sorted(done) == sorted([f"early{n}" for n in range(3)] + [f"k{n}" for n in range(17)])
+    assert most == 5
+    assert workers_alive() == 0
+
+
+async def _nothing(key: str) -> None:
+    await asyncio.sleep(0)
+
+
+def test_a_queue_costs_under_half_of_what_an_asyncio_queue_did() -> None:
+    """One KeyedQueue per node: 3985 bytes each with its asyncio.Queue, 1506 now."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        queues = [KeyedQueue(_nothing, workers=2) for _ in range(200)]
+        per_queue = (tracemalloc.get_traced_memory()[0] - before) / len(queues)
+    finally:
+        tracemalloc.stop()
+    assert per_queue < 2048, f"{per_queue:.0f} bytes per queue"
