@@ -30,6 +30,7 @@ async def test_an_ordinary_pod_life_writes_no_line_at_the_default_level(
 ) -> None:
     async with Harness() as h:
         await h.start()
+        caplog.clear()  # the node's start ("adopted backend pods") is once per node, not per pod
         with caplog.at_level(logging.DEBUG, logger="vkpy"):
             pods = [h.kube.add_pod(pod_object(f"p{n}")) for n in range(PODS)]
             await settle()
