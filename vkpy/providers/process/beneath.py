@@ -231,6 +231,29 @@ def open_path(base: Path | str, relative: str, what: str) -> int:
     return fd
 
 
+def chown_file(directory: Path | str, name: str, uid: int, gid: int) -> bool:
+    """Give the regular file `name` in `directory` to uid:gid through a descriptor
+    opened without following a link (a link or anything else there is left alone);
+    whether it was a regular file."""
+    base = open_base(directory)
+    try:
+        try:
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=base
+            )
+        except OSError:
+            return False  # missing, or a link (ELOOP)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            os.fchown(fd, uid, gid)
+            return True
+        finally:
+            os.close(fd)
+    finally:
+        os.close(base)
+
+
 def same_entry(parent: int, name: str, path: Path | str) -> bool:
     """Whether `name` in the directory `parent` is the very directory at `path` (not a
     link to it)."""

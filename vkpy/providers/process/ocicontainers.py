@@ -178,11 +178,12 @@ async def prepare(
                 reason="ContainerCannotRun",
                 message=f"the pod's sandbox is not running: {error}",
             )
-    message = runner.dir.path / MESSAGE_FILE
-    if message.is_file() and not message.is_symlink():
-        # Written by the container's user: its host id (root's file otherwise).
-        process = container.process
-        os.chown(message, ids.host_id(process.uid), ids.host_id(process.gid))
+    # Written by the container's user: its host id (root's file otherwise), given
+    # through a descriptor, never by following what is at that name.
+    process = container.process
+    beneath.chown_file(
+        runner.dir.path, MESSAGE_FILE, ids.host_id(process.uid), ids.host_id(process.gid)
+    )
     name = container_id(pod.ref.uid, config.name, instance.number)
     bundle = instance.path / "bundle"
     container = _with_cgroup(container, pod.ref.uid, f"{config.name}-{instance.number}")

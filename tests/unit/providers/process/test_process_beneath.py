@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vkpy.providers.process.beneath import LinkRefused, place_link, resolve_beneath
+from vkpy.providers.process.beneath import LinkRefused, chown_file, place_link, resolve_beneath
 from vkpy.providers.process.config import RunAs
 
 
@@ -58,3 +58,27 @@ def test_place_link_replaces_the_entry_itself_and_keeps_a_directory(tmp_path: Pa
     (base / "file").write_text("f")
     with pytest.raises(LinkRefused, match="'file' in 'file/x' is not a directory"):
         place_link(base, "file/x", "target", "test")
+
+
+def test_chown_file_gives_the_file_and_never_what_a_link_at_its_name_points_to(
+    tmp_path: Path,
+) -> None:
+    """The oci runtime's termination message file: a link at its name (to a root-owned
+    host file) is left alone, the host file keeps its owner."""
+    if os.geteuid() != 0:
+        pytest.fail("needs root: chown to another user")
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "termination-log").write_text("")
+    assert chown_file(own, "termination-log", 300123, 300124)
+    info = os.stat(own / "termination-log")
+    assert (info.st_uid, info.st_gid) == (300123, 300124)
+
+    host_file = tmp_path / "host-file"
+    host_file.write_text("root's")
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "termination-log").symlink_to(host_file)
+    assert not chown_file(planted, "termination-log", 300123, 300124)
+    assert os.stat(host_file).st_uid == 0
+    assert not chown_file(planted, "missing", 300123, 300124)
