@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import published
-from peers import Kwok, PodWatch, System, Vkpy, node_ready, pct
+from peers import Kwok, PodWatch, System, Vkpy, fmt, node_ready, pct
 from pods import apiserver_requests_by_code, cpu_seconds, free_port, peak_rss_mib, until
 
 from vkpy.devcluster import DevCluster
@@ -294,12 +294,6 @@ def summary(runs: list[Run]) -> dict[str, float]:
         for k in keys:
             out[f"{k} per pod, {step}"] = med([getattr(r, pick)[k] / r.pods for r in ok])
     return out
-
-
-def fmt(value: float) -> str:
-    if value != value:
-        return "—"
-    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
 
 
 def table(results: dict[str, dict[str, float]]) -> str:
