@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,18 +29,13 @@ from pathlib import Path
 
 import published
 import yaml
+from pods import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.registry import Registry, busybox_layout  # noqa: E402
 from vkpy.devcluster import ClusterAccess, given_or_started  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def children() -> dict[int, list[int]]:

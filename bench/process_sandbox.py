@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import published
 import yaml
+from pods import free_port
 
 from vkpy.devcluster import ClusterAccess, given_or_started
 
@@ -39,12 +39,6 @@ MODES: dict[str, dict[str, object]] = {
     "per-pod users, UTS+IPC namespaces, no pod filesystem": {"pod_filesystem": False},
     "no sandbox: run_as nobody, no namespaces": {"run_as": "nobody", "pod_namespaces": False},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def p90(values: list[float]) -> float:
