@@ -19,7 +19,7 @@ from typing import TypedDict
 
 from conformance.report import Selection, Spec, cause, known_cause
 
-BACKENDS = ("process", "sim")
+BACKENDS = ("process-oci", "process", "sim")
 BEGIN, END = "<!-- results -->", "<!-- /results -->"
 
 

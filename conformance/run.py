@@ -168,6 +168,40 @@ def provider_config(
     return path
 
 
+def oci_provider_config(
+    run_dir: Path, relay: ServiceRelay, registries: dict[str, object] | None
+) -> Path:
+    """The process backend's settings for a run on real images (`runtime: oci`): the
+    suite's own images pulled from the dev cluster's registry (its mirrors), each pod
+    in a user namespace of its own (so no pod id range to fit the suite's ids into) and
+    on a network of its own, hostPath under /tmp and for /etc/hosts, privileged pods
+    and the host's network allowed (a kubelet allows both by default), and the API
+    server as the `kubernetes` Service (`relay`)."""
+    settings: dict[str, object] = {
+        "runtime": "oci",
+        "host_path_prefixes": ["/tmp", "/etc/hosts"],
+        "allow": ["privileged", "hostNetwork"],
+        "network": "pod",
+        "pod_cidr": POD_CIDR,
+        "kubernetes_service_host": relay.address,
+        "kubernetes_service_port": relay.port,
+        "pods_dir": str(run_dir / "pods"),
+    }
+    if registries is not None:
+        settings["registries"] = registries
+    path = run_dir / "process.json"
+    path.write_text(json.dumps(settings, indent=2))
+    return path
+
+
+def backend_key(options: argparse.Namespace) -> str:
+    """The results store's name for the run's backend: `process-oci` for the process
+    backend on real images, `process` for its host programs (the stand-ins), `sim`."""
+    if options.provider == "process" and options.runtime == "oci":
+        return "process-oci"
+    return str(options.provider)
+
+
 SIM_SETTINGS = {
     # A container of a pod that does not restart Always is a program that finishes:
     # it exits 0 after this long, so a spec waiting for its pod to succeed sees it
@@ -347,6 +381,8 @@ def inside(options: argparse.Namespace) -> int:
         suite_kubeconfig(run_dir, cluster, relay)
         if options.provider == "sim":
             config = sim_config(run_dir)
+        elif options.runtime == "oci":
+            config = oci_provider_config(run_dir, relay, cluster.registries_setting())
         else:
             config = provider_config(
                 run_dir,
@@ -394,6 +430,12 @@ def main() -> int:
     )
     parser.add_argument("--timeout", default="3h", help="the whole suite's time limit")
     parser.add_argument("--provider", default="process", choices=("process", "sim"))
+    parser.add_argument(
+        "--runtime",
+        default="oci",
+        choices=("oci", "host"),
+        help="the process backend's runtime: real images (oci, default) or host programs",
+    )
     parser.add_argument(
         "--report",
         default=str(ROOT / "docs" / "conformance.md"),
@@ -449,7 +491,8 @@ def main() -> int:
         f"--run-dir={run_dir}", f"--tools={tools}", f"--agnhost={agnhost}", f"--bin-dir={bin_dir}",
         f"--agnhost-files={agnhost_image_files()}",
         f"--procs={options.procs}", f"--cli-procs={options.cli_procs}",
-        f"--provider={options.provider}", f"--focus={options.focus}",
+        f"--provider={options.provider}", f"--runtime={options.runtime}",
+        f"--focus={options.focus}",
         f"--timeout={options.timeout}",
         f"--rerun-failed={Path(options.rerun_failed).absolute() if options.rerun_failed else ''}",
     ]  # fmt: skip
@@ -470,7 +513,7 @@ def write_run_facts(
         "started": f"{started:%Y-%m-%d %H:%M}",
         "command": command,
         "commit": commit(),
-        "backend": options.provider,
+        "backend": backend_key(options),
         "kind": run_kind(options),
     }
     (run_dir / "run.json").write_text(json.dumps(facts))
@@ -496,7 +539,7 @@ def record_run(options: argparse.Namespace, run_dir: Path) -> int:
         return 1
     facts = json.loads((run_dir / "run.json").read_text())
     run = results.Run(  # a run.json written before backend and kind were: this command's
-        backend=facts.get("backend", options.provider),
+        backend=facts.get("backend", backend_key(options)),
         started=facts["started"],
         command=facts["command"],
         release=pinned_release(),
