@@ -8,7 +8,8 @@ The suite's names are those of the pinned Kubernetes module's
 test/utils/image/manifest.go (E2E_NAMES; a unit test compares them). What is served
 under them is what is built here: Debian's busybox 1.35 as the suite's busybox, Debian's
 nginx 1.22 as its nginx images, agnhost built from the pinned module (its VERSION
-file: 2.63.0; also served as 2.53, the name the issue's examples use). The suite's
+file: 2.63.0; also served as 2.53, the name the issue's examples use), the
+security-context images nonroot and nonewprivs (securitycontext.py). The suite's
 other images (E2E_MISSING) are not built.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import vkpy
 
-from . import agnhost, busybox, debian, pause
+from . import agnhost, busybox, debian, pause, securitycontext
 from .build import ImageUnavailable, cache_dir, manifest_digest, size
 
 log = logging.getLogger("vkpy.devcluster.images")
@@ -52,6 +53,8 @@ E2E_NAMES = (
     "registry.k8s.io/e2e-test-images/nginx:1.15-4",
     "registry.k8s.io/e2e-test-images/nginx:1.27-0",
     "registry.k8s.io/pause:3.10.2",
+    "registry.k8s.io/e2e-test-images/nonewprivs:1.4",
+    "registry.k8s.io/e2e-test-images/nonroot:1.5",
 )
 #: The suite's images not built here (no recipe yet): a spec that needs one fails to
 #: pull it (ErrImagePull), which the conformance report shows.
@@ -68,8 +71,6 @@ E2E_MISSING = (
     "nautilus",
     "nfs-provisioner",
     "node-perf/*",
-    "nonewprivs:1.4",
-    "nonroot:1.5",
     "perl",
     "regression-issue-74839",
     "resource-consumer",
@@ -109,6 +110,16 @@ def all_images() -> tuple[Image, ...]:
                 "registry.k8s.io/e2e-test-images/nginx:1.15-4",
                 "registry.k8s.io/e2e-test-images/nginx:1.27-0",
             ),
+        ),
+        Image(
+            "nonroot",
+            securitycontext.nonroot,
+            ("registry.k8s.io/e2e-test-images/nonroot:1.5",),
+        ),
+        Image(
+            "nonewprivs",
+            securitycontext.nonewprivs,
+            ("registry.k8s.io/e2e-test-images/nonewprivs:1.4",),
         ),
         Image(
             "vkpy",
