@@ -201,13 +201,20 @@ def test_a_kept_run_recorded_later_keeps_its_backend_and_kind(tmp_path: Path) ->
     results.save(store_path, store)
     kept = tmp_path / "kept"
     kept.mkdir()
-    ran = argparse.Namespace(provider="sim", rerun_failed=str(tmp_path / "earlier"), focus="")
+    ran = argparse.Namespace(
+        provider="sim", runtime="oci", rerun_failed=str(tmp_path / "earlier"), focus=""
+    )
     started = datetime(2026, 12, 1, 14, 0, tzinfo=UTC)
     conformance_run.write_run_facts(kept, ran, started, "conformance/run.py --provider sim")
     (kept / "junit_node.xml").write_text(RERUN)
 
     recording = argparse.Namespace(
-        provider="process", rerun_failed="", focus="", results=str(store_path), report=""
+        provider="process",
+        runtime="oci",
+        rerun_failed="",
+        focus="",
+        results=str(store_path),
+        report="",
     )
     assert conformance_run.record_run(recording, kept) == 0
     store = results.load(store_path)
