@@ -15,6 +15,7 @@ outlive vkpy on purpose, so stopping a node also stops what it still runs.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import sys
 from collections.abc import Mapping
@@ -133,6 +134,17 @@ def virtual(pod_deletion_cost: int | None = None) -> NodeSpec:
         },
         extra_args=extra,
     )
+
+
+def host_programs(spec: NodeSpec) -> NodeSpec:
+    """`spec` with the process backend's host programs (`runtime: host`, the host's
+    network) instead of its default as root, images through runc on a network per pod
+    (vkpy/providers/process/modes.py): for pods written for host programs, as the
+    hybrid demo's `python:3.12-slim` jobs, an image the dev registry does not serve."""
+    if spec.provider != "process":
+        return spec
+    settings = {**spec.provider_config, "runtime": "host", "network": "host"}
+    return dataclasses.replace(spec, provider_config=settings)
 
 
 def gpu_virtual(gpus: int = 8) -> NodeSpec:
