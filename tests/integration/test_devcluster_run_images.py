@@ -32,6 +32,7 @@ import pytest
 from tests.integration.agent import free_port, wait_for
 from vkpy.devcluster import ClusterAccess, DevCluster
 from vkpy.devcluster.netns import PrivateNetwork
+from vkpy.devcluster.nodes import RUN_PODS_ROOT
 from vkpy.providers.process.modes import DEFAULT_POD_CIDRS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,6 +58,7 @@ def make_run(tmp_path: Path) -> Iterator[tuple[ClusterAccess, Path]]:
     directory = tmp_path / "cluster"
     out = tmp_path / "run.out"
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    pods: Path | None = None
     with PrivateNetwork(), out.open("w") as sink:
         began = time.monotonic()
         run = subprocess.Popen(
@@ -75,6 +77,10 @@ def make_run(tmp_path: Path) -> Iterator[tuple[ClusterAccess, Path]]:
             )
             assert run.poll() is None, out.read_text()
             print(f"\nmake run: node Ready, hello applied in {time.monotonic() - began:.1f} s")
+            # pytest's directories are 0700: the pods live where their ids can reach them.
+            link = directory / "nodes" / NODE / "state" / "process" / "pods"
+            pods = link.resolve()
+            assert link.is_symlink() and pods.parent.parent == RUN_PODS_ROOT, pods
             yield DevCluster(directory).access(), out
         finally:
             if run.poll() is None:
@@ -84,11 +90,13 @@ def make_run(tmp_path: Path) -> Iterator[tuple[ClusterAccess, Path]]:
                 except subprocess.TimeoutExpired:
                     run.kill()
                     run.wait()
-            subprocess.run(
-                devcluster("down", "--dir", str(directory)),
-                cwd=REPO, env=env, capture_output=True, timeout=300, check=False,
+            down = subprocess.run(
+                devcluster("down", "--purge", "--dir", str(directory)),
+                cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
             )  # fmt: skip
             print(out.read_text()[-20000:])
+    assert down.returncode == 0, down.stderr
+    assert pods is not None and not pods.parent.exists(), "down --purge left the pods behind"
 
 
 def get(access: ClusterAccess, kind: str, name: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ plane and the workers keep running; `make cluster-down` stops them).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -30,7 +31,7 @@ from .access import ClusterAccess
 from .binaries import find_bin_dir
 from .cluster import DevCluster
 from .images import catalogue
-from .nodes import NodeSpec, backend_reads_registries, issue_serving_cert
+from .nodes import RUN_PODS_ROOT, NodeSpec, backend_reads_registries, issue_serving_cert
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
 CHART_IMAGE = "vkpy"
@@ -74,6 +75,28 @@ def _cluster(
     return cluster.access(), cluster
 
 
+def reachable_pods_dir(node_dir: Path) -> Path:
+    """Where the node's pods live when vkpy runs as root: outside the cluster directory,
+    which is often below a home directory others may not traverse (/root is 0700),
+    while runc mounts each pod's root filesystem and volumes as the pod's unprivileged
+    ids. `/var/lib/vkpy/devcluster/<hash of node_dir>/pods`, with a link to it at the
+    node's `state/process/pods`, where `down` looks for pods left running."""
+    digest = hashlib.sha256(str(node_dir.absolute()).encode()).hexdigest()[:16]
+    pods = RUN_PODS_ROOT / digest / "pods"
+    for directory in (RUN_PODS_ROOT.parent, RUN_PODS_ROOT, pods.parent, pods):
+        directory.mkdir(exist_ok=True)
+        directory.chmod(0o711)  # traversable, not listable
+    link = node_dir / "state" / "process" / "pods"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() and link.resolve() != pods.resolve():
+        link.unlink()
+    if not link.is_symlink():
+        if link.is_dir():
+            link.rmdir()  # an empty one from an earlier start; one with pods stays an error
+        link.symlink_to(pods)
+    return pods
+
+
 def _node_ready(access: ClusterAccess, node: str) -> bool:
     got = access.run_kubectl("get", "node", node, "-o", "json", check=False)
     if got.returncode != 0:
@@ -113,11 +136,17 @@ def run(
         argv += [f"--tls-cert-file={cert.cert}", f"--tls-private-key-file={cert.key}"]
         # Inside the cluster's directory, so that `down` finds the pods left running.
         argv.append(f"--state-dir={node_dir / 'state'}")
+        settings: dict[str, object] = {}
         mirrors = local.registries_setting()
         if mirrors is not None and provider in (None, "process") and backend_reads_registries():
             # The registry as the mirror of docker.io and registry.k8s.io (registry.py).
+            settings["registries"] = mirrors
+        if provider in (None, "process") and os.geteuid() == 0:
+            # As root the node runs images through runc (process backend's default).
+            settings["pods_dir"] = str(reachable_pods_dir(node_dir))
+        if settings:
             config = node_dir / "provider.yaml"
-            config.write_text(yaml.safe_dump({"registries": mirrors}))
+            config.write_text(yaml.safe_dump(settings))
             argv.append(f"--provider-config={config}")
     print("starting:", shlex.join(argv))
     # A service manager or a closing terminal stops us with SIGTERM, not Ctrl-C:
@@ -139,6 +168,8 @@ def run(
             f"  {kubectl} get pod hello -o wide\n"
             f"  {kubectl} describe pod hello\n"
             f"  {kubectl} logs -f hello\n"
+            f"  {kubectl} apply -f {EXAMPLE.parent / 'nginx.yaml'}   # the getting-started pod\n"
+            f"  {kubectl} port-forward pod/serverless-nginx 8080:80   # curl -I localhost:8080\n"
             f"  {kubectl} top node; {kubectl} top pod\n"
             "Ctrl-C stops vkpy; `make cluster-down` stops the control plane.\n",
             flush=True,

@@ -44,6 +44,9 @@ VIRTUAL_CAPACITY: Mapping[str, str] = {"cpu": "100", "memory": "400Gi", "pods": 
 #: hostPath volumes the dev cluster's nodes accept (the examples share files there).
 #: A fixed path, so examples/hybrid/ can name it; symbolic links out of it are refused.
 SHARED_HOST_PATH = "/var/tmp/vkpy-hybrid"  # noqa: S108
+#: Below it, the pods of `run`'s node when vkpy runs as root (demo.reachable_pods_dir):
+#: outside the cluster directory, which may sit where pods' ids cannot traverse.
+RUN_PODS_ROOT = Path("/var/lib/vkpy/devcluster")
 
 
 @dataclass(frozen=True)

@@ -252,6 +252,15 @@ class ProcessProvider:
         pods.mkdir(parents=True, exist_ok=True)
         os.chmod(pods, 0o711)  # noqa: S103 (traversable, not listable)
         blocked = blocked_ancestor(pods, run_as)
+        if blocked is not None and oci is not None:
+            # runc mounts each pod's root filesystem and volumes from below pods_dir as
+            # the pod's mapped (unprivileged) ids: every pod would fail to start.
+            raise UnsupportedError(
+                f"runtime: oci: pods cannot reach pods_dir {pods}, as {blocked} is not "
+                "searchable by other users (runc mounts their root filesystems from there "
+                "as the pods' unprivileged ids): set pods_dir (or --state-dir) under a "
+                "directory others may traverse (o+x), such as the default /var/lib/vkpy"
+            )
         if blocked is not None:
             log.warning(
                 "containers cannot reach their directory by its absolute path; relative "

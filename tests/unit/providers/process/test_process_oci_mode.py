@@ -101,6 +101,20 @@ async def test_a_root_node_without_runc_skopeo_umoci_stops_with_what_to_do(
         await ProcessProvider(explicit).start()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="runtime: oci starts only as root")
+async def test_an_oci_node_whose_pods_dir_pods_cannot_reach_stops_with_why(
+    tmp_path: Path,
+) -> None:
+    closed = tmp_path / "home"
+    closed.mkdir(mode=0o700)
+    config = ProcessConfig.from_dict(
+        {"pods_dir": str(closed / "pods")}, state_dir=str(tmp_path), internal_ip="127.0.0.1"
+    )
+    assert config.oci
+    with pytest.raises(UnsupportedError, match=rf"{closed} is not searchable by other users"):
+        await ProcessProvider(config).start()
+
+
 def test_bad_runtime_settings_are_refused_with_why() -> None:
     with pytest.raises(ValueError, match="runtime must be host or oci"):
         make_config(runtime="docker")
