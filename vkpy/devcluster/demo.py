@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from types import FrameType
 
 import yaml
 
+from vkpy.providers.process import leftovers
+
 from .access import ClusterAccess
 from .binaries import find_bin_dir
 from .cluster import DevCluster
@@ -34,6 +37,8 @@ from .images import catalogue
 from .nodes import RUN_PODS_ROOT, NodeSpec, backend_reads_registries, issue_serving_cert
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
+OWNER = "node-dir"
+"""In each of RUN_PODS_ROOT's directories: the node directory it belongs to."""
 CHART_IMAGE = "vkpy"
 """The image of vkpy itself (vkpy/devcluster/images), which only the chart's pods run."""
 
@@ -80,12 +85,18 @@ def reachable_pods_dir(node_dir: Path) -> Path:
     which is often below a home directory others may not traverse (/root is 0700),
     while runc mounts each pod's root filesystem and volumes as the pod's unprivileged
     ids. `/var/lib/vkpy/devcluster/<hash of node_dir>/pods`, with a link to it at the
-    node's `state/process/pods`, where `down` looks for pods left running."""
-    digest = hashlib.sha256(str(node_dir.absolute()).encode()).hexdigest()[:16]
+    node's `state/process/pods`, where `down` looks for pods left running (`down
+    --purge` removes it). Those of cluster directories that are gone (a test's
+    temporary one) are removed here, their containers ended first."""
+    node_dir = node_dir.absolute()
+    digest = hashlib.sha256(str(node_dir).encode()).hexdigest()[:16]
     pods = RUN_PODS_ROOT / digest / "pods"
+    _remove_orphans()
     for directory in (RUN_PODS_ROOT.parent, RUN_PODS_ROOT, pods.parent, pods):
-        directory.mkdir(exist_ok=True)
-        directory.chmod(0o711)  # traversable, not listable
+        if not directory.exists():
+            directory.mkdir()
+            directory.chmod(0o711)  # traversable, not listable
+    (pods.parent / OWNER).write_text(str(node_dir))
     link = node_dir / "state" / "process" / "pods"
     link.parent.mkdir(parents=True, exist_ok=True)
     if link.is_symlink() and link.resolve() != pods.resolve():
@@ -95,6 +106,23 @@ def reachable_pods_dir(node_dir: Path) -> Path:
             link.rmdir()  # an empty one from an earlier start; one with pods stays an error
         link.symlink_to(pods)
     return pods
+
+
+def _remove_orphans() -> None:
+    """The pod directories of `run` nodes whose directory is gone, their containers
+    ended (leftovers.end_pods), so that test runs leave no disk behind for long."""
+    if not RUN_PODS_ROOT.is_dir():
+        return
+    for entry in RUN_PODS_ROOT.iterdir():
+        owner = entry / OWNER
+        try:
+            node_dir = Path(owner.read_text().strip())
+        except OSError:
+            continue
+        if node_dir.exists():
+            continue
+        leftovers.end_pods(entry / "pods")
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 def _node_ready(access: ClusterAccess, node: str) -> bool:
