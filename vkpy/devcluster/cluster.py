@@ -343,7 +343,7 @@ class DevCluster:
         return left
 
     def _purge(self) -> None:
-        # `run`'s node as root keeps its pods outside the directory (demo.reachable_pods_dir).
+        # Process nodes as root keep their pods outside the directory (nodes.reachable_pods_dir).
         for link in sorted((self.dir / "nodes").glob("*/state/process/pods")):
             target = link.resolve().parent
             if link.is_symlink() and target.parent == RUN_PODS_ROOT:

@@ -13,11 +13,9 @@ plane and the workers keep running; `make cluster-down` stops them).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,17 +26,19 @@ from types import FrameType
 
 import yaml
 
-from vkpy.providers.process import leftovers
-
 from .access import ClusterAccess
 from .binaries import find_bin_dir
 from .cluster import DevCluster
 from .images import catalogue
-from .nodes import RUN_PODS_ROOT, NodeSpec, backend_reads_registries, issue_serving_cert
+from .nodes import (
+    NodeSpec,
+    backend_reads_registries,
+    issue_serving_cert,
+    reachable_pods_dir,
+    runs_images,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
-OWNER = "node-dir"
-"""In each of RUN_PODS_ROOT's directories: the node directory it belongs to."""
 CHART_IMAGE = "vkpy"
 """The image of vkpy itself (vkpy/devcluster/images), which only the chart's pods run."""
 
@@ -78,51 +78,6 @@ def _cluster(
         cluster.start_nodes(pool)
         print(f"regular workers Ready: {', '.join(s.name for s in pool)}")
     return cluster.access(), cluster
-
-
-def reachable_pods_dir(node_dir: Path) -> Path:
-    """Where the node's pods live when vkpy runs as root: outside the cluster directory,
-    which is often below a home directory others may not traverse (/root is 0700),
-    while runc mounts each pod's root filesystem and volumes as the pod's unprivileged
-    ids. `/var/lib/vkpy/devcluster/<hash of node_dir>/pods`, with a link to it at the
-    node's `state/process/pods`, where `down` looks for pods left running (`down
-    --purge` removes it). Those of cluster directories that are gone (a test's
-    temporary one) are removed here, their containers ended first."""
-    node_dir = node_dir.absolute()
-    digest = hashlib.sha256(str(node_dir).encode()).hexdigest()[:16]
-    pods = RUN_PODS_ROOT / digest / "pods"
-    _remove_orphans()
-    for directory in (RUN_PODS_ROOT.parent, RUN_PODS_ROOT, pods.parent, pods):
-        if not directory.exists():
-            directory.mkdir()
-            directory.chmod(0o711)  # traversable, not listable
-    (pods.parent / OWNER).write_text(str(node_dir))
-    link = node_dir / "state" / "process" / "pods"
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink() and link.resolve() != pods.resolve():
-        link.unlink()
-    if not link.is_symlink():
-        if link.is_dir():
-            link.rmdir()  # an empty one from an earlier start; one with pods stays an error
-        link.symlink_to(pods)
-    return pods
-
-
-def _remove_orphans() -> None:
-    """The pod directories of `run` nodes whose directory is gone, their containers
-    ended (leftovers.end_pods), so that test runs leave no disk behind for long."""
-    if not RUN_PODS_ROOT.is_dir():
-        return
-    for entry in RUN_PODS_ROOT.iterdir():
-        owner = entry / OWNER
-        try:
-            node_dir = Path(owner.read_text().strip())
-        except OSError:
-            continue
-        if node_dir.exists():
-            continue
-        leftovers.end_pods(entry / "pods")
-        shutil.rmtree(entry, ignore_errors=True)
 
 
 def _node_ready(access: ClusterAccess, node: str) -> bool:
@@ -169,8 +124,8 @@ def run(
         if mirrors is not None and provider in (None, "process") and backend_reads_registries():
             # The registry as the mirror of docker.io and registry.k8s.io (registry.py).
             settings["registries"] = mirrors
-        if provider in (None, "process") and os.geteuid() == 0:
-            # As root the node runs images through runc (process backend's default).
+        if runs_images(provider, settings):
+            # As root the node runs images through runc (the process backend's default).
             settings["pods_dir"] = str(reachable_pods_dir(node_dir))
         if settings:
             config = node_dir / "provider.yaml"
