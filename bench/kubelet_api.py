@@ -184,10 +184,15 @@ async def bench(
     port = free_port()
     await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
     log = (workdir / "agent.log").open("wb")
+    settings = workdir / "provider.yaml"
+    # The process backend's host programs, as measured so far (as root its default is
+    # images through runc: modes.py); the sim backend takes its defaults.
+    settings.write_text("{runtime: host, network: host}\n" if provider == "process" else "{}\n")
     agent = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "vkpy", f"--kubeconfig={kubeconfig}", f"--node-name={node}",
         f"--provider={provider}", f"--node-ip={address}", f"--listen-address={address}",
         f"--port={port}", f"--state-dir={workdir / 'state'}", "--log-level=warning",
+        f"--provider-config={settings}",
         stdout=log,
         stderr=log,
     )  # fmt: skip

@@ -56,7 +56,10 @@ class Node:
         self.name = f"vk-sandbox-{len(config)}-{os.getpid()}"
         state = workdir / self.name
         state.mkdir(mode=0o755)
-        (state / "provider.yaml").write_text(yaml.safe_dump(config or {}))
+        # Host programs: the sandbox measured here is host mode's (modes.py: as root
+        # the default is runtime: oci).
+        settings = {"runtime": "host", "network": "host", **(config or {})}
+        (state / "provider.yaml").write_text(yaml.safe_dump(settings))
         log = (state / "agent.log").open("wb")
         argv = [
             *(sys.executable, "-m", "vkpy", f"--kubeconfig={cluster.kubeconfig}"),

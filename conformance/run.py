@@ -149,6 +149,9 @@ def provider_config(
         # A kubelet lets pods be privileged (unless --allow-privileged=false) and use the
         # host's network; the suite's hostPath, PrivilegedPod and /etc/hosts specs ask.
         "allow": ["privileged", "hostNetwork"],
+        # Host programs (the stand-ins above), what this run is written for; as root the
+        # default would be images through runc (modes.py).
+        "runtime": "host",
         "network": "pod",
         "pod_cidr": POD_CIDR,
         # The suite's pods ask for runAsUser/fsGroup 1000, 1001 and 10000 (its restricted

@@ -19,7 +19,14 @@ from tests.integration.agent import Agent, Kube
 from tests.integration.conftest import StartAgent
 from vkpy.providers.process import leftovers
 
-FAST = {"backoff_base_seconds": 1, "backoff_max_seconds": 4}
+FAST = {
+    # Host programs on the host's network: what these tests are written for (as root,
+    # the default is images through runc on a network per pod, modes.py).
+    "runtime": "host",
+    "network": "host",
+    "backoff_base_seconds": 1,
+    "backoff_max_seconds": 4,
+}
 
 
 def process_pod(

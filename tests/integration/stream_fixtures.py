@@ -53,7 +53,10 @@ def sim_box(start_agent: StartAgent, kube: Kube) -> Box:
 @pytest.fixture
 def process_box(start_agent: StartAgent, kube: Kube) -> Iterator[Box]:
     metrics = free_port()
-    agent = start_agent(provider="process", config={}, args=[f"--metrics-port={metrics}"])
+    host_programs = {"runtime": "host", "network": "host"}  # as written (modes.py)
+    agent = start_agent(
+        provider="process", config=host_programs, args=[f"--metrics-port={metrics}"]
+    )
     port = free_port()
     pod = sim_pod(
         "box",

@@ -28,7 +28,7 @@ READ_THEN_CAT = "echo -n read: && cat && echo 'stdin closed'"
 
 @pytest.fixture
 def process_node(start_agent: StartAgent) -> Agent:
-    agent = start_agent(provider="process", config={})
+    agent = start_agent(provider="process", config={"runtime": "host", "network": "host"})
     try:
         yield agent
     finally:

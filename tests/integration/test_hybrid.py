@@ -117,11 +117,15 @@ def by_node(pods: list[dict[str, Any]]) -> dict[str, int]:
 def hybrid(local_cluster: DevCluster) -> Iterator[Hybrid]:
     cluster = local_cluster
     cluster.start_metrics_server()
+    # The examples' python:3.12-slim is the host's python: host programs, as written.
     specs = [
-        pools.worker(1),
-        pools.worker(2, gpus=1),
-        pools.virtual(pod_deletion_cost=-100),
-        pools.gpu_virtual(),
+        pools.host_programs(spec)
+        for spec in (
+            pools.worker(1),
+            pools.worker(2, gpus=1),
+            pools.virtual(pod_deletion_cost=-100),
+            pools.gpu_virtual(),
+        )
     ]
     ns = f"vkpy-hybrid-{secrets.token_hex(3)}"
     queue = new_queue_dir()
@@ -521,7 +525,7 @@ def test_spot_loss_of_a_worker_moves_its_replicas_to_virtual(hybrid: Hybrid) -> 
         "4 Ready again without the lost worker: 2 on the other one, 2 on the virtual node",
     )
     moved = time.monotonic() - began
-    hybrid.cluster.start_nodes([pools.worker(1)])
+    hybrid.cluster.start_nodes([pools.host_programs(pools.worker(1))])
     wait_for(
         "the lost worker's pods gone once it is back",
         lambda: not [p for p in hybrid.pods("app=steady") if node_of(p) == WORKERS[0]],

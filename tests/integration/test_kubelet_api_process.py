@@ -22,7 +22,12 @@ from tests.integration.agent import Agent, Kube, wait_for
 from tests.integration.conftest import StartAgent
 from tests.integration.test_kubelet_api import STAMPED, admin_cert, kubelet
 
-FAST = {"backoff_base_seconds": 1, "backoff_max_seconds": 2}
+FAST = {
+    "runtime": "host",  # host programs on the host's network, as written (modes.py)
+    "network": "host",
+    "backoff_base_seconds": 1,
+    "backoff_max_seconds": 2,
+}
 # `$$$$` is the shell's `$$` (the run's pid) once Kubernetes has expanded `$$` to `$`.
 COUNTER = (
     'i=0; while [ $i -lt {n} ]; do echo "out $$$$ $i"; echo "err $$$$ $i" >&2; '

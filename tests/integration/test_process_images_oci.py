@@ -51,6 +51,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
 def oci_config(registry: Registry, pods_dir: Path) -> dict[str, Any]:
     return {
         "runtime": "oci",
+        "network": "host",  # as written: the pods share the node's network
         "pods_dir": str(pods_dir),
         "registries": {registry.host: {"insecure": True}},
     }

@@ -230,7 +230,7 @@ def test_pods_have_their_own_network(
     try:
         wait_for("the node", lambda: kube.get("node", "vk-podnet", namespaced=False), 60)
         node = kube.get("node", "vk-podnet", namespaced=False) or {}
-        assert node["metadata"]["labels"]["vkpy.io/process-network"] == "pod"
+        assert node["metadata"]["labels"]["vkpy.io/network"] == "pod"
         for name in ("a", "b"):
             kube.apply(server_pod(name, "vk-podnet"))
         kube.apply(process_pod("h", "vk-podnet", "exec sleep 600", hostNetwork=True))

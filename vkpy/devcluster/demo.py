@@ -30,7 +30,13 @@ from .access import ClusterAccess
 from .binaries import find_bin_dir
 from .cluster import DevCluster
 from .images import catalogue
-from .nodes import NodeSpec, backend_reads_registries, issue_serving_cert
+from .nodes import (
+    NodeSpec,
+    backend_reads_registries,
+    issue_serving_cert,
+    reachable_pods_dir,
+    runs_images,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
 CHART_IMAGE = "vkpy"
@@ -113,11 +119,17 @@ def run(
         argv += [f"--tls-cert-file={cert.cert}", f"--tls-private-key-file={cert.key}"]
         # Inside the cluster's directory, so that `down` finds the pods left running.
         argv.append(f"--state-dir={node_dir / 'state'}")
+        settings: dict[str, object] = {}
         mirrors = local.registries_setting()
         if mirrors is not None and provider in (None, "process") and backend_reads_registries():
             # The registry as the mirror of docker.io and registry.k8s.io (registry.py).
+            settings["registries"] = mirrors
+        if runs_images(provider, settings):
+            # As root the node runs images through runc (the process backend's default).
+            settings["pods_dir"] = str(reachable_pods_dir(node_dir))
+        if settings:
             config = node_dir / "provider.yaml"
-            config.write_text(yaml.safe_dump({"registries": mirrors}))
+            config.write_text(yaml.safe_dump(settings))
             argv.append(f"--provider-config={config}")
     print("starting:", shlex.join(argv))
     # A service manager or a closing terminal stops us with SIGTERM, not Ctrl-C:
@@ -139,6 +151,8 @@ def run(
             f"  {kubectl} get pod hello -o wide\n"
             f"  {kubectl} describe pod hello\n"
             f"  {kubectl} logs -f hello\n"
+            f"  {kubectl} apply -f {EXAMPLE.parent / 'nginx.yaml'}   # the getting-started pod\n"
+            f"  {kubectl} port-forward pod/serverless-nginx 8080:80   # curl -I localhost:8080\n"
             f"  {kubectl} top node; {kubectl} top pod\n"
             "Ctrl-C stops vkpy; `make cluster-down` stops the control plane.\n",
             flush=True,

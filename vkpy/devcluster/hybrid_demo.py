@@ -143,7 +143,9 @@ def run(directory: Path, load_cores: float, load_seconds: float, interval: float
     cluster.up()
     print("starting metrics-server and the pools (2 workers, vkpy-virtual) ...", flush=True)
     cluster.start_metrics_server()
-    cluster.start_nodes([nodes.worker(1), nodes.worker(2), nodes.virtual(pod_deletion_cost=-100)])
+    # Its jobs run python:3.12-slim as the host's python: host programs on every node.
+    pools = [nodes.worker(1), nodes.worker(2), nodes.virtual(pod_deletion_cost=-100)]
+    cluster.start_nodes([nodes.host_programs(spec) for spec in pools])
     access = cluster.access()
     access.run_kubectl("create", "namespace", NAMESPACE, check=False)
     queue = new_queue_dir()

@@ -15,7 +15,11 @@ outlive vkpy on purpose, so stopping a node also stops what it still runs.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import ipaddress
+import os
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -43,6 +47,12 @@ VIRTUAL_CAPACITY: Mapping[str, str] = {"cpu": "100", "memory": "400Gi", "pods": 
 #: hostPath volumes the dev cluster's nodes accept (the examples share files there).
 #: A fixed path, so examples/hybrid/ can name it; symbolic links out of it are refused.
 SHARED_HOST_PATH = "/var/tmp/vkpy-hybrid"  # noqa: S108
+#: Below it, the pods of the dev cluster's process nodes when vkpy runs as root (in
+#: `runtime: oci`, reachable_pods_dir):
+#: outside the cluster directory, which may sit where pods' ids cannot traverse.
+RUN_PODS_ROOT = Path("/var/lib/vkpy/devcluster")
+OWNER = "node-dir"
+"""In each of RUN_PODS_ROOT's directories: the node directory it belongs to."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,17 @@ def virtual(pod_deletion_cost: int | None = None) -> NodeSpec:
     )
 
 
+def host_programs(spec: NodeSpec) -> NodeSpec:
+    """`spec` with the process backend's host programs (`runtime: host`, the host's
+    network) instead of its default as root, images through runc on a network per pod
+    (vkpy/providers/process/modes.py): for pods written for host programs, as the
+    hybrid demo's `python:3.12-slim` jobs, an image the dev registry does not serve."""
+    if spec.provider != "process":
+        return spec
+    settings = {**spec.provider_config, "runtime": "host", "network": "host"}
+    return dataclasses.replace(spec, provider_config=settings)
+
+
 def gpu_virtual(gpus: int = 8) -> NodeSpec:
     """`vkpy-gpu`: a simulated GPU-capable virtual node (what ACI GPU would be)."""
     return NodeSpec(
@@ -189,6 +210,8 @@ def prepare(
     """Write the node's provider config and its kubelet-serving certificate."""
     directory.mkdir(parents=True, exist_ok=True)
     config = provider_config(spec, server, registries)
+    if runs_images(spec.provider, config) and "pods_dir" not in config:
+        config["pods_dir"] = str(reachable_pods_dir(directory))
     (directory / "provider.yaml").write_text(yaml.safe_dump(config))
     issue_serving_cert(spec.name, directory, pki, spec.address)
 
@@ -225,6 +248,59 @@ def _names_ips(path: Path, ips: tuple[str, ...]) -> bool:
         return False
     have = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
     return {str(ipaddress.ip_address(ip)) for ip in ips} <= have
+
+
+def reachable_pods_dir(node_dir: Path) -> Path:
+    """Where a dev-cluster process node's pods live when vkpy runs as root (its
+    default `runtime: oci`): outside the cluster directory,
+    which is often below a home directory others may not traverse (/root is 0700),
+    while runc mounts each pod's root filesystem and volumes as the pod's unprivileged
+    ids. `/var/lib/vkpy/devcluster/<hash of node_dir>/pods`, with a link to it at the
+    node's `state/process/pods`, where `down` looks for pods left running (`down
+    --purge` removes it). Those of cluster directories that are gone (a test's
+    temporary one) are removed here, their containers ended first."""
+    node_dir = node_dir.absolute()
+    digest = hashlib.sha256(str(node_dir).encode()).hexdigest()[:16]
+    pods = RUN_PODS_ROOT / digest / "pods"
+    _remove_orphans()
+    for directory in (RUN_PODS_ROOT.parent, RUN_PODS_ROOT, pods.parent, pods):
+        if not directory.exists():
+            directory.mkdir()
+            directory.chmod(0o711)  # traversable, not listable
+    (pods.parent / OWNER).write_text(str(node_dir))
+    link = node_dir / "state" / "process" / "pods"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() and link.resolve() != pods.resolve():
+        link.unlink()
+    if not link.is_symlink():
+        if link.is_dir():
+            link.rmdir()  # an empty one from an earlier start; one with pods stays an error
+        link.symlink_to(pods)
+    return pods
+
+
+def _remove_orphans() -> None:
+    """The pod directories of `run` nodes whose directory is gone, their containers
+    ended (leftovers.end_pods), so that test runs leave no disk behind for long."""
+    if not RUN_PODS_ROOT.is_dir():
+        return
+    for entry in RUN_PODS_ROOT.iterdir():
+        owner = entry / OWNER
+        try:
+            node_dir = Path(owner.read_text().strip())
+        except OSError:
+            continue
+        if node_dir.exists():
+            continue
+        leftovers.end_pods(entry / "pods")
+        shutil.rmtree(entry, ignore_errors=True)
+
+
+def runs_images(provider: str | None, settings: Mapping[str, object]) -> bool:
+    """Whether a node with these settings runs images through runc: the process
+    backend as root, unless its settings choose host programs (modes.py)."""
+    process = provider in (None, "process")
+    return process and os.geteuid() == 0 and settings.get("runtime", "oci") == "oci"
 
 
 def kill_leftover_pods(state_dir: Path) -> int:

@@ -4,11 +4,14 @@ Every field has a default that works on a fresh machine: pods under the state
 directory, containers as `nobody` when vkpy runs as root (as vkpy's own user
 otherwise), memory limits with cgroups when the host lets vkpy make them (a
 watchdog otherwise), the kubelet's CrashLoopBackOff and log rotation figures, and
-the host's CPUs and memory as the node's capacity.
+the host's CPUs and memory as the node's capacity. Which runtime and network a node
+runs in by default depends on whether vkpy is root (modes.py): images through runc
+on a network per pod as root, host programs on the host's network otherwise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pwd
 import shutil
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from vkpy.core.quantity import QuantityError, parse_quantity
+from vkpy.providers.process import modes
 from vkpy.providers.process.addresses import parse_cidr
 from vkpy.providers.process.images import ImageSpec, parse_images
 from vkpy.providers.process.privileges import parse_allow
@@ -152,10 +156,12 @@ class ProcessConfig:
     network: NetworkMode = "host"
     """`host`: pods share the node's network (port-forward confined to the pod's own
     listening sockets). `pod` (needs root and `pod_namespaces`): a network namespace
-    per pod with an address of its own from the pod CIDR (podnet.py)."""
+    per pod with an address of its own from the pod CIDR (podnet.py). Default
+    (from_dict, modes.py): `pod` when vkpy is root and the runtime is `oci`."""
     pod_cidr: str = ""
     """IPv4 CIDR the pods' addresses come from in `network: pod` (its first address is
-    the node's end); the Node's spec.podCIDR, when set, is used instead."""
+    the node's end); the Node's spec.podCIDR, when set, is used instead. Default
+    (from_dict) in `network: pod`: a /24 of the node's own (modes.default_pod_cidr)."""
     pod_uid_range: str = "200000-265535"
     """`first-last`: the uids (and gids) given to pods when vkpy is root, one per pod;
     `runAsUser`, `runAsGroup`, `fsGroup` and `supplementalGroups` must be inside it."""
@@ -195,7 +201,11 @@ class ProcessConfig:
     runtime: RuntimeMode = "host"
     """`host`: containers are host programs (the `images` stand-ins) with the host's
     root. `oci` (needs root and runc): each container runs its image through runc, in
-    a user namespace of its own per pod (ocipods.py, ocicontainers.py)."""
+    a user namespace of its own per pod (ocipods.py, ocicontainers.py). Default
+    (from_dict, modes.py): `oci` when vkpy is root, else `host`."""
+    runtime_defaulted: bool = False
+    """Whether `runtime` is the default rather than the node's settings' (not a
+    setting: what a start-up error says)."""
     registries: Mapping[str, object] = field(default_factory=dict)
     """`oci`: per registry host, `mirrors` and `insecure` (vkpy/oci/images/registries.py)."""
     oci_id_base: int = 1_000_000
@@ -216,12 +226,21 @@ class ProcessConfig:
         state_dir: str,
         internal_ip: str,
         node_name: str = "",
+        euid: int | None = None,
     ) -> ProcessConfig:
-        known = {f.name for f in fields(cls)} - {"state_dir", "internal_ip", "node_name"}
+        """The settings in `raw`, checked, with the defaults that depend on whether vkpy
+        runs as root (`euid`, vkpy's own by default): modes.py."""
+        internal = {"state_dir", "internal_ip", "node_name", "runtime_defaulted"}
+        known = {f.name for f in fields(cls)} - internal
         unknown = set(raw) - known
         if unknown:
             raise ValueError(f"unknown process settings: {', '.join(sorted(unknown))}")
         values: dict[str, object] = dict(raw)
+        euid = os.geteuid() if euid is None else euid
+        if "runtime" not in values:
+            values["runtime"] = modes.default_runtime(euid)
+            values["runtime_defaulted"] = True
+        values.setdefault("network", modes.default_network(str(values["runtime"]), euid))
         prefixes = values.get("host_path_prefixes") or ()
         if isinstance(prefixes, str) or not isinstance(prefixes, list | tuple):
             raise ValueError("host_path_prefixes must be a list of directories")
@@ -258,6 +277,9 @@ class ProcessConfig:
         config.uid_range()
         if not os.path.isabs(config.pod_root):
             raise ValueError(f"pod_root must be an absolute directory, not {config.pod_root!r}")
+        if config.network == "pod" and not config.pod_cidr:
+            cidr = modes.default_pod_cidr(node_name, str(config.pods_path.absolute()))
+            config = dataclasses.replace(config, pod_cidr=cidr)
         return config
 
     def uid_range(self) -> tuple[int, int]:

@@ -55,6 +55,7 @@ from vkpy.providers.errors import (
 from vkpy.providers.process import (
     cgroups,
     idranges,
+    modes,
     namespaces,
     ocipods,
     owned,
@@ -102,7 +103,7 @@ FILESYSTEM_LABEL = "vkpy.io/process-filesystem"
 """Node label saying what pods see: `pod-root` (a mount namespace per pod: the host
 read-only, volumes at their mount paths; podroot.py) or `links` (the host as it is,
 volumes as links in the pod's directory)."""
-NETWORK_LABEL = "vkpy.io/process-network"
+NETWORK_LABEL = "vkpy.io/network"
 """Node label: `pod` (a network namespace and an address per pod) or `host`."""
 RUNTIME_LABEL = "vkpy.io/runtime"
 """Node label: `oci` (images run by runc, ocipods.py) or `host` (host programs)."""
@@ -207,6 +208,16 @@ class ProcessProvider:
 
     async def start(self) -> None:
         config = self._config
+        if config.oci:
+            if os.geteuid() != 0:
+                raise UnsupportedError(
+                    "runtime: oci needs vkpy to run as root (user namespaces, runc)"
+                )
+            missing = modes.missing_tools(config.runc)
+            if missing:  # never stand-ins where images were meant
+                raise UnsupportedError(
+                    modes.missing_tools_message(missing, config.runtime_defaulted)
+                )
         run_as = resolve_run_as(config.run_as)
         mode, parent = self._memory_mode()
         first, last = config.uid_range()
@@ -223,10 +234,6 @@ class ProcessProvider:
                 raise UnsupportedError(str(error)) from None
         oci: OciNode | None = None
         if config.oci:
-            if os.geteuid() != 0:
-                raise UnsupportedError(
-                    "runtime: oci needs vkpy to run as root (user namespaces, runc)"
-                )
             oci = OciNode(config)
             await asyncio.to_thread(oci.prepare)
         self._runtime = Runtime(
@@ -245,6 +252,15 @@ class ProcessProvider:
         pods.mkdir(parents=True, exist_ok=True)
         os.chmod(pods, 0o711)  # noqa: S103 (traversable, not listable)
         blocked = blocked_ancestor(pods, run_as)
+        if blocked is not None and oci is not None:
+            # runc mounts each pod's root filesystem and volumes from below pods_dir as
+            # the pod's mapped (unprivileged) ids: every pod would fail to start.
+            raise UnsupportedError(
+                f"runtime: oci: pods cannot reach pods_dir {pods}, as {blocked} is not "
+                "searchable by other users (runc mounts their root filesystems from there "
+                "as the pods' unprivileged ids): set pods_dir (or --state-dir) under a "
+                "directory others may traverse (o+x), such as the default /var/lib/vkpy"
+            )
         if blocked is not None:
             log.warning(
                 "containers cannot reach their directory by its absolute path; relative "

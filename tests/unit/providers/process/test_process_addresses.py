@@ -92,7 +92,11 @@ def test_config_takes_network_and_pod_cidr() -> None:
         {"network": "pod", "pod_cidr": "10.244.7.0/24"}, state_dir="/tmp/x", internal_ip="1.2.3.4"
     )
     assert config.network == "pod"
-    assert ProcessConfig.from_dict({}, state_dir="/x", internal_ip="1.2.3.4").network == "host"
+    host_programs = {"runtime": "host"}  # root's default is oci on `pod`: modes.py
+    assert (
+        ProcessConfig.from_dict(host_programs, state_dir="/x", internal_ip="1.2.3.4").network
+        == "host"
+    )
     with pytest.raises(ValueError, match="network must be"):
         ProcessConfig.from_dict({"network": "bridge"}, state_dir="/x", internal_ip="1.2.3.4")
     with pytest.raises(ValueError, match="pod CIDR"):

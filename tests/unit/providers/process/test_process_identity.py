@@ -170,7 +170,8 @@ def test_kubectl_debugs_sys_ptrace_is_tolerated_with_a_warning_other_capabilitie
 
 def test_the_node_says_how_its_pods_are_kept_apart(tmp_path: Path) -> None:
     def label(raw: dict[str, Any]) -> str:
-        config = ProcessConfig.from_dict(raw, state_dir=str(tmp_path), internal_ip="127.0.0.1")
+        settings = {"runtime": "host", **raw}  # per-pod users are host mode's
+        config = ProcessConfig.from_dict(settings, state_dir=str(tmp_path), internal_ip="127.0.0.1")
         return ProcessProvider(config).node_info().labels["vkpy.io/process-isolation"]
 
     expected = "per-pod-users" if os.geteuid() == 0 else "shared-user"

@@ -388,7 +388,7 @@ async def test_a_debug_container_mounting_through_a_planted_link_touches_no_host
     pod has planted a link. With links in the pod's directory (no pod filesystem) it
     is refused with the reason; with a pod filesystem the mount is made in the debug
     container's own view only. Either way nothing is made where the link points."""
-    settings = {"backoff_base_seconds": 0.2, "pod_filesystem": pod_filesystem}
+    settings = {"runtime": "host", "backoff_base_seconds": 0.2, "pod_filesystem": pod_filesystem}
     config = ProcessConfig.from_dict(
         settings, state_dir=str(tmp_path / "node"), internal_ip="127.0.0.1"
     )

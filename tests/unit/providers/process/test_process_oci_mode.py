@@ -3,27 +3,116 @@
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from pathlib import Path
 
 import pytest
 
+from vkpy.providers.errors import UnsupportedError
 from vkpy.providers.process import idranges
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.idranges import IdRanges, NoRangeError
 from vkpy.providers.process.ocicontainers import resources_of
+from vkpy.providers.process.provider import ProcessProvider
 
 
 def make_config(**raw: object) -> ProcessConfig:
     return ProcessConfig.from_dict(raw, state_dir="/tmp/state", internal_ip="127.0.0.1")
 
 
-def test_runtime_defaults_to_host_and_oci_is_opt_in() -> None:
-    assert make_config().runtime == "host"
-    assert not make_config().oci
-    oci = make_config(runtime="oci", registries={"127.0.0.1:5000": {"insecure": True}})
-    assert oci.oci
-    assert not oci.per_pod_ids  # no pod ids from pod_uid_range: a range per pod
-    assert not oci.namespaces_per_pod  # the sandbox holds the namespaces
+def as_user(euid: int, **raw: object) -> ProcessConfig:
+    """The settings as a vkpy running with `euid` reads them."""
+    return ProcessConfig.from_dict(
+        raw, state_dir="/tmp/state", internal_ip="127.0.0.1", node_name="vk-1", euid=euid
+    )
+
+
+def labels(config: ProcessConfig) -> dict[str, str]:
+    info = ProcessProvider(config).node_info()
+    return {k: v for k, v in info.labels.items() if k in ("vkpy.io/runtime", "vkpy.io/network")}
+
+
+def test_root_defaults_to_images_on_a_pod_network_and_non_root_to_host_programs() -> None:
+    root = as_user(0)
+    assert (root.runtime, root.network, root.runtime_defaulted) == ("oci", "pod", True)
+    assert root.oci and not root.per_pod_ids and not root.namespaces_per_pod
+    # A pod CIDR of the node's own until the Node's podCIDR is known: a /24 from
+    # 10.160.0.0/11, the same for the same node, another for another node.
+    assert ipaddress.IPv4Network(root.pod_cidr).subnet_of(ipaddress.IPv4Network("10.160.0.0/11"))
+    assert ipaddress.IPv4Network(root.pod_cidr).prefixlen == 24
+    assert as_user(0).pod_cidr == root.pod_cidr
+    other = ProcessConfig.from_dict(
+        {}, state_dir="/tmp/state", internal_ip="127.0.0.1", node_name="vk-2", euid=0
+    )
+    assert other.pod_cidr != root.pod_cidr
+    user = as_user(1000)
+    assert (user.runtime, user.network, user.pod_cidr) == ("host", "host", "")
+    assert not user.oci
+
+
+def test_host_programs_and_the_host_network_stay_as_explicit_choices() -> None:
+    host = as_user(0, runtime="host")
+    assert (host.runtime, host.network, host.runtime_defaulted) == ("host", "host", False)
+    assert not host.oci
+    assert as_user(0, network="host").network == "host"
+    assert as_user(0, network="host").runtime == "oci"
+    assert as_user(0, pod_cidr="10.244.7.0/24").pod_cidr == "10.244.7.0/24"
+    explicit = as_user(1000, runtime="oci", network="pod")
+    assert (explicit.runtime, explicit.network) == ("oci", "pod")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the labels say what a root vkpy runs")
+def test_the_node_says_which_runtime_and_network_it_runs_in() -> None:
+    assert labels(as_user(0)) == {"vkpy.io/runtime": "oci", "vkpy.io/network": "pod"}
+    assert labels(as_user(0, runtime="host")) == {
+        "vkpy.io/runtime": "host",
+        "vkpy.io/network": "host",
+    }
+
+
+async def test_a_root_node_without_runc_skopeo_umoci_stops_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    config = ProcessConfig.from_dict(
+        {}, state_dir=str(tmp_path), internal_ip="127.0.0.1", node_name="vk-1", euid=0
+    )
+    if os.geteuid() != 0:
+        pytest.skip("a non-root vkpy refuses runtime: oci before looking for runc")
+    provider = ProcessProvider(config)
+    with pytest.raises(UnsupportedError) as refused:
+        await provider.start()
+    message = str(refused.value)
+    assert "the default when vkpy runs as root" in message
+    assert "runc, skopeo, umoci" in message
+    assert "make system-deps" in message and "runtime: host" in message
+    # Nothing ran instead: no pod directory was made, no stand-in started.
+    assert not (tmp_path / "process" / "pods").exists()
+    explicit = ProcessConfig.from_dict(
+        {"runtime": "oci", "runc": "/nonexistent/runc"},
+        state_dir=str(tmp_path),
+        internal_ip="127.0.0.1",
+        euid=0,
+    )
+    with pytest.raises(UnsupportedError, match=r"no /nonexistent/runc, skopeo, umoci"):
+        await ProcessProvider(explicit).start()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runtime: oci starts only as root")
+async def test_an_oci_node_whose_pods_dir_pods_cannot_reach_stops_with_why(
+    tmp_path: Path,
+) -> None:
+    closed = tmp_path / "home"
+    closed.mkdir(mode=0o700)
+    config = ProcessConfig.from_dict(
+        {"pods_dir": str(closed / "pods")}, state_dir=str(tmp_path), internal_ip="127.0.0.1"
+    )
+    assert config.oci
+    with pytest.raises(UnsupportedError, match=rf"{closed} is not searchable by other users"):
+        await ProcessProvider(config).start()
 
 
 def test_bad_runtime_settings_are_refused_with_why() -> None:

@@ -57,7 +57,8 @@ async def provider(tmp_path: Path) -> AsyncIterator[ProcessProvider]:
 
 def make(tmp_path: Path) -> ProcessProvider:
     config = ProcessConfig.from_dict(
-        {"backoff_base_seconds": 0.2, "backoff_max_seconds": 1},
+        # Host programs (the stand-ins), the mode these tests are written for.
+        {"runtime": "host", "backoff_base_seconds": 0.2, "backoff_max_seconds": 1},
         state_dir=str(tmp_path),
         internal_ip="127.0.0.1",
     )
