@@ -15,6 +15,7 @@ outlive vkpy on purpose, so stopping a node also stops what it still runs.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Mapping
@@ -43,6 +44,11 @@ VIRTUAL_CAPACITY: Mapping[str, str] = {"cpu": "100", "memory": "400Gi", "pods": 
 #: hostPath volumes the dev cluster's nodes accept (the examples share files there).
 #: A fixed path, so examples/hybrid/ can name it; symbolic links out of it are refused.
 SHARED_HOST_PATH = "/var/tmp/vkpy-hybrid"  # noqa: S108
+#: Where `runtime: oci` nodes keep their pods (one directory per node). Not under the
+#: cluster directory: a container's root in its user namespace is a host id of the pod's
+#: own, which must traverse every directory above its root filesystem, and a cluster
+#: directory under a closed home (or pytest's 0700 temporary directories) is not.
+OCI_PODS_ROOT = Path("/var/lib/vkpy-devcluster/pods")
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,8 @@ def prepare(
     """Write the node's provider config and its kubelet-serving certificate."""
     directory.mkdir(parents=True, exist_ok=True)
     config = provider_config(spec, server, registries, pod_cidr)
+    if config.get("runtime") == "oci":
+        config.setdefault("pods_dir", str(oci_pods_dir(directory)))
     (directory / "provider.yaml").write_text(yaml.safe_dump(config))
     issue_serving_cert(spec.name, directory, pki, spec.address)
 
@@ -237,8 +245,36 @@ def issue_serving_cert(
     return cert
 
 
+def oci_pods_dir(node_dir: Path, root: Path = OCI_PODS_ROOT) -> Path:
+    """The pods directory of the `runtime: oci` node whose files are in `node_dir`:
+    below `root`, named after `node_dir` (the same again when the node restarts, so it
+    adopts its pods), every level made traversable by others (0711) and listable by
+    root only."""
+    digest = hashlib.sha256(str(node_dir.absolute()).encode()).hexdigest()[:16]
+    path = root / f"{node_dir.name}-{digest}"
+    for level in (*reversed(path.relative_to(root.parent).parents), path.relative_to(root.parent)):
+        directory = root.parent / level
+        if not directory.exists():
+            directory.mkdir(mode=0o711)
+            directory.chmod(0o711)
+    return path
+
+
+def pods_dirs(state_dir: Path) -> list[Path]:
+    """Where the node with `state_dir` keeps its pods: the backend's default, and the
+    `pods_dir` of its provider config (oci_pods_dir) when set."""
+    found = [state_dir / "process" / "pods"]
+    try:
+        config = yaml.safe_load((state_dir.parent / "provider.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        config = None
+    if isinstance(config, dict) and config.get("pods_dir"):
+        found.append(Path(str(config["pods_dir"])))
+    return found
+
+
 def kill_leftover_pods(state_dir: Path) -> int:
-    """End the process backend's pods still running under `state_dir`, after the
-    node's pods were deleted through the API (which is how they are normally
-    stopped); returns how many containers were still running."""
-    return leftovers.end_pods(state_dir / "process" / "pods")
+    """End the process backend's pods still running under `state_dir` (or its
+    `pods_dir`), after the node's pods were deleted through the API (which is how they
+    are normally stopped); returns how many containers were still running."""
+    return sum(leftovers.end_pods(pods) for pods in pods_dirs(state_dir) if pods.is_dir())
