@@ -127,6 +127,9 @@ def hybrid(local_cluster: DevCluster) -> Iterator[Hybrid]:
     queue = new_queue_dir()
     setup = Hybrid(cluster, ns, queue)
     try:
+        # The workers run images (runtime: oci as root): the examples' python:3.12-slim
+        # and the tests' `python` from the dev registry (docs/devcluster-images.md).
+        cluster.start_registry(["python"])
         cluster.start_nodes(specs)
         create_namespace(cluster.access().run_kubectl, ns)
         setup.kubectl("apply", "-f", str(EXAMPLES / "priority-classes.yaml"))

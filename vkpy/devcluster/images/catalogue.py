@@ -111,6 +111,16 @@ def all_images() -> tuple[Image, ...]:
             ),
         ),
         Image(
+            "python",
+            debian.python,
+            (
+                "docker.io/library/python:3.12-slim",
+                "docker.io/library/python:3.12",
+                "docker.io/library/python:3",
+                "docker.io/library/python:latest",
+            ),
+        ),
+        Image(
             "vkpy",
             debian.vkpy_image,
             (f"docker.io/library/vkpy:{vkpy.__version__}",),
