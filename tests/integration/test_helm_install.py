@@ -63,6 +63,9 @@ from vkpy.devcluster import nodes as devnodes
 from vkpy.devcluster.binaries import tool_dir
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "vkpy"
+# The module's dev cluster builds the vkpy image when vkpy/ changed since the cached one
+# (1-2 minutes, five under a loaded machine's contention) inside the first test's setup.
+pytestmark = pytest.mark.timeout(900)
 APPS = "apps"
 LEASE_DURATION = 8
 
