@@ -246,6 +246,7 @@ class Extras:
         # Every node's state dir, including `run`'s node, which is not an add-on.
         for state_dir in sorted((self.layout.dir / "nodes").glob("*/state")):
             nodes.kill_leftover_pods(state_dir)
+            nodes.remove_oci_pods_dir(state_dir)
         stopped += [r.name for r in records if r not in left]
         for addon in self.records.of_kind("node"):
             if addon.process not in left:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -278,3 +279,21 @@ def kill_leftover_pods(state_dir: Path) -> int:
     `pods_dir`), after the node's pods were deleted through the API (which is how they
     are normally stopped); returns how many containers were still running."""
     return sum(leftovers.end_pods(pods) for pods in pods_dirs(state_dir) if pods.is_dir())
+
+
+def remove_oci_pods_dir(state_dir: Path, root: Path = OCI_PODS_ROOT) -> bool:
+    """After `down` stopped the node with `state_dir` and its pods: delete its pods
+    directory below `root` (unpacked images, the pods' volumes), which a cluster
+    directory's removal does not reach. Left alone while anything is mounted below
+    it (a volume bind still in place would take the host's files with it)."""
+    for pods in pods_dirs(state_dir)[1:]:
+        if pods.parent != root or not pods.is_dir():
+            continue
+        inside = str(pods) + "/"
+        with open("/proc/self/mountinfo") as table:
+            mounted = [line.split()[4] for line in table if len(line.split()) > 4]
+        if any(point.startswith(inside) or point == str(pods) for point in mounted):
+            return False
+        shutil.rmtree(pods, ignore_errors=True)
+        return not pods.exists()
+    return False

@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from vkpy.devcluster import pod_network
+from vkpy.devcluster import nodes, pod_network
 
 
 def no_networks() -> list[ipaddress.IPv4Network]:
@@ -68,3 +69,21 @@ def test_slots_are_bounded() -> None:
     assert pod_network.slot_cidr(1) == "10.244.1.0/24"
     with pytest.raises(ValueError):
         pod_network.slot_cidr(0)
+
+
+def test_down_removes_an_oci_nodes_pods_directory_but_nothing_else(tmp_path: Path) -> None:
+    """The pods of a `runtime: oci` worker live outside the cluster directory
+    (nodes.oci_pods_dir); `down` deletes them, never a directory it did not make."""
+    root = tmp_path / "lib" / "pods"
+    node_dir = tmp_path / "cluster" / "nodes" / "vkpy-worker-1"
+    pods = nodes.oci_pods_dir(node_dir, root)
+    (pods / "uid" / "rootfs").mkdir(parents=True)
+    (node_dir / "state").mkdir(parents=True)
+    (node_dir / "provider.yaml").write_text(yaml.safe_dump({"pods_dir": str(pods)}))
+    assert nodes.remove_oci_pods_dir(node_dir / "state", root)
+    assert not pods.exists() and root.is_dir()
+    elsewhere = tmp_path / "mine"
+    elsewhere.mkdir()
+    (node_dir / "provider.yaml").write_text(yaml.safe_dump({"pods_dir": str(elsewhere)}))
+    assert not nodes.remove_oci_pods_dir(node_dir / "state", root)
+    assert elsewhere.is_dir()
