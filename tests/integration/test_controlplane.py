@@ -47,6 +47,7 @@ from vkpy.devcluster import (
     Settings,
     find_bin_dir,
 )
+from vkpy.devcluster import nodes as devnodes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -388,8 +389,11 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
     addons = json.loads((cluster_dir / "addons.json").read_text())
     addon_pids = {a["process"]["name"]: a["process"]["pid"] for a in addons}
     try:
-        # The image registry the nodes pull from (vkpy/devcluster/registry.py) too.
-        assert set(addon_pids) == {"metrics-server", "registry", "vkpy-worker-1"}
+        # The image registry the nodes pull from (vkpy/devcluster/registry.py) too, and
+        # (a worker as root gives each pod a network of its own) the API server's relay
+        # its pods reach it through (vkpy/devcluster/pod_network.py).
+        relay = {"api-relay"} if os.geteuid() == 0 else set()
+        assert set(addon_pids) == {"metrics-server", "registry", "vkpy-worker-1", *relay}
         assert all(map(pid_alive, addon_pids.values()))
         assert set(pids) == {
             "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"
@@ -399,7 +403,10 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
         assert access.run_kubectl("get", "--raw", "/readyz").stdout == "ok"
         # A pod running on the worker when `down` comes.
         _run_pod_on(access, "vkpy-worker-1")
+        worker_state = cluster_dir / "nodes" / "vkpy-worker-1" / "state"
+        places = [cluster_dir, *devnodes.pods_dirs(worker_state)]  # oci: pods outside
         assert processes_under(cluster_dir / "nodes" / "vkpy-worker-1")
+        assert any(processes_under(place) for place in places[1:])
 
         again = devcluster_cli("up", "--dir", str(cluster_dir))
         assert again.returncode == 0, again.stderr
@@ -419,6 +426,7 @@ def test_cli_up_env_down_leaves_nothing_running(tmp_path: Path, kubectl: Path) -
     assert [name for name, pid in pids.items() if pid_alive(pid)] == []
     assert [name for name, pid in addon_pids.items() if pid_alive(pid)] == []
     assert processes_under(cluster_dir) == []  # nor the pods of `run`'s node
+    assert [p for place in places for p in processes_under(place)] == []  # nor the worker's
     stopped_env = devcluster_cli("env", "--dir", str(cluster_dir))
     assert stopped_env.returncode == 1
     assert "no cluster is running" in stopped_env.stderr

@@ -1,15 +1,20 @@
 """`helm install charts/vkpy` for real: vkpy as a Deployment inside the dev cluster.
 
 One dev cluster for the module, started as a user would (`devcluster up --workers 2
---verify-kubelet-certs`): two regular workers (process backend, each with its own
-loopback address) and an API server that verifies kubelet serving certificates
-against the kubelet-serving CA. The chart is installed with the pinned helm; its pod
-is scheduled onto a worker, where the worker's `images` setting runs the chart's
-`vkpy` image from this checkout, in a mount namespace of its own: it reads its
-ServiceAccount token, provider config and state at the paths a container would, and
-reaches the API server in-cluster (KUBERNETES_SERVICE_HOST/PORT from the worker).
+--verify-kubelet-certs`): the image registry filled with the images built here
+(docs/devcluster-images.md: the chart's `vkpy:<appVersion>` among them), two regular
+workers and an API server that verifies kubelet serving certificates against the
+kubelet-serving CA. The workers run what a kubelet runs (`runtime: oci`, `network:
+pod`): the chart's pod is scheduled onto a worker, which pulls the real `vkpy` image
+from the registry and runs it through runc, in a user namespace of the pod's own
+(the chart's `runAsUser: 10001` is an id inside it) and a network namespace with an
+address from the worker's pod CIDR; it reaches the API server in-cluster
+(KUBERNETES_SERVICE_HOST/PORT: the relay at pod_network.API_ADDRESS) with only its
+ServiceAccount.
 
-The tests run in order on one release, as its life goes:
+First a plain pod on a worker reads the API server's `/version` and its own identity
+with its ServiceAccount token (issue 31: pods reach the API server, not only the
+host's loopback). The tests then run in order on one release, as its life goes:
 - install: vkpy runs in-cluster with only its ServiceAccount, gets its serving
   certificate by CSR (approved by the chart's approver), registers its node (sim
   backend, one platform directory the replicas share); a Deployment's pods on the
@@ -24,16 +29,17 @@ The tests run in order on one release, as its life goes:
   controller's replacements Pending), the Node and the leader Lease are deleted, and
   no object of the release is left.
 
-Then a second release as a new user installs it (issue 27): nothing but `provider`
-and the process backend's two needs, so the node is named after the release, as is
-the leader Lease (in the release's namespace, never the node's Lease): it serves
-`kubectl logs`/`exec` within a minute of `helm install --wait` (the chart's approver,
-on by default), runs 2 minutes without a restart, and with two replicas the standby
-takes over when the leader's host dies; then it is uninstalled.
+Then a second release as a new user installs it (issues 27 and 31): `helm install
+bars-vk charts/vkpy --create-namespace` and nothing else, so the node is named after
+the release, as is the leader Lease (in the release's namespace, never the node's
+Lease): it serves `kubectl logs`/`exec` within a minute of `helm install --wait` (the
+chart's approver, on by default), runs 2 minutes without a restart, and with two
+replicas the standby takes over when the leader's host dies; then it is uninstalled.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import secrets
@@ -50,12 +56,16 @@ from typing import Any
 import pytest
 import yaml
 
+import vkpy
 from tests.integration.agent import Kube, free_port, pod_identity, wait_for
-from vkpy.devcluster import DevCluster
+from vkpy.devcluster import DevCluster, pod_network
 from vkpy.devcluster import nodes as devnodes
 from vkpy.devcluster.binaries import tool_dir
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "vkpy"
+# The module's dev cluster builds the vkpy image when vkpy/ changed since the cached one
+# (1-2 minutes, five under a loaded machine's contention) inside the first test's setup.
+pytestmark = pytest.mark.timeout(900)
 APPS = "apps"
 LEASE_DURATION = 8
 
@@ -82,11 +92,11 @@ class Release:
         return f"{self.labels},!app.kubernetes.io/component"
 
 
-# Values of a typical user's install (the process backend's ids and addresses, a shared
-# sim platform for HA, the test's own ports and shorter election timings) ...
+# Values of a typical user's install (HA: replicas on different workers, a shared sim
+# platform; the test's own ports and shorter election timings) ...
 VK = Release("vk", "vkpy-system", node="vk-helm", app="web")
-# ... and an install as in issue 27: nothing but `provider` and what the process
-# backend's pods need, so the node's name is the chart's default, the release's full name.
+# ... and an install as in issues 27 and 31: no value at all, so the node's name is the
+# chart's default, the release's full name.
 BARS = Release("bars-vk", "bars-vk", node="bars-vk-vkpy", app="bars-web")
 # ... and the same with the approver off: the certificate is approved by hand.
 MANUAL = Release("manual", "manual", node="manual-vkpy", app="manual-web")
@@ -120,22 +130,18 @@ class Hosted:
 
 
 def values(platform: Path) -> dict[str, Any]:
-    """What a user of the process backend sets (docs/deploy.md): listen on the pod's
-    IP (pods share their host's network), no fixed uid (the backend gives each pod
-    one of its own), replicas on different workers; plus the test's own ports and a
-    sim platform directory the replicas share."""
+    """What a user running vkpy with HA sets: replicas on different workers and a sim
+    platform directory they share; plus the test's own ports and election timings."""
     return {
         "provider": "sim",
         "providers": {"sim": {"platform_dir": "/var/lib/sim-platform"}},
         "nodeName": VK.node,
-        "listenAddress": "$(VKPY_NODE_IP)",
         "kubeletPort": free_port(),
         "healthPort": free_port(),
         "metrics": {"port": free_port()},
         "logFormat": "text",
         "leaderElection": {"leaseDuration": LEASE_DURATION, "renewDeadline": 5, "retryPeriod": 1},
         "servingCert": {"mode": "csr", "approver": {"enabled": True}},
-        "podSecurityContext": {"runAsUser": None, "runAsGroup": None, "fsGroup": None},
         "nodeSelector": {devnodes.POOL_LABEL: "regular"},
         "affinity": {
             "podAntiAffinity": {
@@ -173,9 +179,11 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
     helm_env = [f"HELM_{kind}_HOME" for kind in ("CACHE", "CONFIG", "DATA")]
     saved = {name: os.environ.get(name) for name in helm_env}
     try:
+        dev.start_registry(["vkpy"])  # the chart's image, built here (cached) and served
         dev.start_nodes([devnodes.worker(1), devnodes.worker(2)])
         platform.mkdir(parents=True)
-        platform.chmod(0o777)  # every replica (a uid of its own) writes the platform
+        # every replica writes the platform, each as 10001 of its own user namespace
+        platform.chmod(0o777)
         home = tmp_path_factory.mktemp("helm-home")
         for name in helm_env:
             os.environ[name] = str(home / name.lower())
@@ -256,6 +264,15 @@ def leader(hosted: Hosted, release: Release = VK) -> str:
     """The holder of the release's leader Lease: an object of its own in the release's
     namespace (docs/deploy.md), never the node's heartbeat Lease in kube-node-lease."""
     return lease_holder(hosted, release.namespace, release.fullname)
+
+
+def previous_logs(hosted: Hosted, release: Release) -> str:
+    """The end of the log of each vkpy container's previous run (why it restarted)."""
+    shown = hosted.apps.cluster.run_kubectl(
+        "logs", "-n", release.namespace, "-l", release.vkpy_pods, "--previous", "--prefix",
+        "--tail=40", check=False,
+    )  # fmt: skip
+    return shown.stdout + shown.stderr
 
 
 def workload(hosted: Hosted, release: Release = VK) -> list[dict[str, Any]]:
@@ -353,6 +370,75 @@ def restart_worker(hosted: Hosted, host: str) -> None:
     hosted.dev.start_nodes([devnodes.worker(int(host.rsplit("-", 1)[1]))])
 
 
+# --- a pod on a worker reaches the API server (issue 31) ---------------------------------------
+
+READ_API = """
+import json, os, ssl, urllib.request
+sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+tls = ssl.create_default_context(cafile=sa + "/ca.crt")
+env = os.environ
+base = "https://%s:%s" % (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"])
+auth = {"Authorization": "Bearer " + open(sa + "/token").read(),
+        "Content-Type": "application/json"}
+def call(path, body=None):
+    ask = urllib.request.Request(base + path, data=body, headers=auth)
+    with urllib.request.urlopen(ask, context=tls, timeout=20) as answer:
+        return json.load(answer)
+print("version", call("/version")["gitVersion"])
+review = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+got = call("/apis/authentication.k8s.io/v1/selfsubjectreviews", review.encode())
+print("user", got["status"]["userInfo"]["username"])
+"""
+
+
+def test_a_pod_on_a_worker_reads_the_api_server_with_its_token(hosted: Hosted) -> None:
+    """In its own network namespace, where 127.0.0.1 is the pod itself: the API
+    server's /version, verified against the ServiceAccount's CA, and the token
+    authenticates as the pod's ServiceAccount."""
+    access = hosted.apps.cluster
+    wait_for(
+        "the default ServiceAccount",
+        lambda: access.run_kubectl("get", "sa", "default", "-n", APPS, check=False).returncode == 0,
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "reads-api"},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {devnodes.POOL_LABEL: "regular"},
+            "containers": [
+                {
+                    "name": "read",
+                    "image": f"vkpy:{vkpy.__version__}",  # Python with ssl, from the registry
+                    "command": ["python3", "-c", READ_API],
+                }
+            ],
+        },
+    }
+    hosted.apps.apply(pod)
+    done = wait_for(
+        "the pod Succeeded",
+        lambda: (
+            (p := hosted.apps.get("pod", "reads-api"))
+            and p["status"].get("phase") in ("Succeeded", "Failed")
+            and p
+        ),
+        timeout=180,
+    )
+    out = access.run_kubectl("logs", "-n", APPS, "reads-api", check=False)
+    assert done["status"]["phase"] == "Succeeded", (out.stdout, out.stderr, done["status"])
+    server = json.loads(access.run_kubectl("get", "--raw", "/version").stdout)
+    assert out.stdout.splitlines() == [
+        f"version {server['gitVersion']}",
+        f"user system:serviceaccount:{APPS}:default",
+    ]
+    assert ipaddress.ip_address(done["status"]["podIP"]) in ipaddress.ip_network(
+        pod_network.CLUSTER_CIDR
+    )
+    hosted.apps.kubectl("delete", "pod", "reads-api", "-n", APPS, "--wait=true")
+
+
 # --- the release's life ---------------------------------------------------------------------
 
 
@@ -366,7 +452,7 @@ def test_install_runs_vkpy_in_cluster_on_a_worker(hosted: Hosted) -> None:
     (pod,) = vkpy_pods(hosted)
     assert pod["spec"]["nodeName"].startswith("vkpy-worker-")
     pod_ip = pod["status"]["podIP"]
-    assert pod_ip.startswith("127.0.1.")
+    assert ipaddress.ip_address(pod_ip) in ipaddress.ip_network(pod_network.CLUSTER_CIDR)
     wait_for("the virtual node Ready", lambda: ready(node(hosted)), timeout=60)
     registered = node(hosted)
     assert registered is not None and node_ip(registered) == pod_ip
@@ -388,7 +474,7 @@ def test_install_runs_vkpy_in_cluster_on_a_worker(hosted: Hosted) -> None:
     )
     assert shown.split() == [
         VK.namespace,
-        "127.0.0.1",
+        pod_network.API_ADDRESS,
         "none",
         "platform_dir:",
         "/var/lib/sim-platform",
@@ -516,25 +602,20 @@ def test_uninstall_drains_and_leaves_nothing_behind(hosted: Hosted) -> None:
 
 # --- issue 27: the chart's defaults ---------------------------------------------------------
 
-# What every pod of the process backend needs (docs/deploy.md, "On the dev cluster"):
-# the backend's own uids, and listening on the pod's IP (pods share their host's network).
-PROCESS_BACKEND = [
-    "--set-json", 'podSecurityContext={"runAsUser":null,"runAsGroup":null,"fsGroup":null}',
-    "--set", "listenAddress=$(VKPY_NODE_IP)",
-]  # fmt: skip
 STAYS_UP = 120.0
 """Seconds the default install must run without a restart (issue 27: it crash-looped)."""
 
 
 def test_defaults_install_serves_at_once_and_stays_up(hosted: Hosted) -> None:
-    """`helm install` with nothing but `provider` (and the process backend's needs): the
-    node's name is the release's full name, as is the leader Lease's, yet the two never
-    contend; the chart's approver has the serving certificate issued, so `kubectl
-    logs`/`exec` through the node work within a minute of `helm install --wait`."""
+    """`helm install` with no value at all: the real vkpy image runs on a worker as the
+    chart's user 10001 (inside the pod's user namespace); the node's name is the
+    release's full name, as is the leader Lease's, yet the two never contend; the
+    chart's approver has the serving certificate issued, so `kubectl logs`/`exec`
+    through the node work within a minute of `helm install --wait`."""
     began = time.monotonic()
     hosted.run_helm(
-        "install", BARS.name, str(CHART), "--create-namespace", "--set", "provider=sim",
-        *PROCESS_BACKEND, "--wait", "--timeout=3m", release=BARS,
+        "install", BARS.name, str(CHART), "--create-namespace", "--wait", "--timeout=3m",
+        release=BARS,
     )  # fmt: skip
     installed = time.monotonic()
     print(f"helm install --wait (defaults): {installed - began:.1f} s")
@@ -546,7 +627,9 @@ def test_defaults_install_serves_at_once_and_stays_up(hosted: Hosted) -> None:
         last = [
             c.get("lastState") for p in pods for c in p["status"].get("containerStatuses") or []
         ]
-        assert restarts(pods) == 0, f"vkpy restarted {spent:.0f} s after install: {last}"
+        assert restarts(pods) == 0, (
+            f"vkpy restarted {spent:.0f} s after install: {last}\n{previous_logs(hosted, BARS)}"
+        )
         return len(pods) == 1 and ready(node(hosted, BARS))
 
     wait_for("the virtual node Ready", up, timeout=60)
@@ -566,7 +649,8 @@ def test_defaults_install_serves_at_once_and_stays_up(hosted: Hosted) -> None:
         assert up(), "the node not Ready"
         time.sleep(5)
     (still,) = vkpy_pods(hosted, BARS)
-    assert still["metadata"]["name"] == pod["metadata"]["name"] and restarts([still]) == 0
+    assert still["metadata"]["name"] == pod["metadata"]["name"]
+    assert restarts([still]) == 0, previous_logs(hosted, BARS)
     # two Leases: the leader's, held by the pod, in the release's namespace ...
     assert leader(hosted, BARS) == pod["metadata"]["name"]
     # ... and the node's heartbeat Lease, held by the node
@@ -577,8 +661,8 @@ def test_defaults_install_serves_at_once_and_stays_up(hosted: Hosted) -> None:
 
 
 def test_defaults_with_two_replicas_the_standby_takes_over(hosted: Hosted) -> None:
-    """replicaCount 2 with the default node name (plus what the process backend
-    documents for HA: replicas on different hosts, a sim platform they share)."""
+    """replicaCount 2 with the default node name (plus what HA with the sim backend
+    needs: replicas on different hosts, a sim platform they share)."""
     ha = {
         "providers": {"sim": {"platform_dir": "/var/lib/sim-platform"}},
         "extraVolumes": [
@@ -667,9 +751,8 @@ def test_by_hand_helm_wait_fails_until_the_notes_command_approves(
     before its certificate is issued), and the one command NOTES.txt gives is enough."""
     waited = time.monotonic()
     failed = hosted.helm_result(
-        "install", MANUAL.name, str(CHART), "--create-namespace", "--set", "provider=sim",
-        "--set", "servingCert.approver.enabled=false", *PROCESS_BACKEND,
-        "--wait", "--timeout=45s", release=MANUAL,
+        "install", MANUAL.name, str(CHART), "--create-namespace",
+        "--set", "servingCert.approver.enabled=false", "--wait", "--timeout=45s", release=MANUAL,
     )  # fmt: skip
     assert failed.returncode != 0, failed.stdout
     assert "context deadline exceeded" in failed.stderr, failed.stderr
@@ -677,8 +760,12 @@ def test_by_hand_helm_wait_fails_until_the_notes_command_approves(
         f"helm install --wait without the approver: failed after {time.monotonic() - waited:.0f} s"
     )
     (pod,) = vkpy_pods(hosted, MANUAL)
-    assert not ready(pod) and restarts([pod]) == 0
-    assert leader(hosted, MANUAL) == pod["metadata"]["name"]  # it leads; it cannot serve
+    # it leads (pulling and starting the image on a loaded machine can outlast the 45 s)
+    wait_for(
+        "the pod to lead", lambda: leader(hosted, MANUAL) == pod["metadata"]["name"], timeout=120
+    )
+    (pod,) = vkpy_pods(hosted, MANUAL)
+    assert not ready(pod) and restarts([pod]) == 0  # ... and cannot serve
 
     notes = hosted.run_helm("get", "notes", MANUAL.name, release=MANUAL)
     (command,) = [line.strip() for line in notes.splitlines() if "certificate approve" in line]

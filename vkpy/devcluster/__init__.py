@@ -31,14 +31,15 @@ Modules:
   loopback.
 - nodes: The dev cluster's nodes: a regular pool of workers, and virtual nodes beside
   it.
+- pod_network: The dev cluster's pod network: each worker's pod CIDR, and where its
+  pods find the API server.
 - pki: Minting X.509 certificate authorities and certificates with `cryptography`.
 - probes: Health probes against the control-plane components over mutual TLS.
 - processes: Starting, recognising and stopping the control-plane processes.
 - registry: The dev cluster's image registry: where its nodes pull images from, offline.
 - service_ip: The `kubernetes` Service at its ClusterIP, inside a network namespace of a
-  run's own.
+  run's own; as the `api-relay` add-on, the API server at pod_network's address.
 - state: The record of a running dev cluster, and the ports it listens on.
-- vkpy_image: The chart's `image: vkpy:<version>` on the dev cluster's process workers.
 """
 
 from .access import ClusterAccess, KubectlError, RunKubectl

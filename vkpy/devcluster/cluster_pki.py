@@ -9,9 +9,12 @@ directory and creates them once, so a restarted cluster keeps its identity.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from cryptography import x509
 
 from .pki import (
     CertificateAuthority,
@@ -35,6 +38,11 @@ LOOPBACK_IPS = ("127.0.0.1", "::1")
 #: `service_cluster_ip_range` (components.Settings). The API server's certificate
 #: names it, as kubeadm's does, for clients that reach it there (service_ip.py).
 KUBERNETES_SERVICE_IP = "10.0.0.1"
+#: Where pods with a network of their own reach the API server (pod_network.py:
+#: a relay on the host's loopback device); the certificate names it too.
+POD_NETWORK_API_IP = "10.244.0.1"
+#: Every address the API server's certificate names.
+APISERVER_IPS = (*LOOPBACK_IPS, KUBERNETES_SERVICE_IP, POD_NETWORK_API_IP)
 #: CN of the aggregation proxy's client certificate (`--requestheader-allowed-names`).
 FRONT_PROXY_CLIENT = "front-proxy-client"
 
@@ -184,7 +192,7 @@ def _leaf_specs(pki: ClusterPKI) -> list[tuple[str, _LeafSpec]]:
                 pki.apiserver,
                 "kube-apiserver",
                 APISERVER_DNS_NAMES,
-                (*LOOPBACK_IPS, KUBERNETES_SERVICE_IP),
+                APISERVER_IPS,
             ),
         ),
         ("ca", _client(pki.apiserver_kubelet_client, "kube-apiserver-kubelet-client", masters)),
@@ -208,6 +216,7 @@ def write_cluster_pki(directory: Path) -> ClusterPKI:
     """
     pki = ClusterPKI(directory)
     if pki.exists():
+        _renew_stale_leaves(pki)
         return pki
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
@@ -221,17 +230,43 @@ def write_cluster_pki(directory: Path) -> ClusterPKI:
         paths: CertPaths = getattr(pki, attr)
         authority.write(paths.cert, paths.key)
     for issuer, spec in _leaf_specs(pki):
-        cert_pem, key_pem = authorities[issuer].issue(
-            spec.common_name,
-            organizations=spec.organizations,
-            dns_names=spec.dns_names,
-            ip_addresses=spec.ip_addresses,
-            client=spec.client,
-            server=spec.server,
-        )
-        write_pem(spec.paths.cert, cert_pem)
-        write_pem(spec.paths.key, key_pem, secret=True)
+        _issue(authorities[issuer], spec)
     sa_key = new_rsa_key()
     write_pem(pki.service_account_key, key_to_pem(sa_key), secret=True)
     write_pem(pki.service_account_pub, public_key_to_pem(sa_key))
     return pki
+
+
+def _issue(authority: CertificateAuthority, spec: _LeafSpec) -> None:
+    cert_pem, key_pem = authority.issue(
+        spec.common_name,
+        organizations=spec.organizations,
+        dns_names=spec.dns_names,
+        ip_addresses=spec.ip_addresses,
+        client=spec.client,
+        server=spec.server,
+    )
+    write_pem(spec.paths.cert, cert_pem)
+    write_pem(spec.paths.key, key_pem, secret=True)
+
+
+def _renew_stale_leaves(pki: ClusterPKI) -> None:
+    """Issue again, from the same authority, a serving certificate of a PKI made
+    before an address was added to its names (POD_NETWORK_API_IP): the identity of
+    the cluster (its CAs, the service-account key) stays."""
+    for issuer, spec in _leaf_specs(pki):
+        if not spec.server or names_ips(spec.paths.cert, spec.ip_addresses):
+            continue
+        paths: CertPaths = getattr(pki, issuer)
+        _issue(CertificateAuthority.load(paths.cert, paths.key), spec)
+
+
+def names_ips(path: Path, ips: tuple[str, ...]) -> bool:
+    """Whether the certificate at `path` names every address in `ips`."""
+    try:
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (OSError, ValueError, x509.ExtensionNotFound):
+        return False
+    have = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+    return {str(ipaddress.ip_address(ip)) for ip in ips} <= have

@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from . import images, metrics_server, nodes, processes, registry
+from . import images, metrics_server, nodes, pod_network, processes, registry
 from .access import ClusterAccess
 from .addons import Addon, Addons
 from .binaries import tool_dir
@@ -131,6 +133,27 @@ class Extras:
         host = self.registry_host()
         return None if host is None else registry.mirrors_setting(host)
 
+    # -- the API server for pods with a network of their own ---------------------------
+
+    def start_api_relay(self, timeout: float = 30.0) -> None:
+        """Unless it runs: relay pod_network.API_ADDRESS, on the API server's port, to
+        the API server on loopback (pod_network.py, service_ip.py)."""
+        name = "api-relay"
+        running = self.records.named(name)
+        if running is not None and processes.is_running(running.process):
+            return
+        port = int(self.access.server.rsplit(":", 1)[1].rstrip("/"))
+        argv = [sys.executable, "-m", "vkpy.devcluster.service_ip",
+                pod_network.API_ADDRESS, str(port), str(port)]  # fmt: skip
+        record = processes.spawn(name, argv, self.layout.log(name), env=self.env)
+        self.records.add(Addon(name, record, port=port))
+        self._wait(
+            [record],
+            f"the API server relay on {pod_network.API_ADDRESS}:{port}",
+            lambda: _answers(pod_network.API_ADDRESS, port),
+            timeout,
+        )
+
     # -- nodes ------------------------------------------------------------------------
 
     def node_dir(self, name: str) -> Path:
@@ -144,8 +167,17 @@ class Extras:
             if existing is not None and processes.is_running(existing.process):
                 continue
             directory = self.node_dir(spec.name)
+            cidr = None
+            if nodes.pod_networked(spec):
+                self.start_api_relay()
+                cidr = pod_network.claim(self.layout.dir, spec.name, _node_running)
             nodes.prepare(
-                spec, directory, self.layout.pki, self.access.server, self.registries_setting()
+                spec,
+                directory,
+                self.layout.pki,
+                self.access.server,
+                self.registries_setting(),
+                cidr,
             )
             (port,) = free_ports(1)
             argv = spec.argv(directory, self.layout.kubeconfig, port)
@@ -185,6 +217,8 @@ class Extras:
             raise ExtrasFailed(f"could not stop {', '.join(r.name for r in left)}")
         stopped = {a.process.name for a in chosen}
         self.records.remove(stopped)
+        for name in stopped:
+            pod_network.release(self.layout.dir, name)
         return sorted(stopped)
 
     def _delete_pods(self, node: str) -> None:
@@ -212,7 +246,11 @@ class Extras:
         # Every node's state dir, including `run`'s node, which is not an add-on.
         for state_dir in sorted((self.layout.dir / "nodes").glob("*/state")):
             nodes.kill_leftover_pods(state_dir)
+            nodes.remove_oci_pods_dir(state_dir)
         stopped += [r.name for r in records if r not in left]
+        for addon in self.records.of_kind("node"):
+            if addon.process not in left:
+                pod_network.release(self.layout.dir, addon.process.name)
         self.records.remove({r.name for r in records if r not in left})
         if left:
             raise ExtrasFailed(f"could not stop {', '.join(r.name for r in left)}")
@@ -250,6 +288,24 @@ class Extras:
                 tails = "\n".join(f"--- {r.log}:\n{processes.tail(r.log)}" for r in started)
                 raise ExtrasFailed(f"timed out after {timeout:g} s waiting for {what}\n{tails}")
             time.sleep(0.5)
+
+
+def _answers(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _node_running(cluster_dir: Path, node: str) -> bool:
+    """Whether the dev cluster in `cluster_dir` runs node `node` (a pod CIDR claim's
+    holder, pod_network.py)."""
+    try:
+        addon = Addons.load(cluster_dir / "addons.json").named(node)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return addon is not None and processes.is_running(addon.process)
 
 
 def child_env() -> dict[str, str]:

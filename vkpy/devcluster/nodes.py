@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import ipaddress
 import os
 import shutil
 import sys
@@ -27,13 +26,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import yaml
-from cryptography import x509
 
 from vkpy.providers.process import leftovers
 from vkpy.providers.process.config import ProcessConfig
 
-from . import vkpy_image
+from . import pod_network
 from .cluster_pki import LOOPBACK_IPS, ClusterPKI
+from .cluster_pki import names_ips as _names_ips
 from .components import LOOPBACK
 from .pki import CertificateAuthority, CertPaths, write_pem
 
@@ -99,7 +98,12 @@ class NodeSpec:
 
 
 def worker(index: int, gpus: int = 0) -> NodeSpec:
-    """Regular worker `vkpy-worker-<index>`: process backend, untainted, 2 CPU/4Gi/10 pods."""
+    """Regular worker `vkpy-worker-<index>`: process backend, untainted, 2 CPU/4Gi/10 pods.
+
+    As root it runs what a kubelet runs: images from the dev registry through runc,
+    each pod in a user namespace (`runtime: oci`) and a network namespace with an
+    address of its own (`network: pod`, its pod CIDR from pod_network.py). Without
+    root neither is possible, and the worker runs host programs on the host's network."""
     capacity = dict(WORKER_CAPACITY)
     labels = {
         POOL_LABEL: "regular",
@@ -112,13 +116,21 @@ def worker(index: int, gpus: int = 0) -> NodeSpec:
     if gpus:
         capacity[GPU] = str(gpus)
         labels["accelerator"] = "nvidia"
+    config: dict[str, object] = {"capacity": capacity, "host_path_prefixes": [SHARED_HOST_PATH]}
+    if os.geteuid() == 0:
+        config.update(runtime="oci", network="pod")
     return NodeSpec(
         name=f"vkpy-worker-{index}",
         provider="process",
         labels=labels,
-        provider_config={"capacity": capacity, "host_path_prefixes": [SHARED_HOST_PATH]},
+        provider_config=config,
         address=worker_address(index),
     )
+
+
+def pod_networked(spec: NodeSpec) -> bool:
+    """Whether the node gives each pod a network of its own (`network: pod`)."""
+    return spec.provider == "process" and spec.provider_config.get("network") == "pod"
 
 
 def worker_address(index: int) -> str:
@@ -178,25 +190,32 @@ def backend_reads_registries() -> bool:
 
 
 def provider_config(
-    spec: NodeSpec, server: str, registries: Mapping[str, object] | None = None
+    spec: NodeSpec,
+    server: str,
+    registries: Mapping[str, object] | None = None,
+    pod_cidr: str | None = None,
 ) -> dict[str, object]:
     """What the node's --provider-config file holds: the spec's settings and, for the
     process backend, what an in-cluster pod needs (chart installs run there):
-    KUBERNETES_SERVICE_HOST/PORT naming the API server's real address (there is no
-    Service network here to route the `kubernetes` Service's ClusterIP), the
-    `images` entry that runs the chart's vkpy image from this checkout, and the dev
-    cluster registry as the mirror of the public registries (`registries`, when the
-    backend reads it)."""
+    KUBERNETES_SERVICE_HOST/PORT naming an address of the API server the pods reach
+    (there is no Service network here to route the `kubernetes` Service's ClusterIP):
+    its loopback address for pods on the host's network, pod_network.API_ADDRESS
+    (the relay on the API server's port) for pods with a network of their own, whose
+    addresses come from `pod_cidr`; and the dev cluster registry as the mirror of the
+    public registries (`registries`, when the backend reads it)."""
     config = dict(spec.provider_config)
     if spec.provider != "process":
         return config
     if registries is not None and backend_reads_registries():
         config.setdefault("registries", dict(registries))
     url = urlsplit(server)
-    config.setdefault("kubernetes_service_host", url.hostname or LOOPBACK)
+    if pod_networked(spec):
+        config.setdefault("kubernetes_service_host", pod_network.API_ADDRESS)
+        if pod_cidr is not None:
+            config.setdefault("pod_cidr", pod_cidr)
+    else:
+        config.setdefault("kubernetes_service_host", url.hostname or LOOPBACK)
     config.setdefault("kubernetes_service_port", url.port or 443)
-    images = config.get("images")
-    config["images"] = vkpy_image.images_setting(images if isinstance(images, dict) else None)
     return config
 
 
@@ -206,10 +225,11 @@ def prepare(
     pki: ClusterPKI,
     server: str,
     registries: Mapping[str, object] | None = None,
+    pod_cidr: str | None = None,
 ) -> None:
     """Write the node's provider config and its kubelet-serving certificate."""
     directory.mkdir(parents=True, exist_ok=True)
-    config = provider_config(spec, server, registries)
+    config = provider_config(spec, server, registries, pod_cidr)
     if runs_images(spec.provider, config) and "pods_dir" not in config:
         config["pods_dir"] = str(reachable_pods_dir(directory))
     (directory / "provider.yaml").write_text(yaml.safe_dump(config))
@@ -239,15 +259,14 @@ def issue_serving_cert(
     return cert
 
 
-def _names_ips(path: Path, ips: tuple[str, ...]) -> bool:
-    """Whether the certificate at `path` names every address in `ips`."""
-    try:
-        cert = x509.load_pem_x509_certificate(path.read_bytes())
-        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except (OSError, ValueError, x509.ExtensionNotFound):
-        return False
-    have = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
-    return {str(ipaddress.ip_address(ip)) for ip in ips} <= have
+def pods_dirs(state_dir: Path) -> list[Path]:
+    """Where the node with `state_dir` keeps its pods: the backend's default place and,
+    when that is the link reachable_pods_dir makes, the directory it points to."""
+    default = state_dir / "process" / "pods"
+    found = [default]
+    if default.is_symlink():
+        found.append(default.resolve())
+    return found
 
 
 def reachable_pods_dir(node_dir: Path) -> Path:
@@ -304,7 +323,29 @@ def runs_images(provider: str | None, settings: Mapping[str, object]) -> bool:
 
 
 def kill_leftover_pods(state_dir: Path) -> int:
-    """End the process backend's pods still running under `state_dir`, after the
-    node's pods were deleted through the API (which is how they are normally
-    stopped); returns how many containers were still running."""
+    """End the process backend's pods still running under `state_dir` (or where its
+    link points), after the node's pods were deleted through the API (which is how they
+    are normally stopped); returns how many containers were still running."""
     return leftovers.end_pods(state_dir / "process" / "pods")
+
+
+def remove_oci_pods_dir(state_dir: Path, root: Path | None = None) -> bool:
+    """After `down` stopped the node with `state_dir` and its pods: delete its pods'
+    directory below RUN_PODS_ROOT (reachable_pods_dir: unpacked images, the pods'
+    volumes), which a cluster directory's removal does not reach. Left alone while
+    anything is mounted below it (a volume bind still in place would take the host's
+    files with it)."""
+    root = RUN_PODS_ROOT if root is None else root
+    for pods in pods_dirs(state_dir)[1:]:
+        entry = pods.parent
+        if entry.parent != root or not pods.is_dir():
+            continue
+        inside = str(entry) + "/"
+        with open("/proc/self/mountinfo") as table:
+            mounted = [line.split()[4] for line in table if len(line.split()) > 4]
+        if any(point.startswith(inside) for point in mounted):
+            return False
+        shutil.rmtree(entry, ignore_errors=True)
+        (state_dir / "process" / "pods").unlink(missing_ok=True)
+        return not entry.exists()
+    return False

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
 import subprocess
+import sys
 import threading
 from types import TracebackType
 
@@ -118,3 +120,48 @@ class ServiceRelay:
             end.close()
             with contextlib.suppress(OSError):
                 await end.wait_closed()
+
+
+def listeners_on(address: str) -> int:
+    """How many TCP sockets listen on `address` (IPv4) in this network namespace."""
+    packed = socket.inet_aton(address)
+    wanted = f"{int.from_bytes(packed, 'little'):08X}"
+    count = 0
+    with contextlib.suppress(OSError), open("/proc/net/tcp") as table:
+        next(table, None)
+        for line in table:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A" and fields[1].split(":")[0] == wanted:
+                count += 1
+    return count
+
+
+def drop_address(address: str) -> None:
+    """Take `address` off loopback unless something else still listens on it (another
+    dev cluster's relay shares it, each on its own port)."""
+    if listeners_on(address) == 0:
+        subprocess.run(
+            ["ip", "addr", "del", f"{address}/32", "dev", "lo"], capture_output=True, check=False
+        )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m vkpy.devcluster.service_ip ADDRESS PORT API_PORT`: relay until
+    SIGTERM or SIGINT (the dev cluster's `api-relay` add-on, pod_network.py)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python -m vkpy.devcluster.service_ip ADDRESS PORT API_PORT", file=sys.stderr)
+        return 2
+    address, port, api_port = args[0], int(args[1]), int(args[2])
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    with ServiceRelay(api_port, address, port):
+        print(f"relaying {address}:{port} to 127.0.0.1:{api_port}", flush=True)
+        stop.wait()
+    drop_address(address)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

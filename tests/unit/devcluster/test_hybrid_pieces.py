@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from vkpy.devcluster import __main__ as devcluster_cli
-from vkpy.devcluster import metrics_server, nodes, vkpy_image
-from vkpy.devcluster.cluster_pki import ClusterPKI, write_cluster_pki
+from vkpy.devcluster import metrics_server, nodes, pod_network
+from vkpy.devcluster.cluster_pki import ClusterPKI, names_ips, write_cluster_pki
+from vkpy.devcluster.pki import CertificateAuthority, write_pem
 from vkpy.node.pods.deletion_cost import ANNOTATION, wants_cost
 
 
@@ -81,20 +84,46 @@ def test_workers_have_addresses_of_their_own_named_by_their_certificate(tmp_path
     assert nodes._names_ips(cert.cert, (second.address, "127.0.0.1"))
 
 
-def test_process_workers_can_host_the_chart(tmp_path: Path) -> None:
-    """In-cluster pods reach the API server at its real address, and `vkpy` images run."""
-    config = nodes.provider_config(nodes.worker(1), "https://127.0.0.1:6443")
-    assert config["kubernetes_service_host"] == "127.0.0.1"
+def test_process_workers_can_host_the_chart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root a worker runs images through runc, each pod on a network of its own whose
+    pods reach the API server at the relay's address on the API server's port; no
+    host program stands in for any image."""
+    monkeypatch.setattr(nodes.os, "geteuid", lambda: 0)
+    worker = nodes.worker(1)
+    config = nodes.provider_config(worker, "https://127.0.0.1:6443", pod_cidr="10.244.3.0/24")
+    assert config["runtime"] == "oci" and config["network"] == "pod"
+    assert config["pod_cidr"] == "10.244.3.0/24"
+    assert config["kubernetes_service_host"] == pod_network.API_ADDRESS
     assert config["kubernetes_service_port"] == 6443
-    vkpy_entry = config["images"]["vkpy"]  # type: ignore[index]
-    assert vkpy_entry["entrypoint"] == ["python3", "-m", "vkpy"]
-    assert vkpy_image.reachable_by_others(Path(vkpy_entry["path"][0]) / "python3")
-    mine = {"images": {"vkpy": {"entrypoint": ["mine"]}}}
-    custom = replace(nodes.worker(1), provider_config=mine)
-    assert nodes.provider_config(custom, "https://x:1")["images"]["vkpy"] == {  # type: ignore[index]
-        "entrypoint": ["mine"]
-    }
-    assert "images" not in nodes.provider_config(nodes.gpu_virtual(), "https://x:1")
+    assert "images" not in config
+    mine = replace(worker, provider_config={**worker.provider_config, "pod_cidr": "10.9.0.0/24"})
+    assert nodes.provider_config(mine, "https://x:1", pod_cidr="10.244.3.0/24")["pod_cidr"] == (
+        "10.9.0.0/24"
+    )
+    # pods on the host's network reach the API server on loopback, as before
+    monkeypatch.setattr(nodes.os, "geteuid", lambda: 1000)
+    plain = nodes.provider_config(nodes.worker(1), "https://127.0.0.1:6443")
+    assert "runtime" not in plain and plain["kubernetes_service_host"] == "127.0.0.1"
+    assert "kubernetes_service_host" not in nodes.provider_config(
+        nodes.gpu_virtual(), "https://x:1"
+    )
+
+
+def test_an_older_pki_gets_the_address_and_keeps_its_identity(tmp_path: Path) -> None:
+    """A cluster directory made before the address existed: its API server certificate
+    is issued again by the same CA; the CA and the service-account key stay."""
+    pki = write_cluster_pki(tmp_path / "pki")
+    ca, sa = pki.ca.cert.read_bytes(), pki.service_account_key.read_bytes()
+    authority = CertificateAuthority.load(pki.ca.cert, pki.ca.key)
+    old_cert, old_key = authority.issue(
+        "kube-apiserver", ip_addresses=("127.0.0.1",), dns_names=("localhost",), server=True
+    )
+    write_pem(pki.apiserver.cert, old_cert)
+    write_pem(pki.apiserver.key, old_key, secret=True)
+    assert not names_ips(pki.apiserver.cert, (pod_network.API_ADDRESS,))
+    write_cluster_pki(tmp_path / "pki")
+    assert names_ips(pki.apiserver.cert, (pod_network.API_ADDRESS, "127.0.0.1"))
+    assert pki.ca.cert.read_bytes() == ca and pki.service_account_key.read_bytes() == sa
 
 
 def test_run_keeps_its_one_virtual_node_unless_asked_for_workers() -> None:

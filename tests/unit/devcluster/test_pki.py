@@ -32,6 +32,7 @@ from cryptography.x509.verification import (
 from vkpy.devcluster.cluster_pki import (
     APISERVER_DNS_NAMES,
     KUBERNETES_SERVICE_IP,
+    POD_NETWORK_API_IP,
     ClusterPKI,
     write_cluster_pki,
 )
@@ -147,14 +148,17 @@ def test_leaf_never_outlives_its_ca() -> None:
 
 
 def test_apiserver_cert_covers_loopback_and_service_names(pki: ClusterPKI) -> None:
+    """Loopback, the in-cluster names, and where pods with a network of their own
+    reach it (pod_network.py)."""
     ca_cert = load_cert(pki.ca.cert)
     cert = load_cert(pki.apiserver.cert)
-    for host in ("127.0.0.1", "::1", KUBERNETES_SERVICE_IP, *APISERVER_DNS_NAMES):
+    hosts = ("127.0.0.1", "::1", KUBERNETES_SERVICE_IP, POD_NETWORK_API_IP)
+    for host in (*hosts, *APISERVER_DNS_NAMES):
         verify_server(ca_cert, cert, host)
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert set(san.get_values_for_type(x509.DNSName)) == set(APISERVER_DNS_NAMES)
     ips = {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
-    assert ips == {"127.0.0.1", "::1", KUBERNETES_SERVICE_IP}
+    assert ips == set(hosts)
 
 
 @pytest.mark.parametrize(

@@ -122,6 +122,16 @@ def all_images() -> tuple[Image, ...]:
             ("registry.k8s.io/e2e-test-images/nonewprivs:1.4",),
         ),
         Image(
+            "python",
+            debian.python,
+            (
+                "docker.io/library/python:3.12-slim",
+                "docker.io/library/python:3.12",
+                "docker.io/library/python:3",
+                "docker.io/library/python:latest",
+            ),
+        ),
+        Image(
             "vkpy",
             debian.vkpy_image,
             (f"docker.io/library/vkpy:{vkpy.__version__}",),

@@ -1,4 +1,4 @@
-"""Images with a minimal Debian root: nginx, and vkpy's own image for the chart.
+"""Images with a minimal Debian root: nginx, python, and vkpy's own image for the chart.
 
 `mmdebstrap --variant=essential` makes the smallest Debian root that dpkg can still
 manage (the Essential packages, no apt) plus the packages an image needs, straight
@@ -11,6 +11,7 @@ building these needs root; busybox, pause and agnhost do not.
   `nginx -g "daemon off;"`, port 80, stop signal SIGQUIT (as the official image);
   served as docker.io/library/nginx:alpine and :latest, so the getting-started pod
   gets a real nginx.
+- python: Debian's python3 and python-is-python3, nothing else; CMD ["python3"].
 - vkpy: the recipe of the repository's Dockerfile on Debian's python3 (3.11, the
   same minor version as the wheels built here): vkpy and its dependencies as wheels
   built by this checkout's pip, installed into /usr/local; user and group 10001,
@@ -42,12 +43,17 @@ SUITE = "bookworm"
 PYTHON = (3, 11)  # bookworm's python3
 EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
 NGINX_RECIPE = "1"
+PYTHON_RECIPE = "1"
 VKPY_RECIPE = "2"
 
 NGINX_CONFIG = ImageConfig(
     cmd=("nginx", "-g", "daemon off;"),
     exposed_ports=("80/tcp",),
     stop_signal="SIGQUIT",
+)
+PYTHON_CONFIG = ImageConfig(
+    cmd=("python3",),
+    env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"),
 )
 VKPY_CONFIG = ImageConfig(
     entrypoint=("python", "-m", "vkpy"),
@@ -92,6 +98,17 @@ def nginx() -> Path:
     """The nginx image's OCI layout (tag `latest`)."""
     key = recipe_key(NGINX_RECIPE, SUITE, mirror(), repr(EXCLUDES), repr(NGINX_CONFIG))
     return cached("nginx", key, lambda dest: layout_from_rootfs(dest, _nginx_fill, NGINX_CONFIG))
+
+
+def python() -> Path:
+    """A Python image: Debian's python3 (3.11) in the minimal root, CMD `python3`; what
+    the examples' `python:3.12-slim` pods get on the dev cluster's workers."""
+    key = recipe_key(PYTHON_RECIPE, SUITE, mirror(), repr(EXCLUDES), repr(PYTHON_CONFIG))
+
+    def fill(rootfs: Path) -> None:
+        debian_root(rootfs, ("python3", "python-is-python3"), "python")
+
+    return cached("python", key, lambda dest: layout_from_rootfs(dest, fill, PYTHON_CONFIG))
 
 
 def _sources() -> list[Path]:

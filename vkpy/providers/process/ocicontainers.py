@@ -67,7 +67,7 @@ from vkpy.providers.process.ocipods import (
     sandbox_id,
 )
 from vkpy.providers.process.records import EXIT_CANNOT_RUN, ExitRecord, LaunchSpec, ProcessContext
-from vkpy.providers.process.runtime import service_env
+from vkpy.providers.process.runtime import pod_ip_fields, service_env
 from vkpy.providers.process.termination import MESSAGE_FILE
 
 if TYPE_CHECKING:
@@ -165,7 +165,10 @@ async def prepare(
     while True:
         try:
             image_config = node.store.config(image_ref)
-            container = await _container(node, pod, pod_dir, config, image_config, rootfs, ids)
+            own = runner.runtime.addresses.address(pod.ref.uid)
+            container = await _container(
+                node, pod, pod_dir, config, image_config, rootfs, ids, own.address if own else None
+            )
             break
         except (ContainerConfigError, spec.SpecError, ValueError) as error:
             _wait(runner, "CreateContainerConfigError", str(error))
@@ -253,6 +256,7 @@ async def _container(
     image: Any,
     rootfs: Path,
     ids: PodRange,
+    own_ip: str | None = None,
 ) -> spec.Container:
     pod_spec = pod.pod.get("spec") or {}
     pod_security = pod_spec.get("securityContext") or {}
@@ -275,7 +279,7 @@ async def _container(
             extra.append(int(gid))
     for value in (who.uid, who.gid, *extra):
         ids.host_id(value)  # ValueError: outside the pod's user namespace
-    env = environment(image, _pod_env(node, pod, config))
+    env = environment(image, _pod_env(node, pod, config, own_ip))
     if not any(name == "PATH" for name, _ in env):
         env.insert(0, ("PATH", DEFAULT_PATH))
     process = spec.Process(
@@ -318,7 +322,11 @@ async def _container(
     )
 
 
-def _pod_env(node: OciNode, pod: PodConfig, config: ContainerConfig) -> list[tuple[str, str]]:
+def _pod_env(
+    node: OciNode, pod: PodConfig, config: ContainerConfig, own_ip: str | None = None
+) -> list[tuple[str, str]]:
+    """The pod's variables, then the container's; with a network of the pod's own,
+    status.podIP is its address (the kubelet side resolved it before the pod had one)."""
     values: dict[str, str] = {
         "HOSTNAME": namespaces.hostname(pod.pod.get("spec") or {}, pod.ref.name, pod.ref.namespace)
     }
@@ -329,6 +337,9 @@ def _pod_env(node: OciNode, pod: PodConfig, config: ContainerConfig) -> list[tup
     for name, value in config.env:
         values.pop(name, None)
         values[name] = value
+    if own_ip:
+        for name in pod_ip_fields(config):
+            values[name] = own_ip
     return list(values.items())
 
 

@@ -94,12 +94,12 @@ def container_env(
         values[name] = value
     if own_ip is not None:
         # The kubelet side resolved status.podIP before the pod had its address.
-        for name in _pod_ip_fields(container):
+        for name in pod_ip_fields(container):
             values[name] = own_ip.address
     return list(values.items())
 
 
-def _pod_ip_fields(container: ContainerConfig) -> list[str]:
+def pod_ip_fields(container: ContainerConfig) -> list[str]:
     """Names of the container's variables from the downward API's status.podIP(s)."""
     names = []
     for entry in container.spec.get("env") or []:

@@ -6,14 +6,16 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 from vkpy.providers.errors import UnsupportedError
 from vkpy.providers.process import idranges
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.idranges import IdRanges, NoRangeError
-from vkpy.providers.process.ocicontainers import resources_of
+from vkpy.providers.process.ocicontainers import _pod_env, resources_of
 from vkpy.providers.process.provider import ProcessProvider
 
 
@@ -167,3 +169,27 @@ def test_resources_become_cgroup_limits() -> None:
     assert limits.cpu_request_milli == 250
     assert limits.cpu_limit_milli == 1000
     assert limits.memory_limit == 64 * 2**20
+
+
+def test_status_pod_ip_is_the_pods_own_address_with_a_network_of_its_own() -> None:
+    """The chart's VKPY_NODE_IP (status.podIP) in an oci pod with `network: pod`: the
+    API server dials the node there, so it must be the pod's address, not the host's
+    the kubelet side resolved before the pod had one (the dev cluster's helm install
+    registered its node at the worker's address)."""
+    spec = {
+        "name": "app",
+        "env": [
+            {"name": "VKPY_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "OWN", "value": "mine"},
+        ],
+    }
+    config = ContainerConfig(
+        "app", "vkpy", (), (), env=(("VKPY_NODE_IP", "127.0.1.2"), ("OWN", "mine")), spec=spec
+    )
+    pod = PodConfig(PodRef("ns", "p", "uid"), {}, (), (config,), ())
+    node = SimpleNamespace(config=ProcessConfig(kubernetes_service_host="10.244.0.1"))
+    env = dict(_pod_env(node, pod, config, "10.244.2.3"))  # type: ignore[arg-type]
+    assert env["VKPY_NODE_IP"] == "10.244.2.3"
+    assert env["OWN"] == "mine" and env["KUBERNETES_SERVICE_HOST"] == "10.244.0.1"
+    on_host = dict(_pod_env(node, pod, config, None))  # type: ignore[arg-type]
+    assert on_host["VKPY_NODE_IP"] == "127.0.1.2"  # the host's network: the host's address
