@@ -49,7 +49,6 @@ from vkpy.oci.images.credentials import keyring_from_logins
 from vkpy.oci.images.errors import ImageError, ImageNeverPullError
 from vkpy.oci.images.pull import PullResult
 from vkpy.oci.images.reference import default_pull_policy, parse
-from vkpy.oci.images.unpack import IdMap, unpack
 from vkpy.oci.runtime import spec
 from vkpy.oci.runtime.runc import RuncError, write_bundle
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxNotRunning
@@ -60,7 +59,6 @@ from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import InstanceDir, PodDir
 from vkpy.providers.process.ocipods import (
     CGROUP_ROOT,
-    ROOTFS,
     OciNode,
     cgroups_path,
     container_id,
@@ -155,13 +153,17 @@ async def prepare(
     made; an ExitRecord when runc's side cannot be prepared (the sandbox is gone)."""
     result = await pull(node, runner)
     pod, config = runner.pod, runner.config
-    rootfs = runner.dir.path / ROOTFS
     image_ref = str(result.ref)
-    if not rootfs.exists():
-        runner.dir.path.mkdir(parents=True, exist_ok=True)
-        for place in (pod_dir.path, pod_dir.containers, runner.dir.path):
-            os.chmod(place, 0o711)  # noqa: S103 (runc's init, the pod's root, walks here)
-        await unpack(node.store, image_ref, rootfs, IdMap(0, ids.base, ids.size))
+    runner.dir.path.mkdir(parents=True, exist_ok=True)
+    for place in (pod_dir.path, pod_dir.containers, runner.dir.path):
+        os.chmod(place, 0o711)  # noqa: S103 (runc's init, the pod's root, walks here)
+    try:
+        userns = (await PodSandbox(node.runc, sandbox_id(pod.ref.uid)).namespaces())["user"]
+        rootfs = await node.container_root(
+            runner.dir.path, image_ref, result.image.manifest_digest, ids, userns
+        )
+    except (SandboxNotRunning, RuncError) as error:
+        return _sandbox_gone(error)
     while True:
         try:
             image_config = node.store.config(image_ref)
@@ -172,12 +174,7 @@ async def prepare(
             _event(runner, "Warning", "Failed", f"Error: {error}")
             await asyncio.sleep(CONFIG_ERROR_RETRY)
         except (SandboxNotRunning, RuncError) as error:
-            return ExitRecord(
-                exit_code=EXIT_CANNOT_RUN,
-                finished_ns=time.time_ns(),
-                reason="ContainerCannotRun",
-                message=f"the pod's sandbox is not running: {error}",
-            )
+            return _sandbox_gone(error)
     # Written by the container's user: its host id (root's file otherwise), given
     # through a descriptor, never by following what is at that name.
     process = container.process
@@ -209,6 +206,15 @@ async def prepare(
         tty=bool(config.spec.get("tty")),
     )
     return Prepared(launch, result.image.image_id)
+
+
+def _sandbox_gone(error: Exception) -> ExitRecord:
+    return ExitRecord(
+        exit_code=EXIT_CANNOT_RUN,
+        finished_ns=time.time_ns(),
+        reason="ContainerCannotRun",
+        message=f"the pod's sandbox is not running: {error}",
+    )
 
 
 async def _delete_earlier_runs(node: OciNode, pod_uid: str, name: str) -> None:

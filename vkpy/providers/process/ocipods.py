@@ -24,15 +24,17 @@ import logging
 import os
 import platform
 import shutil
+import stat
 from pathlib import Path
 
 from vkpy.core.clock import SystemClock
 from vkpy.oci.images import registries
 from vkpy.oci.images.backoff import PullBackOff
+from vkpy.oci.images.bases import Bases
 from vkpy.oci.images.pull import Puller
 from vkpy.oci.images.store import ImageStore, node_store
-from vkpy.oci.images.unpack import remove_rootfs
-from vkpy.oci.runtime import seccomp, spec
+from vkpy.oci.images.unpack import IdMap, remove_rootfs, unpack
+from vkpy.oci.runtime import overlay, seccomp, spec
 from vkpy.oci.runtime.runc import ContainerNotFound, Runc, RuncError
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxConfig, sandbox_security
 from vkpy.providers.base import PodConfig
@@ -49,6 +51,9 @@ CGROUP_PARENT = "vkpy"
 SANDBOX_PROGRAM = Path("/bin/busybox")
 """Debian's busybox-static: the sandbox's `sleep` (see the module docstring)."""
 ROOTFS = "rootfs"
+UPPER = "rootfs-upper"
+"""A container's own layer of its overlay root: what it wrote."""
+WORK = "rootfs-work"
 SANDBOX_ROOT = Path("/run/vkpy/oci-sandbox-root")
 """Host-wide (every node's sandboxes use it read-only), where the pods' mapped root
 can reach it: runc's init walks to a root inside the pod's user namespace."""
@@ -82,6 +87,10 @@ class OciNode:
             allow_privileged="privileged" in config.allow,
         )
         self.runtime_default = spec.Seccomp("RuntimeDefault", seccomp.load(seccomp.RUNTIME_DEFAULT))
+        self.bases = Bases(self.store, self.work / "images")
+        self.overlay = False
+        """Containers' roots are overlays on shared image trees (overlay.py); else
+        each container gets a copy of its image (set by `prepare`)."""
 
     def prepare(self) -> None:
         """The node's directories and the sandbox's root (once per start)."""
@@ -97,6 +106,40 @@ class OciNode:
         if not program.exists():
             shutil.copy2(SANDBOX_PROGRAM, program)
             os.chmod(program, 0o755)  # noqa: S103 (read and run by the pods' mapped root)
+        self.overlay = overlay.supported(self.work / "overlay-check")
+        if not self.overlay:
+            log.warning(
+                "this kernel cannot mount an overlay on an id-mapped layer given by "
+                "descriptor (Linux 6.13+): each container gets a copy of its image"
+            )
+        self.bases.prune()
+
+    async def container_root(
+        self, directory: Path, image_ref: str, manifest_digest: str, ids: PodRange, userns: str
+    ) -> Path:
+        """The container's root filesystem in `directory` (kept across its restarts):
+        an overlay on the image's shared tree, id-mapped through the pod's user
+        namespace `userns`; or, where the kernel cannot, a copy owned by the pod."""
+        rootfs = directory / ROOTFS
+        upper, work = directory / UPPER, directory / WORK
+        if overlay.is_mount(rootfs):
+            return rootfs
+        if not self.overlay or (not upper.exists() and rootfs.exists() and any(rootfs.iterdir())):
+            if not rootfs.exists():
+                await unpack(self.store, image_ref, rootfs, IdMap(0, ids.base, ids.size))
+            return rootfs  # a copy (also one an earlier vkpy unpacked)
+        lower = await self.bases.tree(image_ref, manifest_digest)
+        for place in (rootfs, work):
+            place.mkdir(mode=0o755, exist_ok=True)
+        if not upper.exists():
+            # The overlay's root takes the upper layer's owner and mode: the image's
+            # root directory's, mapped into the pod's range.
+            top = os.stat(lower)
+            upper.mkdir()
+            os.chown(upper, ids.host_id(top.st_uid), ids.host_id(top.st_gid))
+            os.chmod(upper, stat.S_IMODE(top.st_mode))
+        overlay.mount(lower, upper, work, rootfs, userns)
+        return rootfs
 
     @property
     def sandbox_root(self) -> Path:
@@ -174,13 +217,25 @@ def own_empty_dirs(pod: PodConfig, pod_dir: PodDir, host_root: int) -> None:
 
 
 def _remove_pod_files(pod_uid: str, pod_dir: Path) -> None:
+    unmount_roots(pod_dir)
     containers = PodDir(pod_dir).containers
     if containers.is_dir():
         for entry in containers.iterdir():
-            rootfs = entry / ROOTFS
-            if rootfs.exists():
-                remove_rootfs(rootfs)
+            for part in (ROOTFS, UPPER, WORK):
+                if (entry / part).exists():
+                    remove_rootfs(entry / part)
     remove_cgroups(pod_uid)
+
+
+def unmount_roots(pod_dir: Path) -> None:
+    """Unmount the pod's containers' overlay roots (their layers stay, for removal)."""
+    containers = PodDir(pod_dir).containers
+    if containers.is_dir():
+        for entry in containers.iterdir():
+            try:
+                overlay.unmount(entry / ROOTFS)
+            except OSError as error:
+                log.warning("cannot unmount a container's root", extra={"error": str(error)})
 
 
 def remove_cgroups(pod_uid: str) -> None:
