@@ -17,10 +17,13 @@ beneath.py, never following a link the pod made), readOnlyRootFilesystem,
 capabilities, RuntimeDefault seccomp and the resources as cgroup limits.
 
 The supervisor (supervisor.py) stays what it is: it logs the output in the CRI
-format, records the exit and outlives vkpy. Its child is `runc run`, which stays in
-the foreground, forwards SIGTERM to the container and exits with the container's
-status; SIGKILL goes through `runc kill` (LaunchSpec.kill_argv). The supervisor runs
-runc as root: the container's confinement is runc's, not enter.py's.
+format, records the exit and outlives vkpy. It runs `runc create` and `runc start`
+as a child subreaper, so the container's init becomes its child once `runc create`
+exits: its exit status is the container's own and no runc process stays per
+container (a `tty: true` container still runs under `runc run` in the foreground,
+which relays its terminal). SIGTERM goes to the container's init, SIGKILL through
+`runc kill` (LaunchSpec.kill_argv). The supervisor runs runc as root: the
+container's confinement is runc's, not enter.py's.
 """
 
 from __future__ import annotations
@@ -188,8 +191,21 @@ async def prepare(
     await _delete_earlier_runs(node, pod.ref.uid, config.name)
     runc = [node.runc.binary, "--root", str(node.runc.root)]
     settings = runner.runtime.config
+    tty = bool(config.spec.get("tty"))
+    pid_file = instance.path / "container.pid"
+    runtime_log = instance.path / "runc.log"
+    logged = (*runc, "--log", str(runtime_log), "--log-format", "json")
+    if tty:  # runc relays the terminal: `runc run` stays in the foreground
+        argv: tuple[str, ...] = (*runc, "run", "--keep", "--bundle", str(bundle), name)
+        start: tuple[str, ...] = ()
+    else:  # detached: the supervisor, a subreaper, is the container's parent
+        argv = (*logged, "create", "--bundle", str(bundle), "--pid-file", str(pid_file), name)
+        start = (*logged, "start", name)
     launch = LaunchSpec(
-        argv=(*runc, "run", "--keep", "--bundle", str(bundle), name),
+        argv=argv,
+        start_argv=start,
+        pid_file=str(pid_file),
+        runtime_log=str(runtime_log),
         context=ProcessContext(
             env=(("PATH", DEFAULT_PATH),), cwd=str(bundle), privileged=True, seccomp=False
         ),
@@ -203,7 +219,7 @@ async def prepare(
         exec_target=name,
         stdin_pipe=bool(config.spec.get("stdin")),
         stdin_once=bool(config.spec.get("stdinOnce")),
-        tty=bool(config.spec.get("tty")),
+        tty=tty,
     )
     return Prepared(launch, result.image.image_id)
 
@@ -219,14 +235,18 @@ def _sandbox_gone(error: Exception) -> ExitRecord:
 
 async def _delete_earlier_runs(node: OciNode, pod_uid: str, name: str) -> None:
     """Earlier runs of this container that runc still has: a supervisor killed hard
-    (and its `runc run` with it) leaves the container running, which must not run on
-    beside the new one."""
+    leaves the container running, which must not run on beside the new one. Found by
+    their state directories in runc's root (one listing, not a `runc list` that reads
+    every container of the node)."""
     prefix = container_id(pod_uid, name, 0)[:-1]
-    with contextlib.suppress(RuncError):
-        for state in await node.runc.containers():
-            if state.id.startswith(prefix) and state.id[len(prefix) :].isdigit():
-                with contextlib.suppress(RuncError):
-                    await node.runc.delete(state.id, force=True)
+    try:
+        names = os.listdir(node.runc.root)
+    except FileNotFoundError:
+        return
+    for entry in names:
+        if entry.startswith(prefix) and entry[len(prefix) :].isdigit():
+            with contextlib.suppress(RuncError):
+                await node.runc.delete(entry, force=True)
 
 
 def memory_cgroup(cgroups_path: str) -> Path:

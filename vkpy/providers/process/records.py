@@ -111,6 +111,15 @@ class LaunchSpec:
     instead of entering the context itself."""
     exec_target: str = ""
     runtime_cgroup: str = ""
+    start_argv: tuple[str, ...] = ()
+    """Detached runs (`runtime: oci`): `argv` is `runc create` (it writes the
+    container's pid to `pid_file` and leaves the container waiting), and this
+    (`runc start`) starts it. The supervisor, a child subreaper, is then the
+    container's parent: no runtime process stays, and the exit status is the
+    container's own."""
+    pid_file: str = ""
+    runtime_log: str = ""
+    """runc's JSON log of the create and start (its error message when they fail)."""
     delete_argv: tuple[str, ...] = ()
     """Run once the process ended and `runtime_cgroup`'s OOM kills were counted
     (`runc delete`: `runc run --keep` leaves the cgroup until then)."""
@@ -131,6 +140,7 @@ class LaunchSpec:
         values["kill_argv"] = tuple(str(a) for a in raw.get("kill_argv") or ())
         values["exec_prefix"] = tuple(str(a) for a in raw.get("exec_prefix") or ())
         values["delete_argv"] = tuple(str(a) for a in raw.get("delete_argv") or ())
+        values["start_argv"] = tuple(str(a) for a in raw.get("start_argv") or ())
         values["context"] = ProcessContext.from_dict(raw["context"])
         return cls(**values)
 
