@@ -145,7 +145,7 @@ def measure(cluster: ClusterAccess, pods: int, registry: Registry) -> list[dict[
     image = f"{registry.host}/library/busybox:latest"
     modes: dict[str, dict[str, object]] = {
         "host": {},
-        "oci": {"runtime": "oci", "registries": {registry.host: {"insecure": True}}},
+        "oci": {"runtime": "oci", "registries": registry.serve_pause()},
     }
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="vkpy-bench-oci-") as tmp:

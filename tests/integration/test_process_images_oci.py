@@ -42,6 +42,7 @@ pytestmark = pytest.mark.skipif(
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
     running = Registry(tmp_path_factory.mktemp("registry")).start()
     running.push(busybox_layout(), "library/busybox:latest")
+    running.serve_pause()
     try:
         yield running
     finally:
@@ -52,7 +53,11 @@ def oci_config(registry: Registry, pods_dir: Path) -> dict[str, Any]:
     return {
         "runtime": "oci",
         "pods_dir": str(pods_dir),
-        "registries": {registry.host: {"insecure": True}},
+        # The sandbox's image, registry.k8s.io/pause:3.10, through the mirror.
+        "registries": {
+            registry.host: {"insecure": True},
+            "registry.k8s.io": {"mirrors": [f"http://{registry.host}"]},
+        },
     }
 
 

@@ -22,6 +22,7 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
 from tests.integration.test_process_images_oci import (  # noqa: F401 - registry: a fixture
     busybox_pod,
     container_pid,
+    host_uid,
     kubectl,
     oci_config,
     registry,
@@ -81,20 +82,64 @@ def test_the_supervisor_is_the_containers_parent_and_keeps_its_exit_code(
 
     roots = [reachable_pods_dir / u / "containers/app/rootfs" for u in (uid, ended_uid(ended))]
     assert overlay.is_mount(roots[0])
-    # One unpacked tree of the image for the node's pods, not a copy per container.
+    # One unpacked tree per image for the node's pods (busybox, and pause for the
+    # sandboxes), not a copy per container.
     trees = list((agent.state_dir / "process" / "oci" / "images").iterdir())
-    assert len(trees) == 1 and trees[0].name.startswith("sha256-")
+    assert len(trees) == 2 and all(tree.name.startswith("sha256-") for tree in trees)
+    [tree] = [tree for tree in trees if (tree / "bin" / "busybox").exists()]
     assert (roots[0] / "bin" / "busybox").stat().st_uid == (roots[0] / "bin").stat().st_uid
     assert (roots[0] / "bin" / "busybox").stat().st_uid != 0  # mapped to the pod
-    assert (trees[0] / "bin" / "busybox").stat().st_uid == 0  # the shared tree: untouched
+    assert (tree / "bin" / "busybox").stat().st_uid == 0  # the shared tree: untouched
+
+    # The sandbox is the pause image (pulled through the registry.k8s.io mirror), run
+    # as its user 65535 in the pod's range; the container's root is 0 in that range.
+    sandbox = container_pid(agent, f"vkpy-{uid}")
+    assert command_name(sandbox) == "pause"
+    assert host_uid(sandbox) == host_uid(pid) + 65535
+    assert "GET /v2/pause/manifests/3.10" in registry.requests()
 
     kubectl(kube, "delete", "pod", "kept", "ends", "--wait=true", "--timeout=60s")
     for root in roots:
         assert not overlay.is_mount(root)
-    assert trees[0].is_dir()  # kept for the next pod of the image
+    assert tree.is_dir()  # kept for the next pod of the image
 
 
 def ended_uid(pod: dict[str, object]) -> str:
     metadata = pod["metadata"]
     assert isinstance(metadata, dict)
     return str(metadata["uid"])
+
+
+def test_a_pod_whose_sandbox_image_cannot_be_pulled_stays_pending(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+) -> None:
+    missing = f"{registry.host}/pause:not-there"
+    agent = start_process_agent(
+        {**oci_config(registry, reachable_pods_dir), "pod_infra_container_image": missing}
+    )
+    image = f"{registry.host}/library/busybox:latest"
+    kube.create(busybox_pod("nobox", agent.node_name, image, command=["sleep", "3600"]))
+
+    def waiting() -> dict[str, object]:
+        state = status_of(kube.get("pod", "nobox")).get("state") or {}
+        return dict(state.get("waiting") or {})
+
+    wait_for("a sandbox failure", lambda: "sandbox" in str(waiting().get("message")), timeout=60)
+    assert waiting()["reason"] == "ContainerCreating"
+    assert missing in str(waiting()["message"])
+    wait_for("a retry", lambda: sum(failed_events(kube)) >= 2, timeout=60)
+    assert kube.phase("nobox") == "Pending"  # never Failed
+    assert not list(reachable_pods_dir.iterdir())  # nothing of it kept while it waits
+    kubectl(kube, "delete", "pod", "nobox", "--wait=true", "--timeout=60s")
+
+
+def failed_events(kube: Kube) -> list[int]:
+    """How many times each Event of the sandbox failure was reported (repeats fold)."""
+    return [
+        int(e.get("count") or 1)
+        for e in kube.events("nobox")
+        if "Failed to create pod sandbox" in str(e.get("message"))
+    ]

@@ -160,17 +160,21 @@ async def prepare(
     runner.dir.path.mkdir(parents=True, exist_ok=True)
     for place in (pod_dir.path, pod_dir.containers, runner.dir.path):
         os.chmod(place, 0o711)  # noqa: S103 (runc's init, the pod's root, walks here)
+    shared = bool((pod.pod.get("spec") or {}).get("shareProcessNamespace"))
     try:
-        userns = (await PodSandbox(node.runc, sandbox_id(pod.ref.uid)).namespaces())["user"]
+        sandbox_ = PodSandbox(node.runc, sandbox_id(pod.ref.uid))
+        joined = dict(await sandbox_.container_namespaces(shared))
         rootfs = await node.container_root(
-            runner.dir.path, image_ref, result.image.manifest_digest, ids, userns
+            runner.dir.path, image_ref, result.image.manifest_digest, ids, joined.get("user")
         )
     except (SandboxNotRunning, RuncError) as error:
         return _sandbox_gone(error)
     while True:
         try:
             image_config = node.store.config(image_ref)
-            container = await _container(node, pod, pod_dir, config, image_config, rootfs, ids)
+            container = await _container(
+                node, pod, pod_dir, config, image_config, rootfs, ids, joined
+            )
             break
         except (ContainerConfigError, spec.SpecError, ValueError) as error:
             _wait(runner, "CreateContainerConfigError", str(error))
@@ -279,6 +283,7 @@ async def _container(
     image: Any,
     rootfs: Path,
     ids: PodRange,
+    joined: dict[str, str | None],
 ) -> spec.Container:
     pod_spec = pod.pod.get("spec") or {}
     pod_security = pod_spec.get("securityContext") or {}
@@ -320,8 +325,7 @@ async def _container(
     )
     unconfined = profile == "Unconfined" and "unconfined" in node.config.allow
     choice = spec.Seccomp("Unconfined") if unconfined else node.runtime_default
-    sandbox_ = PodSandbox(node.runc, sandbox_id(pod.ref.uid))
-    joined = dict(await sandbox_.container_namespaces(bool(pod_spec.get("shareProcessNamespace"))))
+    joined = dict(joined)
     if node.config.network != "pod" or pod_spec.get("hostNetwork"):
         joined.pop("network", None)  # the host's network, as in `host` network mode
     mapping = spec.pod_mapping(ids.base, ids.size)

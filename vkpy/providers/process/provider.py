@@ -46,6 +46,7 @@ from vkpy.providers.base import (
 )
 from vkpy.providers.errors import (
     AdmissionError,
+    CannotStartError,
     InvalidInputError,
     NotFoundError,
     ProviderError,
@@ -416,6 +417,9 @@ class ProcessProvider:
         except FileNotFoundError as error:
             await self._remove_oci(pod.ref.uid)
             raise InvalidInputError(str(error.args[0]), reason="FailedMount") from None
+        except CannotStartError:  # no sandbox image: Pending, tried again
+            await self._remove_oci(pod.ref.uid)
+            raise
         except (OSError, RuncError, SpecError) as error:
             await self._remove_oci(pod.ref.uid)
             raise RetryableError(f"cannot start the pod's sandbox: {error}") from error
