@@ -6,8 +6,8 @@ carries, and never written again. The trees live in one directory per node, one
 per manifest digest (`sha256-<hex>`); an unpack goes to a temporary name first and
 is renamed into place when complete, so a tree that exists is whole, and two pods
 asking at once for the same image unpack it once (a lock per digest). `prune`
-removes the trees of images no longer in the store (the caller knows none is
-mounted: an image a container uses is never removed from the store).
+removes the trees of images no longer in the store that no container's root lies on
+(the caller says which).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
 from vkpy.oci.images.store import ImageStore
@@ -60,11 +61,15 @@ class Bases:
                     await asyncio.to_thread(remove_rootfs, partial)
         return target
 
-    def prune(self) -> list[Path]:
-        """Remove trees of images the store no longer has, and unfinished unpacks."""
+    def prune(self, in_use: Iterable[str] = ()) -> list[Path]:
+        """Remove trees of images the store no longer has, and unfinished unpacks;
+        never those of the manifest digests `in_use` (a container's root lies on it)."""
         if not self.root.is_dir():
             return []
-        kept = {_name(image.manifest_digest) for image in self.store.images()}
+        kept = set()
+        for digest in [*in_use, *(image.manifest_digest for image in self.store.images())]:
+            with contextlib.suppress(ValueError):  # a damaged record names no tree
+                kept.add(_name(digest))
         removed = []
         for entry in self.root.iterdir():
             if entry.name in kept:

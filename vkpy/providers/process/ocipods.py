@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "vkpy"
 ROOTFS = "rootfs"
+IMAGE_OF_ROOT = "rootfs-image"
+"""The manifest digest whose shared tree a container's overlay root lies on."""
 UPPER = "rootfs-upper"
 """A container's own layer of its overlay root: what it wrote."""
 WORK = "rootfs-work"
@@ -106,7 +108,12 @@ class OciNode:
                 "this kernel cannot mount an overlay on an id-mapped layer given by "
                 "descriptor (Linux 6.13+): each container gets a copy of its image"
             )
-        self.bases.prune()
+        in_use = {
+            record.read_text().strip()
+            for pattern in (f"*/containers/*/{IMAGE_OF_ROOT}", f"*/{SANDBOX}/{IMAGE_OF_ROOT}")
+            for record in self.config.pods_path.glob(pattern)
+        }
+        self.bases.prune(in_use)
 
     async def container_root(
         self,
@@ -129,6 +136,7 @@ class OciNode:
                 await unpack(self.store, image_ref, rootfs, IdMap(0, ids.base, ids.size))
             return rootfs  # a copy (also one an earlier vkpy unpacked)
         lower = await self.bases.tree(image_ref, manifest_digest)
+        (directory / IMAGE_OF_ROOT).write_text(manifest_digest)
         for place in (rootfs, work):
             place.mkdir(mode=0o755, parents=True, exist_ok=True)
         if not upper.exists():
