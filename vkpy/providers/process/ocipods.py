@@ -136,9 +136,9 @@ class OciNode:
                 await unpack(self.store, image_ref, rootfs, IdMap(0, ids.base, ids.size))
             return rootfs  # a copy (also one an earlier vkpy unpacked)
         lower = await self.bases.tree(image_ref, manifest_digest)
-        (directory / IMAGE_OF_ROOT).write_text(manifest_digest)
         for place in (rootfs, work):
             place.mkdir(mode=0o755, parents=True, exist_ok=True)
+        (directory / IMAGE_OF_ROOT).write_text(manifest_digest)
         if not upper.exists():
             # The overlay's root takes the upper layer's owner and mode: the image's
             # root directory's, mapped into the pod's range.
