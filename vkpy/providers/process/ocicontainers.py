@@ -17,9 +17,9 @@ beneath.py, never following a link the pod made), readOnlyRootFilesystem,
 capabilities, RuntimeDefault seccomp and the resources as cgroup limits.
 
 The supervisor (supervisor.py) stays what it is: it logs the output in the CRI
-format, records the exit and outlives vkpy. It runs `runc create` and `runc start`
-as a child subreaper, so the container's init becomes its child once `runc create`
-exits: its exit status is the container's own and no runc process stays per
+format, records the exit and outlives vkpy. It runs `runc run --detach` (create and
+start in one runc process) as a child subreaper, so the container's init becomes its
+child once runc exits: its exit status is the container's own and no runc process stays per
 container (a `tty: true` container still runs under `runc run` in the foreground,
 which relays its terminal). SIGTERM goes to the container's init, SIGKILL through
 `runc kill` (LaunchSpec.kill_argv). The supervisor runs runc as root: the
@@ -203,12 +203,13 @@ async def prepare(
         argv: tuple[str, ...] = (*runc, "run", "--keep", "--bundle", str(bundle), name)
         start: tuple[str, ...] = ()
     else:  # detached: the supervisor, a subreaper, is the container's parent
-        argv = (*logged, "create", "--bundle", str(bundle), "--pid-file", str(pid_file), name)
-        start = (*logged, "start", name)
+        argv = (*logged, "run", "--detach", "--bundle", str(bundle))
+        argv = (*argv, "--pid-file", str(pid_file), name)
+        start = ()
     launch = LaunchSpec(
         argv=argv,
         start_argv=start,
-        pid_file=str(pid_file),
+        pid_file="" if tty else str(pid_file),
         runtime_log=str(runtime_log),
         context=ProcessContext(
             env=(("PATH", DEFAULT_PATH),), cwd=str(bundle), privileged=True, seccomp=False

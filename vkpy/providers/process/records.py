@@ -111,13 +111,12 @@ class LaunchSpec:
     instead of entering the context itself."""
     exec_target: str = ""
     runtime_cgroup: str = ""
-    start_argv: tuple[str, ...] = ()
-    """Detached runs (`runtime: oci`): `argv` is `runc create` (it writes the
-    container's pid to `pid_file` and leaves the container waiting), and this
-    (`runc start`) starts it. The supervisor, a child subreaper, is then the
-    container's parent: no runtime process stays, and the exit status is the
-    container's own."""
     pid_file: str = ""
+    """Detached runs (`runtime: oci`, when set): `argv` is `runc run --detach` (or
+    `runc create`, then `start_argv` is `runc start`), which writes the container's
+    pid here and exits. The supervisor, a child subreaper, is then the container's
+    parent: no runtime process stays, and the exit status is the container's own."""
+    start_argv: tuple[str, ...] = ()
     runtime_log: str = ""
     """runc's JSON log of the create and start (its error message when they fail)."""
     delete_argv: tuple[str, ...] = ()

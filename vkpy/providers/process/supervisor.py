@@ -21,11 +21,11 @@ its own, detached from vkpy's pipes, so a SIGKILLed vkpy leaves it running. It:
   child's stdout and stderr into the log file, timestamped, rotated (logfile.py);
 - forwards SIGTERM to the process group, and on SIGUSR1 kills every process of the
   container (group, session and cgroup) with SIGKILL;
-- for a detached run (`runtime: oci`: `start_argv`), becomes a child subreaper
-  (PR_SET_CHILD_SUBREAPER), runs `runc create` (the container waits, its output
-  going to the supervisor's pipes) and `runc start`: the container's init is then
-  the supervisor's child, so its exit status is exact, and no `runc run` process is
-  kept per container;
+- for a detached run (`runtime: oci`: `pid_file`), becomes a child subreaper
+  (PR_SET_CHILD_SUBREAPER) and runs `runc run --detach` (or `runc create`, then
+  `start_argv`), the container's output going to the supervisor's pipes: once runc
+  exited the container's init is the supervisor's child, so its exit status is
+  exact, and no runc process is kept per container;
 - in watchdog mode (no cgroup), sums the resident memory of the session's processes
   every `watchdog_interval` and kills them all when they exceed the limit (OOMKilled);
 - when the main process ends, kills what is left of the container (as a container
@@ -282,18 +282,21 @@ class Supervisor:
         return master, slave, os.ttyname(slave)
 
     def _start_detached(self) -> str | None:
-        """After `runc create` (the child): the container's pid, then `runc start`.
-        None once it runs; else why it cannot (and runc's container is deleted)."""
+        """After `runc run --detach` or `runc create` (the child) exited: the
+        container's pid (then `runc start`, if given). None once it runs; else why it
+        cannot (and runc's container is deleted)."""
         assert self.child is not None
         spec = self.spec
         code = self.child.wait()
         message: str | None = None
         if code != 0:
-            message = _runtime_error(spec.runtime_log, f"runc create exited with {code}")
+            message = _runtime_error(spec.runtime_log, f"runc exited with {code}")
         else:
             try:
                 with open(spec.pid_file) as pid_file:
                     self.leader = int(pid_file.read().strip())
+                if not spec.start_argv:
+                    return None
                 started = subprocess.run(
                     spec.start_argv,
                     check=False,
@@ -340,7 +343,7 @@ class Supervisor:
     def run(self) -> int:
         wake = self._install_signals()
         spec = self.spec
-        if spec.start_argv:
+        if spec.pid_file:
             _become_subreaper()
         self._make_cgroup()
         started_ns = time.time_ns()
@@ -391,7 +394,7 @@ class Supervisor:
             for fd in (report_read, report_write):
                 if fd >= 0:
                     os.close(fd)
-        if spec.start_argv:
+        if spec.pid_file:
             failure = self._start_detached()
             if failure is not None:
                 return self._cannot_run(failure, started_ns)
