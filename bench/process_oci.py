@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from tests.registry import Registry, busybox_layout  # noqa: E402
 from vkpy.devcluster import ClusterAccess, given_or_started  # noqa: E402
 from vkpy.devcluster.images.debian import nginx  # noqa: E402
+from vkpy.providers.process import leftovers  # noqa: E402
 
 
 def children() -> dict[int, list[int]]:
@@ -159,15 +160,19 @@ class Node:
         return total / max(count, 1)
 
     def stop(self, pods: list[str]) -> None:
-        if pods:
-            self.kubectl("delete", "pod", *pods, "--wait=true", "--timeout=180s")
-        self.process.terminate()
-        self.process.wait(timeout=30)
-        subprocess.run(
-            self.cluster.kubectl_argv("delete", "node", self.name, "--wait=false"),
-            capture_output=True,
-            check=False,
-        )
+        try:
+            if pods:
+                self.kubectl("delete", "pod", *pods, "--wait=true", "--timeout=180s")
+        finally:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            # What a failed run left (containers, overlay roots) goes with the node.
+            leftovers.end_pods(self.pods_dir)
+            subprocess.run(
+                self.cluster.kubectl_argv("delete", "node", self.name, "--wait=false"),
+                capture_output=True,
+                check=False,
+            )
 
 
 def rss_of(pid: int) -> int:
@@ -262,6 +267,9 @@ def measure(
             nginx_ready = nodes["oci"].create_ready("oci-bench-nginx", nginx, command=None)
             created["oci"].append("oci-bench-nginx")
             nginx_pull = pulled_seconds(nodes["oci"], "oci-bench-nginx")
+            # The first goes first: both would listen on the host network's port 80.
+            nodes["oci"].kubectl("delete", "pod", "oci-bench-nginx", "--wait=true")
+            created["oci"].remove("oci-bench-nginx")
             nginx_again = nodes["oci"].create_ready("oci-bench-nginx-2", nginx, command=None)
             created["oci"].append("oci-bench-nginx-2")
             shared = disk_bytes(nodes["oci"].state / "state" / "process" / "oci" / "images")
