@@ -31,9 +31,18 @@ from pathlib import Path
 from vkpy.devcluster.images.build import cache_dir
 from vkpy.devcluster.images.busybox import BUSYBOX, RECIPE
 from vkpy.devcluster.images.busybox import busybox as images_busybox
+from vkpy.devcluster.images.pause import pause as images_pause
 from vkpy.devcluster.registry import config_text
 
-__all__ = ["BUSYBOX", "RECIPE", "Registry", "busybox_layout", "cache_dir", "free_port"]
+__all__ = [
+    "BUSYBOX",
+    "RECIPE",
+    "Registry",
+    "busybox_layout",
+    "cache_dir",
+    "free_port",
+    "pause_layout",
+]
 TOOLS = ("skopeo", "umoci", "docker-registry", "htpasswd")
 
 
@@ -59,6 +68,12 @@ def busybox_layout(variant: str = "") -> Path:
     vkpy/devcluster/images/busybox.py, which the dev cluster's registry serves too."""
     require_tools()
     return images_busybox(variant)
+
+
+def pause_layout() -> Path:
+    """The pause image's OCI layout (built by vkpy/devcluster/images/pause.py)."""
+    require_tools()
+    return images_pause()
 
 
 def busybox_layout_without(path: str) -> Path:
@@ -205,6 +220,17 @@ class Registry:
             f"docker://{self.host}/{repository_tag}",
         )  # fmt: skip
         return digest_file.read_text().strip()
+
+    def serve_pause(self) -> dict[str, object]:
+        """Serve the pause image (vkpy/devcluster/images/pause.py, as the dev cluster's
+        registry does) as `pause:3.10`; the node's `registries` settings that make
+        this registry plain HTTP and the mirror of registry.k8s.io, so a node's
+        default sandbox image, registry.k8s.io/pause:3.10, is pulled from here."""
+        self.push(pause_layout(), "pause:3.10")
+        return {
+            self.host: {"insecure": True},
+            "registry.k8s.io": {"mirrors": [f"http://{self.host}"]},
+        }
 
     def blob_file(self, digest: str) -> Path:
         """Where the registry keeps a blob's bytes (to corrupt it on purpose)."""

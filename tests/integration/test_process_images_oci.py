@@ -42,18 +42,28 @@ pytestmark = pytest.mark.skipif(
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
     running = Registry(tmp_path_factory.mktemp("registry")).start()
     running.push(busybox_layout(), "library/busybox:latest")
+    running.serve_pause()
     try:
         yield running
     finally:
         running.stop()
 
 
-def oci_config(registry: Registry, pods_dir: Path) -> dict[str, Any]:
+def oci_config(
+    registry: Registry, pods_dir: Path, sandbox: Registry | None = None
+) -> dict[str, Any]:
+    """`sandbox`: the registry that serves the pause image (`registry` by default)."""
+    pause = sandbox or registry
     return {
         "runtime": "oci",
         "network": "host",  # as written: the pods share the node's network
         "pods_dir": str(pods_dir),
-        "registries": {registry.host: {"insecure": True}},
+        # The sandbox's image, registry.k8s.io/pause:3.10, through the mirror.
+        "registries": {
+            registry.host: {"insecure": True},
+            pause.host: {"insecure": True},
+            "registry.k8s.io": {"mirrors": [f"http://{pause.host}"]},
+        },
     }
 
 
@@ -279,11 +289,12 @@ def test_a_private_image_is_pulled_with_the_pods_image_pull_secret(
     start_process_agent: StartProcessAgent,
     tmp_path_factory: pytest.TempPathFactory,
     reachable_pods_dir: Path,
+    registry: Registry,
 ) -> None:
     private = Registry(tmp_path_factory.mktemp("private"), "puller", "s3cret-pull").start()
     try:
         private.push(busybox_layout(), "team/box:1")
-        agent = start_process_agent(oci_config(private, reachable_pods_dir))
+        agent = start_process_agent(oci_config(private, reachable_pods_dir, sandbox=registry))
         image = f"{private.host}/team/box:1"
         auth = base64.b64encode(b"puller:s3cret-pull").decode()
         config = {

@@ -101,6 +101,7 @@ def port_forward_get(access: ClusterAccess, namespace: str, pod: str) -> str:
 def netns_registry(netns_cluster: ClusterAccess, tmp_path: Path) -> Iterator[Registry]:
     running = Registry(tmp_path / "registry").start()  # in the test's network namespace
     running.push(busybox_layout(), "library/busybox:latest")
+    running.serve_pause()
     try:
         yield running
     finally:
@@ -122,7 +123,10 @@ def test_two_oci_pods_serve_port_80_each_at_its_own_address(
         "network": "pod",
         "pod_cidr": POD_CIDR,
         "pods_dir": str(pods_dir),
-        "registries": {netns_registry.host: {"insecure": True}},
+        "registries": {
+            netns_registry.host: {"insecure": True},
+            "registry.k8s.io": {"mirrors": [f"http://{netns_registry.host}"]},
+        },
     }
     config = state / "provider.json"
     config.write_text(json.dumps(settings))

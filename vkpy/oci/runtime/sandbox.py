@@ -58,6 +58,9 @@ class SandboxConfig:
     cgroups_path: str | None = None
     sysctls: Mapping[str, str] = field(default_factory=dict)
     """The pod's `securityContext.sysctls`: namespaced ones, set in its sandbox."""
+    uid: int = 0
+    gid: int = 0
+    """Who the sandbox's process is in the pod (the pause image's USER, 65535)."""
 
 
 class PodSandbox:
@@ -85,7 +88,7 @@ class PodSandbox:
         if "pid" not in kinds:
             kinds.append("pid")
         container = spec.Container(
-            process=spec.Process(args=config.args),
+            process=spec.Process(args=config.args, uid=config.uid, gid=config.gid),
             rootfs=config.rootfs,
             hostname=config.hostname,
             namespaces=dict.fromkeys(kinds),

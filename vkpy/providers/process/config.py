@@ -214,6 +214,9 @@ class ProcessConfig:
     """`oci`: how many pods' ranges there are on this host."""
     runc: str = "runc"
     """`oci`: the OCI runtime's binary."""
+    pod_infra_container_image: str = "registry.k8s.io/pause:3.10"
+    """`oci`: the image of every pod's sandbox (the kubelet's
+    `--pod-infra-container-image`), pulled through the `registries` mirrors."""
     state_dir: str = ""
     internal_ip: str = "127.0.0.1"
     node_name: str = ""

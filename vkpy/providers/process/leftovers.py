@@ -76,5 +76,7 @@ def _end_runc_containers(pods: Path) -> None:
                     check=False,
                     timeout=30,
                 )
+    for pod in pods.glob("*/"):
+        ocipods.unmount_roots(pod)
     for uid in uids:
         ocipods.remove_cgroups(uid)

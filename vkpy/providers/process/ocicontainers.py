@@ -17,10 +17,13 @@ beneath.py, never following a link the pod made), readOnlyRootFilesystem,
 capabilities, RuntimeDefault seccomp and the resources as cgroup limits.
 
 The supervisor (supervisor.py) stays what it is: it logs the output in the CRI
-format, records the exit and outlives vkpy. Its child is `runc run`, which stays in
-the foreground, forwards SIGTERM to the container and exits with the container's
-status; SIGKILL goes through `runc kill` (LaunchSpec.kill_argv). The supervisor runs
-runc as root: the container's confinement is runc's, not enter.py's.
+format, records the exit and outlives vkpy. It runs `runc run --detach` (create and
+start in one runc process) as a child subreaper, so the container's init becomes its
+child once runc exits: its exit status is the container's own and no runc process stays per
+container (a `tty: true` container still runs under `runc run` in the foreground,
+which relays its terminal). SIGTERM goes to the container's init, SIGKILL through
+`runc kill` (LaunchSpec.kill_argv). The supervisor runs runc as root: the
+container's confinement is runc's, not enter.py's.
 """
 
 from __future__ import annotations
@@ -49,7 +52,6 @@ from vkpy.oci.images.credentials import keyring_from_logins
 from vkpy.oci.images.errors import ImageError, ImageNeverPullError
 from vkpy.oci.images.pull import PullResult
 from vkpy.oci.images.reference import default_pull_policy, parse
-from vkpy.oci.images.unpack import IdMap, unpack
 from vkpy.oci.runtime import spec
 from vkpy.oci.runtime.runc import RuncError, write_bundle
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxNotRunning
@@ -60,7 +62,6 @@ from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import InstanceDir, PodDir
 from vkpy.providers.process.ocipods import (
     CGROUP_ROOT,
-    ROOTFS,
     OciNode,
     cgroups_path,
     container_id,
@@ -155,19 +156,33 @@ async def prepare(
     made; an ExitRecord when runc's side cannot be prepared (the sandbox is gone)."""
     result = await pull(node, runner)
     pod, config = runner.pod, runner.config
-    rootfs = runner.dir.path / ROOTFS
     image_ref = str(result.ref)
-    if not rootfs.exists():
-        runner.dir.path.mkdir(parents=True, exist_ok=True)
-        for place in (pod_dir.path, pod_dir.containers, runner.dir.path):
-            os.chmod(place, 0o711)  # noqa: S103 (runc's init, the pod's root, walks here)
-        await unpack(node.store, image_ref, rootfs, IdMap(0, ids.base, ids.size))
+    runner.dir.path.mkdir(parents=True, exist_ok=True)
+    for place in (pod_dir.path, pod_dir.containers, runner.dir.path):
+        os.chmod(place, 0o711)  # noqa: S103 (runc's init, the pod's root, walks here)
+    shared = bool((pod.pod.get("spec") or {}).get("shareProcessNamespace"))
+    try:
+        sandbox_ = PodSandbox(node.runc, sandbox_id(pod.ref.uid))
+        joined = dict(await sandbox_.container_namespaces(shared))
+        rootfs = await node.container_root(
+            runner.dir.path, image_ref, result.image.manifest_digest, ids, joined.get("user")
+        )
+    except (SandboxNotRunning, RuncError) as error:
+        return _sandbox_gone(error)
     while True:
         try:
             image_config = node.store.config(image_ref)
             own = runner.runtime.addresses.address(pod.ref.uid)
             container = await _container(
-                node, pod, pod_dir, config, image_config, rootfs, ids, own.address if own else None
+                node,
+                pod,
+                pod_dir,
+                config,
+                image_config,
+                rootfs,
+                ids,
+                joined,
+                own.address if own else None,
             )
             break
         except (ContainerConfigError, spec.SpecError, ValueError) as error:
@@ -175,12 +190,7 @@ async def prepare(
             _event(runner, "Warning", "Failed", f"Error: {error}")
             await asyncio.sleep(CONFIG_ERROR_RETRY)
         except (SandboxNotRunning, RuncError) as error:
-            return ExitRecord(
-                exit_code=EXIT_CANNOT_RUN,
-                finished_ns=time.time_ns(),
-                reason="ContainerCannotRun",
-                message=f"the pod's sandbox is not running: {error}",
-            )
+            return _sandbox_gone(error)
     # Written by the container's user: its host id (root's file otherwise), given
     # through a descriptor, never by following what is at that name.
     process = container.process
@@ -194,8 +204,22 @@ async def prepare(
     await _delete_earlier_runs(node, pod.ref.uid, config.name)
     runc = [node.runc.binary, "--root", str(node.runc.root)]
     settings = runner.runtime.config
+    tty = bool(config.spec.get("tty"))
+    pid_file = instance.path / "container.pid"
+    runtime_log = instance.path / "runc.log"
+    logged = (*runc, "--log", str(runtime_log), "--log-format", "json")
+    if tty:  # runc relays the terminal: `runc run` stays in the foreground
+        argv: tuple[str, ...] = (*runc, "run", "--keep", "--bundle", str(bundle), name)
+        start: tuple[str, ...] = ()
+    else:  # detached: the supervisor, a subreaper, is the container's parent
+        argv = (*logged, "run", "--detach", "--bundle", str(bundle))
+        argv = (*argv, "--pid-file", str(pid_file), name)
+        start = ()
     launch = LaunchSpec(
-        argv=(*runc, "run", "--keep", "--bundle", str(bundle), name),
+        argv=argv,
+        start_argv=start,
+        pid_file="" if tty else str(pid_file),
+        runtime_log=str(runtime_log),
         context=ProcessContext(
             env=(("PATH", DEFAULT_PATH),), cwd=str(bundle), privileged=True, seccomp=False
         ),
@@ -209,21 +233,34 @@ async def prepare(
         exec_target=name,
         stdin_pipe=bool(config.spec.get("stdin")),
         stdin_once=bool(config.spec.get("stdinOnce")),
-        tty=bool(config.spec.get("tty")),
+        tty=tty,
     )
     return Prepared(launch, result.image.image_id)
 
 
+def _sandbox_gone(error: Exception) -> ExitRecord:
+    return ExitRecord(
+        exit_code=EXIT_CANNOT_RUN,
+        finished_ns=time.time_ns(),
+        reason="ContainerCannotRun",
+        message=f"the pod's sandbox is not running: {error}",
+    )
+
+
 async def _delete_earlier_runs(node: OciNode, pod_uid: str, name: str) -> None:
     """Earlier runs of this container that runc still has: a supervisor killed hard
-    (and its `runc run` with it) leaves the container running, which must not run on
-    beside the new one."""
+    leaves the container running, which must not run on beside the new one. Found by
+    their state directories in runc's root (one listing, not a `runc list` that reads
+    every container of the node)."""
     prefix = container_id(pod_uid, name, 0)[:-1]
-    with contextlib.suppress(RuncError):
-        for state in await node.runc.containers():
-            if state.id.startswith(prefix) and state.id[len(prefix) :].isdigit():
-                with contextlib.suppress(RuncError):
-                    await node.runc.delete(state.id, force=True)
+    try:
+        names = os.listdir(node.runc.root)
+    except FileNotFoundError:
+        return
+    for entry in names:
+        if entry.startswith(prefix) and entry[len(prefix) :].isdigit():
+            with contextlib.suppress(RuncError):
+                await node.runc.delete(entry, force=True)
 
 
 def memory_cgroup(cgroups_path: str) -> Path:
@@ -256,6 +293,7 @@ async def _container(
     image: Any,
     rootfs: Path,
     ids: PodRange,
+    joined: dict[str, str | None],
     own_ip: str | None = None,
 ) -> spec.Container:
     pod_spec = pod.pod.get("spec") or {}
@@ -298,8 +336,7 @@ async def _container(
     )
     unconfined = profile == "Unconfined" and "unconfined" in node.config.allow
     choice = spec.Seccomp("Unconfined") if unconfined else node.runtime_default
-    sandbox_ = PodSandbox(node.runc, sandbox_id(pod.ref.uid))
-    joined = dict(await sandbox_.container_namespaces(bool(pod_spec.get("shareProcessNamespace"))))
+    joined = dict(joined)
     if node.config.network != "pod" or pod_spec.get("hostNetwork"):
         joined.pop("network", None)  # the host's network, as in `host` network mode
     mapping = spec.pod_mapping(ids.base, ids.size)

@@ -11,9 +11,14 @@ IPC and UTS namespaces (vkpy.oci.runtime.sandbox), wires its network namespace t
 the node with podnet.py when `network: pod`, and at removal deletes the pod's
 containers, sandbox, cgroups and root filesystems before its id range is released.
 
-The sandbox's program is the host's static busybox (`sleep`) in a root of its own
-(a stand-in for the pause image until the test registry serves one): it only holds
-the namespaces, read-only, with no capability.
+The sandbox runs the node's pause image (`pod_infra_container_image`, the kubelet's
+`--pod-infra-container-image`, `registry.k8s.io/pause:3.10` by default), pulled like
+any image through the node's mirrors (IfNotPresent, no pull secret) and unpacked
+once per node: it only holds the namespaces, as the image's user, on a read-only
+root with no capability. Its root is an overlay on the image's tree (without an id
+map: the user namespace is the sandbox's own, made after), whose top directory the
+pod's root owns so runc can make its mount points. If the image cannot be had, the
+pod stays Pending (CannotStartError, the kubelet's sandbox failure), never Failed.
 """
 
 from __future__ import annotations
@@ -23,19 +28,23 @@ import contextlib
 import logging
 import os
 import platform
-import shutil
+import stat
 from pathlib import Path
 
 from vkpy.core.clock import SystemClock
 from vkpy.oci.images import registries
 from vkpy.oci.images.backoff import PullBackOff
+from vkpy.oci.images.bases import Bases
+from vkpy.oci.images.container import ContainerConfigError, User, command_line, user
+from vkpy.oci.images.errors import ImageError
 from vkpy.oci.images.pull import Puller
 from vkpy.oci.images.store import ImageStore, node_store
-from vkpy.oci.images.unpack import remove_rootfs
-from vkpy.oci.runtime import seccomp, spec
+from vkpy.oci.images.unpack import IdMap, remove_rootfs, unpack
+from vkpy.oci.runtime import overlay, seccomp, spec
 from vkpy.oci.runtime.runc import ContainerNotFound, Runc, RuncError
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxConfig, sandbox_security
 from vkpy.providers.base import PodConfig
+from vkpy.providers.errors import CannotStartError
 from vkpy.providers.process import namespaces, podnet
 from vkpy.providers.process.addresses import PodAddress
 from vkpy.providers.process.config import ProcessConfig
@@ -46,12 +55,14 @@ log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "vkpy"
-SANDBOX_PROGRAM = Path("/bin/busybox")
-"""Debian's busybox-static: the sandbox's `sleep` (see the module docstring)."""
 ROOTFS = "rootfs"
-SANDBOX_ROOT = Path("/run/vkpy/oci-sandbox-root")
-"""Host-wide (every node's sandboxes use it read-only), where the pods' mapped root
-can reach it: runc's init walks to a root inside the pod's user namespace."""
+IMAGE_OF_ROOT = "rootfs-image"
+"""The manifest digest whose shared tree a container's overlay root lies on."""
+UPPER = "rootfs-upper"
+"""A container's own layer of its overlay root: what it wrote."""
+WORK = "rootfs-work"
+SANDBOX = "sandbox"
+"""The sandbox's directory in the pod's: its bundle and its root's layers."""
 
 
 def sandbox_id(pod_uid: str) -> str:
@@ -82,25 +93,78 @@ class OciNode:
             allow_privileged="privileged" in config.allow,
         )
         self.runtime_default = spec.Seccomp("RuntimeDefault", seccomp.load(seccomp.RUNTIME_DEFAULT))
+        self.bases = Bases(self.store, self.work / "images")
+        self.overlay = False
+        """Containers' roots are overlays on shared image trees (overlay.py); else
+        each container gets a copy of its image (set by `prepare`)."""
 
     def prepare(self) -> None:
-        """The node's directories and the sandbox's root (once per start)."""
+        """The node's directories (once per start)."""
         self.work.mkdir(parents=True, exist_ok=True)
         os.chmod(self.work, 0o711)  # noqa: S103 (the pods' roots are below: traversable)
-        root = self.sandbox_root
-        root.mkdir(parents=True, exist_ok=True)
-        os.chmod(root.parent, 0o711)  # noqa: S103 (traversable, not listable)
-        os.chmod(root, 0o755)  # noqa: S103 (runc's init opens it as the pod's root)
-        for name in ("bin", "proc", "dev", "sys", "etc"):
-            (root / name).mkdir(parents=True, exist_ok=True)
-        program = root / "bin" / "busybox"
-        if not program.exists():
-            shutil.copy2(SANDBOX_PROGRAM, program)
-            os.chmod(program, 0o755)  # noqa: S103 (read and run by the pods' mapped root)
+        self.overlay = overlay.supported(self.work / "overlay-check")
+        if not self.overlay:
+            log.warning(
+                "this kernel cannot mount an overlay on an id-mapped layer given by "
+                "descriptor (Linux 6.13+): each container gets a copy of its image"
+            )
+        in_use = {
+            record.read_text().strip()
+            for pattern in (f"*/containers/*/{IMAGE_OF_ROOT}", f"*/{SANDBOX}/{IMAGE_OF_ROOT}")
+            for record in self.config.pods_path.glob(pattern)
+        }
+        self.bases.prune(in_use)
 
-    @property
-    def sandbox_root(self) -> Path:
-        return SANDBOX_ROOT
+    async def container_root(
+        self,
+        directory: Path,
+        image_ref: str,
+        manifest_digest: str,
+        ids: PodRange,
+        userns: str | None,
+    ) -> Path:
+        """The container's root filesystem in `directory` (kept across its restarts):
+        an overlay on the image's shared tree, id-mapped through the pod's user
+        namespace `userns` (None: not mapped); or, where the kernel cannot, a copy
+        owned by the pod."""
+        rootfs = directory / ROOTFS
+        upper, work = directory / UPPER, directory / WORK
+        if overlay.is_mount(rootfs):
+            return rootfs
+        if not self.overlay or (not upper.exists() and rootfs.exists() and any(rootfs.iterdir())):
+            if not rootfs.exists():
+                await unpack(self.store, image_ref, rootfs, IdMap(0, ids.base, ids.size))
+            return rootfs  # a copy (also one an earlier vkpy unpacked)
+        lower = await self.bases.tree(image_ref, manifest_digest)
+        for place in (rootfs, work):
+            place.mkdir(mode=0o755, parents=True, exist_ok=True)
+        (directory / IMAGE_OF_ROOT).write_text(manifest_digest)
+        if not upper.exists():
+            # The overlay's root takes the upper layer's owner and mode: the image's
+            # root directory's, mapped into the pod's range.
+            top = os.stat(lower)
+            upper.mkdir()
+            os.chown(upper, ids.host_id(top.st_uid), ids.host_id(top.st_gid))
+            os.chmod(upper, stat.S_IMODE(top.st_mode))
+        overlay.mount(lower, upper, work, rootfs, userns)
+        return rootfs
+
+    async def _pause(self, pod_dir: PodDir, ids: PodRange) -> tuple[Path, list[str], User]:
+        """The sandbox's root, argv and user, from the pause image (pulled if needed)."""
+        image = self.config.pod_infra_container_image
+        try:
+            pulled = await self.puller.ensure(image, "IfNotPresent")
+            ref = str(pulled.ref)
+            config = self.store.config(ref)
+            root = await self.container_root(
+                pod_dir.path / SANDBOX, ref, pulled.image.manifest_digest, ids, None
+            )
+            return root, command_line(config, (), ()), user(config, root)
+        except (ImageError, ContainerConfigError, ValueError) as error:
+            raise CannotStartError(
+                f'Failed to create pod sandbox: failed to get the sandbox image "{image}": {error}',
+                reason="ContainerCreating",
+            ) from error
 
     # --- pods ---------------------------------------------------------------------------
 
@@ -112,22 +176,27 @@ class OciNode:
         sandbox = PodSandbox(self.runc, sandbox_id(pod.ref.uid))
         fresh = False
         try:
+            if not (self.runc.root / sandbox.id).exists():  # no `runc state` to learn it
+                raise ContainerNotFound([], 1, "no sandbox yet")
             state = await self.runc.state(sandbox.id)
             if state.status != "running":
                 await sandbox.remove()
                 raise ContainerNotFound([], 1, "not running")
         except ContainerNotFound:
             spec_ = pod.pod.get("spec") or {}
+            root, args, who = await self._pause(pod_dir, ids)
             config = SandboxConfig(
-                rootfs=str(self.sandbox_root),
-                args=["/bin/busybox", "sleep", "2147483647"],
+                rootfs=str(root),
+                args=args,
+                uid=who.uid,
+                gid=who.gid,
                 hostname=namespaces.hostname(spec_, pod.ref.name, pod.ref.namespace),
                 host_id_base=ids.base,
                 security=sandbox_security(self.runtime_default),
                 share_process_namespace=bool(spec_.get("shareProcessNamespace")),
                 cgroups_path=cgroups_path(pod.ref.uid, "sandbox"),
             )
-            state = await sandbox.start(pod_dir.path / "sandbox", config, self.platform)
+            state = await sandbox.start(pod_dir.path / SANDBOX, config, self.platform)
             fresh = True
         if address is not None and (fresh or not podnet.link_exists(address.link)):
             await asyncio.to_thread(
@@ -174,13 +243,26 @@ def own_empty_dirs(pod: PodConfig, pod_dir: PodDir, host_root: int) -> None:
 
 
 def _remove_pod_files(pod_uid: str, pod_dir: Path) -> None:
+    unmount_roots(pod_dir)
     containers = PodDir(pod_dir).containers
-    if containers.is_dir():
-        for entry in containers.iterdir():
-            rootfs = entry / ROOTFS
-            if rootfs.exists():
-                remove_rootfs(rootfs)
+    places = [*containers.iterdir()] if containers.is_dir() else []
+    for entry in [*places, pod_dir / SANDBOX]:
+        for part in (ROOTFS, UPPER, WORK):
+            if (entry / part).exists():
+                remove_rootfs(entry / part)
     remove_cgroups(pod_uid)
+
+
+def unmount_roots(pod_dir: Path) -> None:
+    """Unmount the overlay roots of the pod's containers and sandbox (their layers
+    stay, for removal)."""
+    containers = PodDir(pod_dir).containers
+    places = [*containers.iterdir()] if containers.is_dir() else []
+    for entry in [*places, pod_dir / SANDBOX]:
+        try:
+            overlay.unmount(entry / ROOTFS)
+        except OSError as error:
+            log.warning("cannot unmount a container's root", extra={"error": str(error)})
 
 
 def remove_cgroups(pod_uid: str) -> None:

@@ -46,6 +46,7 @@ from vkpy.providers.base import (
 )
 from vkpy.providers.errors import (
     AdmissionError,
+    CannotStartError,
     InvalidInputError,
     NotFoundError,
     ProviderError,
@@ -432,6 +433,9 @@ class ProcessProvider:
         except FileNotFoundError as error:
             await self._remove_oci(pod.ref.uid)
             raise InvalidInputError(str(error.args[0]), reason="FailedMount") from None
+        except CannotStartError:  # no sandbox image: Pending, tried again
+            await self._remove_oci(pod.ref.uid)
+            raise
         except (OSError, RuncError, SpecError) as error:
             await self._remove_oci(pod.ref.uid)
             raise RetryableError(f"cannot start the pod's sandbox: {error}") from error
@@ -640,11 +644,16 @@ class ProcessProvider:
 
     def _pod_pids(self, pod: PodRuntime) -> set[int]:
         """The pod's processes: its containers' sessions, and whatever runs as its own ids."""
-        pids: set[int] = set()
-        for runner in pod.containers:
-            record = runner.run_record
-            if runner.supervised is not None and record is not None:
-                pids.update(member.pid for member in proc.session_members(record.pid))
+        leaders = {
+            runner.run_record.pid
+            for runner in pod.containers
+            if runner.supervised is not None and runner.run_record is not None
+        }
+        # A container's session: its main process's (a detached runc container's
+        # init is in the session `runc create` made, not one of its own).
+        processes = proc.every()
+        sessions = {p.session for p in processes if p.pid in leaders}
+        pids = {p.pid for p in processes if p.session in sessions and p.state not in ("Z", "X")}
         ids = self._runtime.pool.exclusive_ids(pod.ref.uid) if self._runtime else frozenset()
         if ids:
             pids.update(proc.pids_of_users(ids))

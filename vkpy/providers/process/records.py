@@ -111,6 +111,14 @@ class LaunchSpec:
     instead of entering the context itself."""
     exec_target: str = ""
     runtime_cgroup: str = ""
+    pid_file: str = ""
+    """Detached runs (`runtime: oci`, when set): `argv` is `runc run --detach` (or
+    `runc create`, then `start_argv` is `runc start`), which writes the container's
+    pid here and exits. The supervisor, a child subreaper, is then the container's
+    parent: no runtime process stays, and the exit status is the container's own."""
+    start_argv: tuple[str, ...] = ()
+    runtime_log: str = ""
+    """runc's JSON log of the create and start (its error message when they fail)."""
     delete_argv: tuple[str, ...] = ()
     """Run once the process ended and `runtime_cgroup`'s OOM kills were counted
     (`runc delete`: `runc run --keep` leaves the cgroup until then)."""
@@ -131,6 +139,7 @@ class LaunchSpec:
         values["kill_argv"] = tuple(str(a) for a in raw.get("kill_argv") or ())
         values["exec_prefix"] = tuple(str(a) for a in raw.get("exec_prefix") or ())
         values["delete_argv"] = tuple(str(a) for a in raw.get("delete_argv") or ())
+        values["start_argv"] = tuple(str(a) for a in raw.get("start_argv") or ())
         values["context"] = ProcessContext.from_dict(raw["context"])
         return cls(**values)
 

@@ -21,6 +21,11 @@ its own, detached from vkpy's pipes, so a SIGKILLed vkpy leaves it running. It:
   child's stdout and stderr into the log file, timestamped, rotated (logfile.py);
 - forwards SIGTERM to the process group, and on SIGUSR1 kills every process of the
   container (group, session and cgroup) with SIGKILL;
+- for a detached run (`runtime: oci`: `pid_file`), becomes a child subreaper
+  (PR_SET_CHILD_SUBREAPER) and runs `runc run --detach` (or `runc create`, then
+  `start_argv`), the container's output going to the supervisor's pipes: once runc
+  exited the container's init is the supervisor's child, so its exit status is
+  exact, and no runc process is kept per container;
 - in watchdog mode (no cgroup), sums the resident memory of the session's processes
   every `watchdog_interval` and kills them all when they exceed the limit (OOMKilled);
 - when the main process ends, kills what is left of the container (as a container
@@ -34,6 +39,7 @@ Standard library only, so it starts fast and depends on nothing vkpy loads.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import functools
 import json
@@ -69,6 +75,28 @@ REPORT_BYTES = 1024
 """The most of a failed pre-exec step's error message kept for the status."""
 SIGNAL_KILL = signal.SIGUSR1
 """Sent by vkpy to the supervisor: SIGKILL everything of the container now."""
+PR_SET_CHILD_SUBREAPER = 36
+RUNTIME_TIMEOUT = 60.0
+"""The longest `runc start` may take."""
+
+
+def _become_subreaper() -> None:
+    """Orphans below (the container's init once `runc create` exits) become ours."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def _runtime_error(log_path: str, fallback: str) -> str:
+    """The runtime's last error in its JSON log (`--log-format json`), else `fallback`."""
+    message = ""
+    with contextlib.suppress(OSError), open(log_path, errors="replace") as log:
+        for line in log:
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if isinstance(entry, dict) and entry.get("level") in ("error", "fatal"):
+                    message = str(entry.get("msg", ""))
+    return message[:REPORT_BYTES] or fallback
 
 
 def _cannot_run_message(error: BaseException, argv: tuple[str, ...], cwd: str) -> str:
@@ -120,6 +148,8 @@ class Supervisor:
         self.notify_fd = notify_fd
         self.pending: list[int] = []
         self.child: subprocess.Popen[bytes] | None = None
+        self.leader: int | None = None
+        """The container's main process when it is not `child` (detached runs)."""
         self.cgroup: Path | None = None
         self.oom_base = 0
         self.watchdog_oom: str | None = None
@@ -163,9 +193,14 @@ class Supervisor:
                 self._kill_everything()
 
     def _signal_group(self, sig: int) -> None:
-        """Signal the process group (only while the leader is unreaped: no pid reuse)."""
-        if self.child is not None and not self.exited:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+        """Signal the process group (only while the leader is unreaped: no pid reuse);
+        a detached container's init (its PID namespace holds the rest)."""
+        if self.child is None or self.exited:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.leader is not None:
+                os.kill(self.leader, sig)
+            else:
                 os.killpg(self.child.pid, sig)
 
     def _kill_everything(self, through_runtime: bool = True) -> None:
@@ -182,6 +217,8 @@ class Supervisor:
                     timeout=10,
                 )
         self._signal_group(signal.SIGKILL)
+        if self.leader is not None:
+            return  # runc's: its kill and delete reach every process of the container
         for member in proc.session_members(self.child.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(member.pid, signal.SIGKILL)
@@ -244,9 +281,70 @@ class Supervisor:
             os.fchown(slave, uid, -1)
         return master, slave, os.ttyname(slave)
 
+    def _start_detached(self) -> str | None:
+        """After `runc run --detach` or `runc create` (the child) exited: the
+        container's pid (then `runc start`, if given). None once it runs; else why it
+        cannot (and runc's container is deleted)."""
+        assert self.child is not None
+        spec = self.spec
+        code = self.child.wait()
+        message: str | None = None
+        if code != 0:
+            message = _runtime_error(spec.runtime_log, f"runc exited with {code}")
+        else:
+            try:
+                with open(spec.pid_file) as pid_file:
+                    self.leader = int(pid_file.read().strip())
+                if not spec.start_argv:
+                    return None
+                started = subprocess.run(
+                    spec.start_argv,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=RUNTIME_TIMEOUT,
+                )
+                if started.returncode != 0:
+                    message = _runtime_error(
+                        spec.runtime_log, started.stderr.decode(errors="replace").strip()
+                    )
+            except (OSError, ValueError, subprocess.SubprocessError) as error:
+                message = f"cannot start the container: {error}"
+        if message is not None:
+            self.leader = None
+            self._run_quietly(spec.delete_argv)
+        return message
+
+    def _run_quietly(self, argv: tuple[str, ...]) -> None:
+        if argv:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(
+                    argv,
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=30,
+                )
+
+    def _cannot_run(self, message: str, started_ns: int) -> int:
+        record = ExitRecord(
+            exit_code=EXIT_CANNOT_RUN,
+            finished_ns=time.time_ns(),
+            reason="ContainerCannotRun",
+            message=message,
+            started_ns=started_ns,
+        )
+        write_json(self.instance.exit, record.to_dict())
+        self._notify({"ok": False, "message": message})
+        if self.cgroup is not None:
+            cgroups.remove(self.cgroup)
+        return 0
+
     def run(self) -> int:
         wake = self._install_signals()
         spec = self.spec
+        if spec.pid_file:
+            _become_subreaper()
         self._make_cgroup()
         started_ns = time.time_ns()
         context = spec.context
@@ -291,28 +389,22 @@ class Supervisor:
             if report_read >= 0 and isinstance(error, subprocess.SubprocessError):
                 why = _entering_failure(report_read)
                 message = f"could not enter the container's context: {why}" if why else message
-            record = ExitRecord(
-                exit_code=EXIT_CANNOT_RUN,
-                finished_ns=time.time_ns(),
-                reason="ContainerCannotRun",
-                message=message,
-                started_ns=started_ns,
-            )
-            write_json(self.instance.exit, record.to_dict())
-            self._notify({"ok": False, "message": message})
-            if self.cgroup is not None:
-                cgroups.remove(self.cgroup)
-            return 0
+            return self._cannot_run(message, started_ns)
         finally:
             for fd in (report_read, report_write):
                 if fd >= 0:
                     os.close(fd)
+        if spec.pid_file:
+            failure = self._start_detached()
+            if failure is not None:
+                return self._cannot_run(failure, started_ns)
         me = os.getpid()
+        leader = self.leader if self.leader is not None else self.child.pid
         run = RunRecord(
             supervisor_pid=me,
             supervisor_start=proc.start_ticks(me) or 0,
-            pid=self.child.pid,
-            pid_start=proc.start_ticks(self.child.pid) or 0,
+            pid=leader,
+            pid_start=proc.start_ticks(leader) or 0,
             started_ns=started_ns,
             cgroup=str(self.cgroup) if self.cgroup else (spec.runtime_cgroup or None),
             tty=self.tty_name,
@@ -326,15 +418,7 @@ class Supervisor:
         if spec.runtime_cgroup and not oom:
             # runtime: oci: runc's cgroup of the container, new for this run.
             oom = cgroups.oom_kills(Path(spec.runtime_cgroup)) > 0
-        if spec.delete_argv:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                subprocess.run(
-                    spec.delete_argv,
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=30,
-                )
+        self._run_quietly(spec.delete_argv)
         record = ExitRecord.from_status(
             status, oom=oom, started_ns=started_ns, pid=run.pid, message=self.watchdog_oom
         )
@@ -409,7 +493,7 @@ class Supervisor:
             self._handle_signals()
             if status is None and self._leader_exited():
                 self._kill_everything(through_runtime=False)
-                _, status = os.waitpid(self.child.pid, 0)
+                _, status = os.waitpid(self._leader_pid(), 0)
                 self.exited = True
                 self.child.returncode = -1
                 drain_until = time.monotonic() + DRAIN_SECONDS
@@ -486,12 +570,16 @@ class Supervisor:
     def _leader_exited(self) -> bool:
         """Whether the main process ended, without reaping it (so its pid, which names
         the process group, cannot be reused while the rest is killed)."""
-        assert self.child is not None
         try:
-            result = os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            result = os.waitid(os.P_PID, self._leader_pid(), os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return True
         return result is not None
+
+    def _leader_pid(self) -> int:
+        """The container's main process: the child, or a detached run's init."""
+        assert self.child is not None
+        return self.leader if self.leader is not None else self.child.pid
 
     def _watch_memory(self) -> None:
         assert self.child is not None and self.spec.memory_limit is not None
