@@ -54,7 +54,7 @@ from vkpy.oci.runtime import spec
 from vkpy.oci.runtime.runc import RuncError, write_bundle
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxNotRunning
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent
-from vkpy.providers.process import beneath, namespaces, sandbox
+from vkpy.providers.process import beneath, namespaces, ociephemeral, sandbox
 from vkpy.providers.process.idranges import PodRange
 from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import InstanceDir, PodDir
@@ -178,6 +178,13 @@ async def prepare(
                 reason="ContainerCannotRun",
                 message=f"the pod's sandbox is not running: {error}",
             )
+        except ociephemeral.TargetNotRunning as error:
+            return ExitRecord(
+                exit_code=EXIT_CANNOT_RUN,
+                finished_ns=time.time_ns(),
+                reason="ContainerCannotRun",
+                message=str(error),
+            )
     # Written by the container's user: its host id (root's file otherwise), given
     # through a descriptor, never by following what is at that name.
     process = container.process
@@ -298,6 +305,9 @@ async def _container(
     joined = dict(await sandbox_.container_namespaces(bool(pod_spec.get("shareProcessNamespace"))))
     if node.config.network != "pod" or pod_spec.get("hostNetwork"):
         joined.pop("network", None)  # the host's network, as in `host` network mode
+    target = ociephemeral.target_of(config)
+    if target is not None:  # kubectl debug --target: the target's processes
+        joined["pid"] = await ociephemeral.target_pid_namespace(node.runc, pod.ref.uid, target)
     mapping = spec.pod_mapping(ids.base, ids.size)
     return spec.Container(
         process=process,
