@@ -54,7 +54,7 @@ from vkpy.oci.runtime import spec
 from vkpy.oci.runtime.runc import RuncError, write_bundle
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxNotRunning
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent
-from vkpy.providers.process import beneath, namespaces, ociephemeral, sandbox
+from vkpy.providers.process import beneath, namespaces, ociephemeral, ocietc, sandbox
 from vkpy.providers.process.idranges import PodRange
 from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import InstanceDir, PodDir
@@ -185,6 +185,16 @@ async def prepare(
                 reason="ContainerCannotRun",
                 message=str(error),
             )
+    await asyncio.to_thread(
+        ocietc.write_files,
+        pod,
+        pod_dir,
+        runner.runtime.pod_ip(pod.ref),
+        node.config.kubernetes_service_host,
+        ids.base,
+    )
+    etc = ocietc.mounts(pod, pod_dir, config, container.security.read_only_root)
+    container = replace(container, volumes=(*container.volumes, *etc))
     # Written by the container's user: its host id (root's file otherwise), given
     # through a descriptor, never by following what is at that name.
     process = container.process
