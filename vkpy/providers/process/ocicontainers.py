@@ -54,7 +54,14 @@ from vkpy.oci.runtime import spec
 from vkpy.oci.runtime.runc import RuncError, write_bundle
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxNotRunning
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent
-from vkpy.providers.process import beneath, namespaces, ociephemeral, ocietc, sandbox
+from vkpy.providers.process import (
+    beneath,
+    namespaces,
+    ociephemeral,
+    ocietc,
+    ocihost,
+    sandbox,
+)
 from vkpy.providers.process.idranges import PodRange
 from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import InstanceDir, PodDir
@@ -155,13 +162,15 @@ async def prepare(
     made; an ExitRecord when runc's side cannot be prepared (the sandbox is gone)."""
     result = await pull(node, runner)
     pod, config = runner.pod, runner.config
+    ids = ocihost.effective_range(pod.pod.get("spec") or {}, ids)
     rootfs = runner.dir.path / ROOTFS
     image_ref = str(result.ref)
     if not rootfs.exists():
         runner.dir.path.mkdir(parents=True, exist_ok=True)
         for place in (pod_dir.path, pod_dir.containers, runner.dir.path):
             os.chmod(place, 0o711)  # noqa: S103 (runc's init, the pod's root, walks here)
-        await unpack(node.store, image_ref, rootfs, IdMap(0, ids.base, ids.size))
+        id_map = IdMap(0, ids.base, ids.size) if ids.base else None  # None: host users
+        await unpack(node.store, image_ref, rootfs, id_map)
     while True:
         try:
             image_config = node.store.config(image_ref)
@@ -313,12 +322,13 @@ async def _container(
     choice = spec.Seccomp("Unconfined") if unconfined else node.runtime_default
     sandbox_ = PodSandbox(node.runc, sandbox_id(pod.ref.uid))
     joined = dict(await sandbox_.container_namespaces(bool(pod_spec.get("shareProcessNamespace"))))
-    if node.config.network != "pod" or pod_spec.get("hostNetwork"):
+    if node.config.network != "pod":
         joined.pop("network", None)  # the host's network, as in `host` network mode
+    joined = ocihost.container_namespaces(pod_spec, joined)
     target = ociephemeral.target_of(config)
     if target is not None:  # kubectl debug --target: the target's processes
         joined["pid"] = await ociephemeral.target_pid_namespace(node.runc, pod.ref.uid, target)
-    mapping = spec.pod_mapping(ids.base, ids.size)
+    mapping = spec.pod_mapping(ids.base, ids.size) if "user" in joined else ()
     return spec.Container(
         process=process,
         rootfs=str(rootfs),

@@ -59,6 +59,7 @@ from vkpy.providers.process import (
     ocipods,
     owned,
     podnet,
+    privileges,
     proc,
     sandbox,
     sysctls,
@@ -399,6 +400,7 @@ class ProcessProvider:
         """`runtime: oci`: the pod's id range, address and sandbox, then its containers
         (each pulls its image and runs through runc, ocicontainers.py)."""
         check_pod(pod, self._config.host_path_prefixes, images=True)
+        privileges.check_host_access(pod, self._config.allow)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
         pod_dir.path.mkdir(mode=0o711, exist_ok=True)
         try:
