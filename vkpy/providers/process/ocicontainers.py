@@ -14,7 +14,11 @@ network's unless the pod is on the host network), maps the pod's ids, and carrie
 image's config under the pod's command/args/env/workingDir/user (Kubernetes' rules,
 vkpy.oci.images.container), volumes as bind mounts (subPath opened through
 beneath.py, never following a link the pod made), readOnlyRootFilesystem,
-capabilities, RuntimeDefault seccomp and the resources as cgroup limits.
+capabilities, RuntimeDefault seccomp and the resources as cgroup limits. Each
+container also gets the pod's /etc/hosts, /etc/hostname and /etc/resolv.conf
+(ocietc.py); an ephemeral container with a target joins its PID namespace
+(ociephemeral.py); a pod the node lets have the host's namespaces or users keeps
+them (ocihost.py).
 
 The supervisor (supervisor.py) stays what it is: it logs the output in the CRI
 format, records the exit and outlives vkpy. Its child is `runc run`, which stays in
