@@ -86,7 +86,10 @@ def test_kubectl_debug_joins_the_targets_namespaces_with_its_own_image(
     wait_for("box Running", lambda: kube.phase("box") == "Running", timeout=60)
     target_pid = container_pid(agent, f"vkpy-{uid}-app-0")
 
-    script = 'read -r line; echo "got $line"; ps -o pid,args; echo "uid $(id -u)"; hostname'
+    script = (
+        'read -r line; echo "got $line"; ps -o pid,args; echo "uid $(id -u)"; '
+        "grep CapEff /proc/self/status; hostname"
+    )
     client, text = debug_session(kube, "box", image, ["--target=app", "--container=dbg"], script)
     assert client.stderr is not None
     assert "got typed\n" in text, (text, client.stderr.read())
@@ -94,6 +97,11 @@ def test_kubectl_debug_joins_the_targets_namespaces_with_its_own_image(
     processes = [line.split(None, 1) for line in text.splitlines() if line[:1].isspace()]
     assert ["1", "sleep 3601"] in [[p[0], p[1].strip()] for p in processes if len(p) == 2]
     assert "uid 0\n" in text
+    # kubectl debug's default profile (general) adds SYS_PTRACE: runc grants it, in
+    # the pod's user namespace, as to any container of the pod.
+    effective = next(line.split()[1] for line in text.splitlines() if line.startswith("CapEff"))
+    assert int(effective, 16) & (1 << 19)  # CAP_SYS_PTRACE
+    assert not [e for e in kube.events("box") if e["reason"] == "CapabilitiesNotGranted"]
     assert client.returncode == 0
 
     terminated = wait_for(
@@ -135,4 +143,17 @@ def test_kubectl_debug_without_a_target_has_a_process_namespace_of_its_own(
         timeout=30,
     )
     assert terminated["exitCode"] == 0
+    # The sysadmin profile asks for a privileged container: this node does not allow it.
+    kube.kubectl(
+        *("debug", "-n", kube.namespace, "lone", f"--image={image}", "--profile=sysadmin"),
+        *("--container=admin", "--", "true"),
+    )
+    refused = wait_for(
+        "the privileged debug container refused",
+        lambda: ephemeral_status(kube, "lone", "admin").get("state", {}).get("terminated"),
+        timeout=30,
+    )
+    assert refused["reason"] == "ContainerCannotRun"
+    assert "privileged" in refused["message"] and "does not list privileged" in refused["message"]
+    assert kube.phase("lone") == "Running"
     kube.kubectl("-n", kube.namespace, "delete", "pod", "lone", "--wait=true", "--timeout=60s")
