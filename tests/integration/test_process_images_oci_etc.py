@@ -99,6 +99,7 @@ def test_hosts_hostname_and_resolv_conf_follow_the_pod_spec(
     # Never the host's files: they are the node's, untouched.
     assert "10.4.4.4 added" not in Path("/etc/hosts").read_text()
     assert (reachable_pods_dir / uid / "etc-hosts").read_text() == shown
+    assert not [e for e in kube.events("named-pod") if e["reason"] == "MissingClusterDNS"]
     kube.kubectl("-n", kube.namespace, "delete", "pod", "named-pod", "--wait=true")
 
 
@@ -151,4 +152,9 @@ def test_default_dns_policy_uses_the_nodes_resolv_conf_unless_a_volume_is_mounte
         "-n", kube.namespace, "logs", "plain", "-c", "own", check=False
     ).stdout
     assert sections(own)[0] == "nameserver 10.7.7.7\n"
+    # ClusterFirst (the default) without a cluster DNS: the kubelet's Warning, once.
+    missing = [e for e in kube.events("plain") if e["reason"] == "MissingClusterDNS"]
+    assert len(missing) == 1 and missing[0]["type"] == "Warning"
+    assert (missing[0].get("count") or 1) == 1
+    assert 'Falling back to "Default" policy.' in missing[0]["message"]
     kube.kubectl("-n", kube.namespace, "delete", "pod", "plain", "--wait=true")

@@ -198,7 +198,7 @@ async def prepare(
                 reason="ContainerCannotRun",
                 message=str(error),
             )
-    await asyncio.to_thread(
+    first = await asyncio.to_thread(
         ocietc.write_files,
         pod,
         pod_dir,
@@ -206,6 +206,9 @@ async def prepare(
         node.config.kubernetes_service_host,
         ids.base,
     )
+    missing_dns = ocietc.missing_cluster_dns(pod) if first else None
+    if missing_dns is not None:
+        runner.runtime.report_event(pod.ref, PodEvent("Warning", "MissingClusterDNS", missing_dns))
     etc = ocietc.mounts(pod, pod_dir, config, container.security.read_only_root)
     container = replace(container, volumes=(*container.volumes, *etc))
     # Written by the container's user: its host id (root's file otherwise), given

@@ -13,7 +13,8 @@ them stays across its containers' restarts.
 
 resolv.conf follows `dnsPolicy`: `None` is `dnsConfig` alone; `Default` is the node's
 resolv.conf; `ClusterFirst` (and `ClusterFirstWithHostNet`) fall back to `Default`, as
-the kubelet does when it has no cluster DNS address (vkpy's nodes have none); then
+the kubelet does when it has no cluster DNS address (vkpy's nodes have none), with
+its Warning Event `MissingClusterDNS`; then
 `dnsConfig` is appended (nameservers and searches, duplicates dropped; options by
 name, the pod's win), within the kubelet's limits (3 nameservers, 32 search domains).
 The node's resolv.conf is /etc/resolv.conf, or systemd-resolved's upstream file when
@@ -24,6 +25,7 @@ a pod's own network cannot reach the host's loopback.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,7 @@ RESOLVED_UPSTREAM = Path("/run/systemd/resolve/resolv.conf")
 NODE_HOSTS = Path("/etc/hosts")
 MAX_NAMESERVERS = 3
 MAX_SEARCHES = 32
+_WRITING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -122,10 +125,25 @@ def node_resolv_conf(path: Path = NODE_RESOLV, upstream: Path = RESOLVED_UPSTREA
     return found
 
 
-def write_files(pod: PodConfig, pod_dir: PodDir, ip: str, service_host: str, owner: int) -> None:
+def missing_cluster_dns(pod: PodConfig) -> str | None:
+    """The kubelet's Warning `MissingClusterDNS` message when the pod's dnsPolicy asks
+    for the cluster's DNS, which this node has none of (None: it does not ask)."""
+    spec: KubeObject = pod.pod.get("spec") or {}
+    policy = str(spec.get("dnsPolicy") or "ClusterFirst")
+    host_network = bool(spec.get("hostNetwork"))
+    if not (policy == "ClusterFirstWithHostNet" or (policy == "ClusterFirst" and not host_network)):
+        return None
+    return (
+        f'pod: "{pod.ref.name}_{pod.ref.namespace}({pod.ref.uid})". kubelet does not have '
+        'ClusterDNS IP configured and cannot create Pod using "ClusterFirst" policy. '
+        'Falling back to "Default" policy.'
+    )
+
+
+def write_files(pod: PodConfig, pod_dir: PodDir, ip: str, service_host: str, owner: int) -> bool:
     """The pod's hosts, hostname and resolv.conf in its directory, once (a file
     already there is the pod's, possibly changed by it), owned by `owner` (the pod's
-    mapped root)."""
+    mapped root). True when resolv.conf was written now (the pod's first container)."""
     spec: KubeObject = pod.pod.get("spec") or {}
     if spec.get("hostNetwork"):
         try:
@@ -141,10 +159,17 @@ def write_files(pod: PodConfig, pod_dir: PodDir, ip: str, service_host: str, own
         HOSTNAME: f"{host}\n",
         RESOLV: pod_dns(spec, node_resolv_conf()).text(),
     }
+    with _WRITING:  # the pod's containers start together: one writes, the others see it
+        return _write_once(pod_dir, contents, owner)
+
+
+def _write_once(pod_dir: PodDir, contents: Mapping[str, str], owner: int) -> bool:
+    written = False
     for name, text in contents.items():
         path = pod_dir.path / name
         if path.exists() or path.is_symlink():
             continue
+        written = written or name == RESOLV
         temporary = pod_dir.path / f".{name}.tmp"
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         try:
@@ -154,6 +179,7 @@ def write_files(pod: PodConfig, pod_dir: PodDir, ip: str, service_host: str, own
         finally:
             os.close(fd)
         os.replace(temporary, path)
+    return written
 
 
 def mounts(

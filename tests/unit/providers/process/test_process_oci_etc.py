@@ -1,15 +1,21 @@
 """resolv.conf of a `runtime: oci` pod from dnsPolicy/dnsConfig and the node's file
-(ocietc.py): the kubelet's merge rules and limits, on plain data."""
+(ocietc.py): the kubelet's merge rules and limits, on plain data; its MissingClusterDNS
+message; the pod's files written once in its directory."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from vkpy.providers.base import PodConfig, PodRef
+from vkpy.providers.process.layout import PodDir
 from vkpy.providers.process.ocietc import (
     DnsConfig,
+    missing_cluster_dns,
     node_resolv_conf,
     parse_resolv_conf,
     pod_dns,
+    write_files,
 )
 
 NODE = parse_resolv_conf(
@@ -71,3 +77,43 @@ def test_a_loopback_stub_gives_way_to_the_upstream_file(tmp_path: Path) -> None:
     assert node_resolv_conf(stub, upstream).nameservers == ["192.0.2.1"]
     assert node_resolv_conf(stub, tmp_path / "absent").nameservers == ["127.0.0.53"]
     assert node_resolv_conf(tmp_path / "absent", upstream) == DnsConfig()
+
+
+def pod(**spec: object) -> PodConfig:
+    return PodConfig(
+        ref=PodRef("team", "web-0", "uid-7"),
+        pod={"spec": dict(spec)},
+        init_containers=(),
+        containers=(),
+    )
+
+
+def test_missing_cluster_dns_is_said_only_for_the_policies_that_ask_for_it() -> None:
+    said = missing_cluster_dns(pod())
+    assert said == (
+        'pod: "web-0_team(uid-7)". kubelet does not have ClusterDNS IP configured and '
+        'cannot create Pod using "ClusterFirst" policy. Falling back to "Default" policy.'
+    )
+    assert missing_cluster_dns(pod(dnsPolicy="ClusterFirstWithHostNet", hostNetwork=True))
+    assert missing_cluster_dns(pod(hostNetwork=True)) is None  # ClusterFirst → Default
+    assert missing_cluster_dns(pod(dnsPolicy="Default")) is None
+    assert missing_cluster_dns(pod(dnsPolicy="None")) is None
+
+
+def test_the_files_are_written_once_and_what_the_pod_changed_stays(tmp_path: Path) -> None:
+    pod_dir = PodDir(tmp_path)
+    web = pod(hostname="web-0", hostAliases=[{"ip": "10.1.1.1", "hostnames": ["db"]}])
+    owner = os.getuid()
+    assert write_files(web, pod_dir, "10.244.0.9", "", owner)
+    hosts = tmp_path / "etc-hosts"
+    assert "10.244.0.9\tweb-0" in hosts.read_text().splitlines()
+    assert "10.1.1.1\tdb" in hosts.read_text().splitlines()
+    assert (tmp_path / "etc-hostname").read_text() == "web-0\n"
+    hosts.write_text(hosts.read_text() + "10.2.2.2 added\n")
+    assert not write_files(web, pod_dir, "10.244.0.9", "", owner)
+    assert hosts.read_text().endswith("10.2.2.2 added\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "etc-hostname",
+        "etc-hosts",
+        "etc-resolv.conf",
+    ]
