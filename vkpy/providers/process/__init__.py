@@ -45,6 +45,14 @@ Modules:
 - ocicontainers: One container run of `runtime: oci`: its image pulled, its root
   unpacked, its OCI spec written, and what the supervisor runs: `runc run` in the
   foreground.
+- ociephemeral: Ephemeral containers (`kubectl debug`) in `runtime: oci`: whose PID
+  namespace.
+- ocietc: /etc/hosts, /etc/hostname and /etc/resolv.conf of a `runtime: oci` pod, as
+  the kubelet and its container runtime manage them.
+- ocigc: Image garbage collection on a `runtime: oci` node, every 5 minutes as the
+  kubelet's.
+- ocihost: What a `runtime: oci` pod shares with the host: its namespaces and its
+  users.
 - ocipods: The node's side of `runtime: oci`: runc, the image store, and each pod's
   sandbox.
 - owned: What a removed pod's own id still owns outside the pod's directory.

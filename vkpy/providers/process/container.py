@@ -167,8 +167,8 @@ class ContainerRunner:
             )
         if self.exit is not None:
             ended = terminated_state(name, image, self.exit, max(0, self.instance))
-            if self.waiting is None:
-                return dataclasses.replace(ended, last_terminated=last)
+            if self.waiting is None:  # imageID: the kubelet reports it for an ended one too
+                return dataclasses.replace(ended, last_terminated=last, image_id=self._image_id())
             reason, message = self.waiting
             return ContainerState(
                 name=name,

@@ -14,7 +14,11 @@ network's unless the pod is on the host network), maps the pod's ids, and carrie
 image's config under the pod's command/args/env/workingDir/user (Kubernetes' rules,
 vkpy.oci.images.container), volumes as bind mounts (subPath opened through
 beneath.py, never following a link the pod made), readOnlyRootFilesystem,
-capabilities, RuntimeDefault seccomp and the resources as cgroup limits.
+capabilities, RuntimeDefault seccomp and the resources as cgroup limits. Each
+container also gets the pod's /etc/hosts, /etc/hostname and /etc/resolv.conf
+(ocietc.py); an ephemeral container with a target joins its PID namespace
+(ociephemeral.py); a pod the node lets have the host's namespaces or users keeps
+them (ocihost.py).
 
 The supervisor (supervisor.py) stays what it is: it logs the output in the CRI
 format, records the exit and outlives vkpy. It runs `runc run --detach` (create and
@@ -56,7 +60,14 @@ from vkpy.oci.runtime import spec
 from vkpy.oci.runtime.runc import RuncError, write_bundle
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxNotRunning
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent
-from vkpy.providers.process import beneath, namespaces, sandbox
+from vkpy.providers.process import (
+    beneath,
+    namespaces,
+    ociephemeral,
+    ocietc,
+    ocihost,
+    sandbox,
+)
 from vkpy.providers.process.idranges import PodRange
 from vkpy.providers.process.images import DEFAULT_PATH
 from vkpy.providers.process.layout import InstanceDir, PodDir
@@ -156,6 +167,7 @@ async def prepare(
     made; an ExitRecord when runc's side cannot be prepared (the sandbox is gone)."""
     result = await pull(node, runner)
     pod, config = runner.pod, runner.config
+    ids = ocihost.effective_range(pod.pod.get("spec") or {}, ids)
     image_ref = str(result.ref)
     runner.dir.path.mkdir(parents=True, exist_ok=True)
     for place in (pod_dir.path, pod_dir.containers, runner.dir.path):
@@ -191,6 +203,26 @@ async def prepare(
             await asyncio.sleep(CONFIG_ERROR_RETRY)
         except (SandboxNotRunning, RuncError) as error:
             return _sandbox_gone(error)
+        except ociephemeral.TargetNotRunning as error:
+            return ExitRecord(
+                exit_code=EXIT_CANNOT_RUN,
+                finished_ns=time.time_ns(),
+                reason="ContainerCannotRun",
+                message=str(error),
+            )
+    first = await asyncio.to_thread(
+        ocietc.write_files,
+        pod,
+        pod_dir,
+        runner.runtime.pod_ip(pod.ref),
+        node.config.kubernetes_service_host,
+        ids.base,
+    )
+    missing_dns = ocietc.missing_cluster_dns(pod) if first else None
+    if missing_dns is not None:
+        runner.runtime.report_event(pod.ref, PodEvent("Warning", "MissingClusterDNS", missing_dns))
+    etc = ocietc.mounts(pod, pod_dir, config, container.security.read_only_root)
+    container = replace(container, volumes=(*container.volumes, *etc))
     # Written by the container's user: its host id (root's file otherwise), given
     # through a descriptor, never by following what is at that name.
     process = container.process
@@ -337,9 +369,13 @@ async def _container(
     unconfined = profile == "Unconfined" and "unconfined" in node.config.allow
     choice = spec.Seccomp("Unconfined") if unconfined else node.runtime_default
     joined = dict(joined)
-    if node.config.network != "pod" or pod_spec.get("hostNetwork"):
+    if node.config.network != "pod":
         joined.pop("network", None)  # the host's network, as in `host` network mode
-    mapping = spec.pod_mapping(ids.base, ids.size)
+    joined = ocihost.container_namespaces(pod_spec, joined)
+    target = ociephemeral.target_of(config)
+    if target is not None:  # kubectl debug --target: the target's processes
+        joined["pid"] = await ociephemeral.target_pid_namespace(node.runc, pod.ref.uid, target)
+    mapping = spec.pod_mapping(ids.base, ids.size) if "user" in joined else ()
     return spec.Container(
         process=process,
         rootfs=str(rootfs),

@@ -45,7 +45,7 @@ from vkpy.oci.runtime.runc import ContainerNotFound, Runc, RuncError
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxConfig, sandbox_security
 from vkpy.providers.base import PodConfig
 from vkpy.providers.errors import CannotStartError
-from vkpy.providers.process import namespaces, podnet
+from vkpy.providers.process import namespaces, ocihost, podnet
 from vkpy.providers.process.addresses import PodAddress
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.idranges import IdRanges, PodRange
@@ -191,7 +191,7 @@ class OciNode:
                 uid=who.uid,
                 gid=who.gid,
                 hostname=namespaces.hostname(spec_, pod.ref.name, pod.ref.namespace),
-                host_id_base=ids.base,
+                host_id_base=None if ocihost.host_users(spec_) else ids.base,
                 security=sandbox_security(self.runtime_default),
                 share_process_namespace=bool(spec_.get("shareProcessNamespace")),
                 cgroups_path=cgroups_path(pod.ref.uid, "sandbox"),

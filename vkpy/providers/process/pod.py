@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from vkpy.core.cancelling import cancel_and_wait
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent, PodRef, PodState
 from vkpy.providers.errors import InvalidInputError
+from vkpy.providers.process import ociephemeral
 from vkpy.providers.process.container import ContainerRunner
 from vkpy.providers.process.ephemeral import ephemeral_config, prepare_ephemeral_root
 from vkpy.providers.process.filesystem import prepare_pod, refresh_files
@@ -159,20 +160,25 @@ class PodRuntime:
         fresh = [
             ephemeral_config(self.config, c) for c in containers if c.name not in known
         ]  # all checked before any starts
-        for warning in self.runtime.pool.check_added(self.config, fresh):
-            self.runtime.report_event(
-                self.ref, PodEvent("Warning", "CapabilitiesNotGranted", warning)
-            )
+        oci = self.runtime.oci is not None
+        if oci:  # its image, root and confinement are runc's (ociephemeral.py)
+            ociephemeral.check_added(self.config, fresh, self.runtime.config.allow)
+        else:
+            for warning in self.runtime.pool.check_added(self.config, fresh):
+                self.runtime.report_event(
+                    self.ref, PodEvent("Warning", "CapabilitiesNotGranted", warning)
+                )
         for config in fresh:
             try:
-                await asyncio.to_thread(
-                    prepare_ephemeral_root,
-                    self.dir,
-                    self.config,
-                    config,
-                    self.runtime.owner(self.ref),
-                    self.runtime.config.filesystem_per_pod,
-                )
+                if not oci:  # oci: the container's root is its image's (ocicontainers.py)
+                    await asyncio.to_thread(
+                        prepare_ephemeral_root,
+                        self.dir,
+                        self.config,
+                        config,
+                        self.runtime.owner(self.ref),
+                        self.runtime.config.filesystem_per_pod,
+                    )
             except FileNotFoundError as error:  # a link the pod planted (beneath.py), ...
                 raise InvalidInputError(str(error.args[0]), reason="FailedMount") from None
             self.config = dataclasses.replace(

@@ -13,7 +13,14 @@ saying which setting) unless the node's `allow` setting lists them:
   pod's user; the filter lets through the calls they exist for, seccomp.py);
 - `hostNetwork`, `hostPID`, `hostIPC`: the pod keeps the host's namespace;
 - `unconfined`: `seccompProfile: Unconfined` runs without the seccomp filter
-  (capabilities and `no_new_privs` stay as they are).
+  (capabilities and `no_new_privs` stay as they are);
+- `hostUsers` (`runtime: oci` only, where every pod has a user namespace of its
+  own): `hostUsers: true` runs the pod in the host's user namespace, root in it the
+  host's root; `hostPID` and `hostIPC` need it too (ocihost.py).
+
+In `runtime: oci` the runtime confines containers (capabilities and seccomp inside
+the pod's user namespace, spec.py): `check_host_access` checks only what reaches the
+host itself (its namespaces, its users, `privileged`), with the same refusal.
 
 `seccompProfile: Localhost` is always refused: no profile files are read. Granting
 capabilities needs vkpy to run as root; without it they are refused even if allowed.
@@ -32,7 +39,15 @@ from vkpy.providers.errors import UnsupportedError
 from vkpy.providers.process.seccomp import CAPABILITIES, bare_capability
 
 REASON = "UnsupportedSecurityContext"
-ALLOWANCES = ("privileged", "capabilities", "hostNetwork", "hostPID", "hostIPC", "unconfined")
+ALLOWANCES = (
+    "privileged",
+    "capabilities",
+    "hostNetwork",
+    "hostPID",
+    "hostIPC",
+    "unconfined",
+    "hostUsers",
+)
 HOST_NAMESPACES = {
     "hostNetwork": "the host's network",
     "hostPID": "the host's process namespace",
@@ -133,13 +148,39 @@ def check_containers(
             raise UnsupportedError(f"{what}: unknown seccompProfile type {kind!r}", reason=REASON)
 
 
+def _check_host_namespaces(spec: KubeObject, allowed: frozenset[str]) -> None:
+    for key, asks in HOST_NAMESPACES.items():
+        if spec.get(key) and key not in allowed:
+            raise _not_allowed("the pod", f"{key} ({asks})", key)
+
+
+def check_host_access(pod: PodConfig, allow: Iterable[str]) -> None:
+    """`runtime: oci`: refuse a pod asking for the host's namespaces, its users
+    (`hostUsers: true`; hostPID and hostIPC, which run without a user namespace) or
+    privileged containers, unless the node allows each."""
+    allowed = frozenset(allow)
+    spec: KubeObject = pod.pod.get("spec") or {}
+    _check_host_namespaces(spec, allowed)
+    for key in ("hostPID", "hostIPC"):
+        if spec.get(key) and "hostUsers" not in allowed:
+            raise _not_allowed(
+                "the pod",
+                f"{key}, which runs it in the host's user namespace (as Kubernetes, which "
+                f"refuses {key} with hostUsers: false)",
+                "hostUsers",
+            )
+    if spec.get("hostUsers") is True and "hostUsers" not in allowed:
+        raise _not_allowed("the pod", "hostUsers: true (root in it the host's root)", "hostUsers")
+    for container in (*pod.init_containers, *pod.containers, *pod.ephemeral_containers):
+        if _security(container.spec).get("privileged") and "privileged" not in allowed:
+            raise _not_allowed(f"container {container.name!r}", "privileged mode", "privileged")
+
+
 def check_pod(pod: PodConfig, allow: Iterable[str]) -> None:
     """Refuse a pod asking for what the node does not allow."""
     allowed = frozenset(allow)
     spec: KubeObject = pod.pod.get("spec") or {}
-    for key, asks in HOST_NAMESPACES.items():
-        if spec.get(key) and key not in allowed:
-            raise _not_allowed("the pod", f"{key} ({asks})", key)
+    _check_host_namespaces(spec, allowed)
     containers = (*pod.init_containers, *pod.containers, *pod.ephemeral_containers)
     check_containers(containers, allowed, spec)
 

@@ -25,6 +25,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Literal
 
 from vkpy import __version__
+from vkpy.core.cancelling import cancel_and_wait
+from vkpy.core.clock import SystemClock
 from vkpy.oci.runtime.runc import RuncError
 from vkpy.oci.runtime.spec import SpecError
 from vkpy.providers.base import (
@@ -61,6 +63,7 @@ from vkpy.providers.process import (
     ocipods,
     owned,
     podnet,
+    privileges,
     proc,
     sandbox,
     sysctls,
@@ -80,6 +83,7 @@ from vkpy.providers.process.images import ImageTable
 from vkpy.providers.process.layout import PodDir, remove_tree
 from vkpy.providers.process.listening import pod_listener
 from vkpy.providers.process.logs import read_logs
+from vkpy.providers.process.ocigc import ImageGc, images_of
 from vkpy.providers.process.ocipods import OciNode
 from vkpy.providers.process.pod import PodRuntime
 from vkpy.providers.process.records import MemoryMode
@@ -146,6 +150,7 @@ class ProcessProvider:
         self._callback: StatusCallback | None = None
         self._event_callback: EventCallback | None = None
         self._runtime: Runtime | None = None
+        self._image_gc: asyncio.Task[None] | None = None
         self._sampler = Sampler()
         self._node_cidr = ""
         """The Node's IPv4 spec.podCIDR, once known (set_pod_cidrs)."""
@@ -305,6 +310,9 @@ class ProcessProvider:
             pod.start()
             self._notify(pod.ref)
         await asyncio.to_thread(self._remove_orphan_links)
+        if oci is not None:
+            collector = ImageGc(oci.store, self._images_in_use, SystemClock())
+            self._image_gc = asyncio.create_task(collector.run(), name="image-gc")
         running = sum(1 for p in self._pods.values() for c in p.containers if c.supervised)
         log.info(
             "process backend ready",
@@ -334,7 +342,17 @@ class ProcessProvider:
                 except OSError as error:
                     log.warning("cannot remove a veth pair", extra={"error": str(error)})
 
+    def _images_in_use(self) -> list[str]:
+        """`runtime: oci`: what image GC keeps: the images of every pod of the node,
+        by name and by the digest its containers run."""
+        pods = list(self._pods.values())
+        digests = [c.image_id for pod in pods for c in pod.containers if c.image_id]
+        return [*images_of(pod.config for pod in pods), *digests]
+
     async def close(self) -> None:
+        if self._image_gc is not None:
+            await cancel_and_wait(self._image_gc)
+            self._image_gc = None
         for pod in self._pods.values():
             await pod.close()
         if self._runtime is not None:
@@ -416,6 +434,7 @@ class ProcessProvider:
         """`runtime: oci`: the pod's id range, address and sandbox, then its containers
         (each pulls its image and runs through runc, ocicontainers.py)."""
         check_pod(pod, self._config.host_path_prefixes, images=True)
+        privileges.check_host_access(pod, self._config.allow)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
         pod_dir.path.mkdir(mode=0o711, exist_ok=True)
         try:

@@ -5,7 +5,10 @@
   links are the container's mounts). Without a terminal its stdin, stdout and stderr
   are pipes; with one (`-t`) they are a pseudo-terminal that the helper makes the
   session's controlling terminal, and every size the client sends is applied to it
-  (TIOCSWINSZ, which delivers SIGWINCH). The command runs in a session of its own:
+  (TIOCSWINSZ, which delivers SIGWINCH). In `runtime: oci` the command is `runc exec
+  -t`, which holds no controlling terminal: it makes the container's own terminal and
+  relays sizes to it when told with SIGWINCH, which is sent to its session with each
+  size. The command runs in a session of its own:
   when the client goes away the whole session is killed. When the command ends, its
   output is read to the end (for at most DRAIN_SECONDS, in case something it left
   behind holds the pipe) and its exit code returned.
@@ -159,7 +162,7 @@ async def exec_argv(argv: Sequence[str], io: StreamIO) -> int:
     """Run a whole command line (`runc exec ...`, `runtime: oci`) as exec_command runs
     its helper: on a terminal with `io.tty`, else on pipes; its exit code."""
     if io.tty:
-        return await _exec_terminal(list(argv), io)
+        return await _exec_terminal(list(argv), io, signal_sizes=True)
     return await _exec_pipes(list(argv), io)
 
 
@@ -180,13 +183,19 @@ async def _pump_out(source: AsyncFd, sink: ByteSink) -> None:
         await sink.write(data)
 
 
-async def _follow_sizes(io: StreamIO, terminal: AsyncFd) -> None:
+async def _follow_sizes(io: StreamIO, terminal: AsyncFd, session: int | None = None) -> None:
+    """Each size the client sends onto the terminal; with `session`, whose command does
+    not hold the terminal as its controlling one (`runc exec -t`, which relays sizes
+    to the container's own terminal when it gets SIGWINCH), the session is told."""
     if io.resize is None:
         return
     async for size in io.resize:
         if terminal.closed:
             return
         _set_size(terminal.fd, size)
+        if session is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(session, signal.SIGWINCH)
 
 
 def _set_size(fd: int, size: TerminalSize) -> None:
@@ -201,8 +210,10 @@ async def _run(
     outputs: list[tuple[AsyncFd, ByteSink]],
     io: StreamIO,
     terminal: AsyncFd | None,
+    signal_sizes: bool = False,
 ) -> int:
-    """Start the helper on `child_fds` and run the pumps around it until it ends."""
+    """Start the helper on `child_fds` and run the pumps around it until it ends
+    (`signal_sizes`: see _follow_sizes)."""
     owned = [fd for fd, _ in outputs]
     owned += [fd for fd in (inputs, terminal) if fd is not None]
     try:
@@ -230,7 +241,9 @@ async def _run(
         if inputs is not None:
             tasks.append(asyncio.create_task(_pump_in(io.stdin, inputs), name="exec-input"))
         if terminal is not None:
-            tasks.append(asyncio.create_task(_follow_sizes(io, terminal), name="exec-resize"))
+            session = process.pid if signal_sizes else None
+            resizes = _follow_sizes(io, terminal, session)
+            tasks.append(asyncio.create_task(resizes, name="exec-resize"))
         returncode = await process.wait()
         if readers:
             await asyncio.wait(readers, timeout=DRAIN_SECONDS)
@@ -282,14 +295,14 @@ async def _exec_pipes(argv: list[str], io: StreamIO) -> int:
     return await _run(argv, (stdin_child, ends[0], ends[1]), inputs, outputs, io, None)
 
 
-async def _exec_terminal(argv: list[str], io: StreamIO) -> int:
+async def _exec_terminal(argv: list[str], io: StreamIO, signal_sizes: bool = False) -> int:
     master, slave = pty.openpty()
     _set_size(master, DEFAULT_SIZE)
     terminal = AsyncFd(master)
     writer = AsyncFd(os.dup(master))
     outputs: list[tuple[AsyncFd, ByteSink]] = [(terminal, io.stdout)] if io.stdout else []
     try:
-        return await _run(argv, (slave, slave, slave), writer, outputs, io, terminal)
+        return await _run(argv, (slave, slave, slave), writer, outputs, io, terminal, signal_sizes)
     finally:
         terminal.close()
 

@@ -225,5 +225,7 @@ def test_confinement_grants_only_what_was_asked_and_allowed() -> None:
 def test_the_allow_setting_is_checked() -> None:
     assert privileges.parse_allow(["hostPID", "privileged"]) == ("hostPID", "privileged")
     assert privileges.parse_allow(None) == ()
-    with pytest.raises(ValueError, match="hostUsers"):
-        privileges.parse_allow(["hostUsers"])
+    # hostUsers: `runtime: oci`'s `hostUsers: true` (privileges.check_host_access).
+    assert privileges.parse_allow(["hostUsers"]) == ("hostUsers",)
+    with pytest.raises(ValueError, match="hostRoot"):
+        privileges.parse_allow(["hostRoot"])
