@@ -183,17 +183,28 @@ class PodController:
     # --- the loop -----------------------------------------------------------------
 
     async def run(self) -> None:
+        if self._watcher is None and self._poller is None:
+            # a node of a set (the watch is shared) on a backend that pushes: the queue
+            # runs in this task, without a group and a task of its own per node
+            await self._synced.wait()
+            await self._start()
+            await self._queue.run()
+            return
         async with asyncio.TaskGroup() as group:
             if self._watcher is not None:
                 group.create_task(self._watcher.run(), name="pod-watch")
             await self._synced.wait()
-            await self._adopt()
-            self.ready.set()
-            for uid in list(self._records):
-                self._queue.add(uid)
+            await self._start()
             group.create_task(self._queue.run(), name="pod-workers")
             if self._poller is not None:
                 group.create_task(self._poller.run(), name="pod-status-poll")
+
+    async def _start(self) -> None:
+        """After the first list: adopt what the backend runs, then sync every pod."""
+        await self._adopt()
+        self.ready.set()
+        for uid in list(self._records):
+            self._queue.add(uid)
 
     async def _adopt(self) -> None:
         """Take over what the backend already runs; what no pod owns is removed."""
