@@ -9,35 +9,16 @@ check that a settled pod still reads, changes and syncs as before.
 
 from __future__ import annotations
 
-import gc
-import sys
-import types
 from typing import Any
 
 from tests.unit.fake_clock import settle
 from tests.unit.pod_harness import Harness, pod
+from tests.unit.retained import retained_bytes
 from vkpy.node.pods.pod_controller import PodController
 from vkpy.node.pods.pod_record import PodRecord
 from vkpy.providers.base import PodRef
 
 PODS = 40
-
-_SHARED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
-
-
-def retained_bytes(root: object) -> int:
-    """Bytes of every object reachable from `root` (not classes, modules, functions)."""
-    seen: set[int] = set()
-    stack = [root]
-    total = 0
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, _SHARED):
-            continue
-        seen.add(id(obj))
-        total += sys.getsizeof(obj)
-        stack.extend(gc.get_referents(obj))
-    return total
 
 
 def realistic(name: str) -> dict[str, Any]:
