@@ -128,7 +128,7 @@ class NodeController:
                 delay = min(delay * 2, 30)
         self.uid = uid_of(node)
         self.adopted = exists
-        self._conditions = jsoncodec.dumps(conditions_of(node))
+        self._conditions = jsoncodec.pack(conditions_of(node))
         self._tell_pod_cidrs(node)
         self.registered.set()
         self._events.emit(self._involved(), NORMAL, "RegisteredNode", "vkpy node registered")
@@ -172,7 +172,7 @@ class NodeController:
             utcnow(self._clock),
             jsoncodec.loads(self._conditions),
         )
-        key = jsoncodec.dumps(comparable(desired))
+        key = jsoncodec.pack(comparable(desired))
         changed = self._last_sent is None or key != self._last_sent
         due = self._clock.monotonic() - self._last_sent_at >= self._settings.status_interval
         if not (force or changed or due):
@@ -186,7 +186,7 @@ class NodeController:
                 f"Node {self._settings.name} status is now: {ready['reason']}",
             )
         node = await self._client.patch(self._path + "/status", {"status": desired})
-        self._conditions = jsoncodec.dumps(conditions_of(node))
+        self._conditions = jsoncodec.pack(conditions_of(node))
         self._tell_pod_cidrs(node)
         self._last_sent = key
         self._last_sent_at = self._clock.monotonic()

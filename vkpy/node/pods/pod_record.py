@@ -166,7 +166,7 @@ class PodRecord:
         watch's, or an answer's): a decoded copy of packed JSON is dropped as is."""
         if self._pod is not None:
             if self._packed is None:
-                self._packed = jsoncodec.dumps(_slim(self._pod))
+                self._packed = jsoncodec.pack(_slim(self._pod))
             self._pod = None
 
     def older_than(self, candidate: KubeObject) -> bool:
@@ -191,7 +191,7 @@ class PodRecord:
 
     @reported.setter
     def reported(self, value: KubeObject | None) -> None:
-        self._reported = None if value is None else jsoncodec.dumps(value)
+        self._reported = None if value is None else jsoncodec.pack(value)
 
     @property
     def in_backend(self) -> bool:

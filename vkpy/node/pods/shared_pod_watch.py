@@ -88,7 +88,7 @@ class SharedPodWatch:
             node = node_name_of(pod)
             kept = self._kept.get(node)
             if kept is not None:
-                kept[uid_of(pod)] = jsoncodec.dumps(pod)
+                kept[uid_of(pod)] = jsoncodec.pack(pod)
             mine = by_node.get(node)
             if mine is None:
                 self.dropped += kept is None
@@ -104,7 +104,7 @@ class SharedPodWatch:
             if event_type == "DELETED":
                 kept.pop(uid_of(obj), None)
             else:
-                kept[uid_of(obj)] = jsoncodec.dumps(obj)
+                kept[uid_of(obj)] = jsoncodec.pack(obj)
         handler = self._handlers.get(node)
         if handler is None:
             if kept is not None:
