@@ -6,7 +6,8 @@ settled state it should measure (2026-12-05: 147 of 1000 nodes Ready, 170 of 10,
 pods Running when the snapshot was taken). This runs the same `NodeHost` (sim
 backends, the kubelet API listener on loopback, one pod watch) in-process against
 tests/unit/fake_kube.py, **a stand-in for the API server** that answers at once, so
-every node registers and every pod runs however loaded the machine is; then it takes a
+no slow API server holds nodes or pods back (a very loaded machine still can: at load
+average 30 the listener's certificate, made in a child process, timed out); then it takes a
 tracemalloc snapshot and counts only allocations with a vkpy frame and no frame of the
 stand-in in their stack (its copies of the objects and of what it was sent are not
 vkpy's). What it leaves out: the API
