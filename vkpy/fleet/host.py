@@ -252,7 +252,8 @@ class NodeHost:
                 if node.lease is not None:
                     group.create_task(node.lease.run(), name="lease")
                 group.create_task(node.pods.run(), name="pods")
-                group.create_task(node.tasks.run(), name="backend-tasks")
+                if not node.tasks.empty:  # the backend's own tasks, if it has any
+                    group.create_task(node.tasks.run(), name="backend-tasks")
         finally:
             if self.served.get(name) is node:
                 del self.served[name]

@@ -61,12 +61,21 @@ def node_set_name(prefix: str) -> str:
     return dns_label(prefix, 63)
 
 
+API_CONNECTIONS_FLOOR = 16
+"""Connections in the API pool of one node (and of a small set). HTTP/1.1 carries one
+request per connection at a time, so a pod burst opens as many connections as the pool
+allows, each a TLS handshake the API server does while the burst's creates arrive. With
+64 a burst of 1000 pods left 47 open (kwok: one HTTP/2 connection; issue 30); 16
+requests in flight are more than a 2-core API server answers at once (a status patch
+takes it 10-50 ms: 16 connections carry 300-1600 a second, past the 200-300 pods a
+second it creates)."""
+
+
 def api_connections(nodes: int) -> int:
-    """Connections in the one API pool: 64 for one node, one per 4 nodes of a set
-    (up to 256). HTTP/1.1 carries one request per connection at a time, and 1000 nodes
-    renew 100 Leases a second: with 64 connections a slow API server (1 s answers)
-    would hold every renewal back."""
-    return max(64, min(256, nodes // 4))
+    """Connections in the one API pool: 16 for one node, one per 4 nodes of a set
+    (up to 256): 1000 nodes renew 100 Leases a second (through the heartbeat pool) and
+    their pods' work comes in bursts across many nodes at once."""
+    return max(API_CONNECTIONS_FLOOR, min(256, nodes // 4))
 
 
 class NodeSetError(ValueError):

@@ -64,6 +64,12 @@ class TaskSupervisor:
             for task in provider.background_tasks():
                 self.add(task)
 
+    @property
+    def empty(self) -> bool:
+        """Whether nothing is supervised (most backends: their node needs no task for
+        this; a task and its group are about 2.4 KiB, per node in a node set)."""
+        return not self._states
+
     def problem(self) -> str | None:
         """Why the backend's tasks make the node unhealthy now; None when they do not."""
         now = self._clock.monotonic()

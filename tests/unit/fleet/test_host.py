@@ -211,3 +211,28 @@ async def test_an_elected_node_runs_only_while_it_holds_the_leader_lease(tmp_pat
         await clock.advance(s.election.retry_period)
         with pytest.raises(LeadershipLost):
             await asyncio.wait_for(asyncio.shield(task), 10)
+
+
+async def test_an_idle_node_of_a_set_keeps_four_tasks(tmp_path: Path) -> None:
+    """Per node of a set: its serve, its status loop, its Lease, its pods (issue 30: six
+    before; a backend with no task of its own gets no supervisor task, and the pod queue
+    of a node on the shared watch runs in its controller's task)."""
+    nodes = 20
+    port = free_ports(nodes)
+    kube = FakeKube(FakeClock())
+    s = settings(tmp_path, *flags(tmp_path, port, "--node-name=set", f"--nodes={nodes}"))
+    host = NodeHost(s, kube, Static())  # type: ignore[arg-type]
+    before = len(asyncio.all_tasks())
+    kube.add_pod(bound("web", "set-3"))
+    async with running(host):
+        await eventually("every node", lambda: len(kube.requests_to("POST", NODES)) == nodes)
+        await eventually(
+            "the pod Running", lambda: kube.pod("ns", "web")["status"]["phase"] == "Running"
+        )
+        await eventually(
+            "the pod's worker gone", lambda: all(n.pods.idle() for n in host.served.values())
+        )
+        await asyncio.sleep(0.1)
+        per_node = (len(asyncio.all_tasks()) - before) / nodes
+        names = sorted({t.get_name() for t in asyncio.all_tasks()})
+        assert per_node <= 4.5, (per_node, names)  # 4 each, and the host's few shared ones

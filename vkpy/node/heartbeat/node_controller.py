@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from vkpy.core import jsoncodec
 from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
 from vkpy.core.objects import KubeObject, conditions_of, meta, spec, uid_of
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
@@ -48,9 +49,13 @@ class NodeController:
         self._events = events
         self._settings = settings
         self._path = f"/api/v1/nodes/{settings.name}"
-        self._last_sent: KubeObject | None = None
+        self._last_sent: bytes | None = None
+        """The status last sent, without heartbeat times (`comparable`), packed: what a
+        new status is compared with (a node of a set kept the whole dicts, 1.5 KiB)."""
         self._last_sent_at = 0.0
-        self._conditions: list[KubeObject] = []
+        self._conditions = b"[]"
+        """The conditions as the API server last answered (their transition times),
+        packed for the same reason."""
         self.registered = asyncio.Event()
         self.uid = ""
         self.adopted = False
@@ -123,7 +128,7 @@ class NodeController:
                 delay = min(delay * 2, 30)
         self.uid = uid_of(node)
         self.adopted = exists
-        self._conditions = list(conditions_of(node))
+        self._conditions = jsoncodec.pack(conditions_of(node))
         self._tell_pod_cidrs(node)
         self.registered.set()
         self._events.emit(self._involved(), NORMAL, "RegisteredNode", "vkpy node registered")
@@ -165,9 +170,10 @@ class NodeController:
             self._provider.node_resources(),
             health,
             utcnow(self._clock),
-            self._conditions,
+            jsoncodec.loads(self._conditions),
         )
-        changed = self._last_sent is None or comparable(desired) != comparable(self._last_sent)
+        key = jsoncodec.pack(comparable(desired))
+        changed = self._last_sent is None or key != self._last_sent
         due = self._clock.monotonic() - self._last_sent_at >= self._settings.status_interval
         if not (force or changed or due):
             return
@@ -180,9 +186,9 @@ class NodeController:
                 f"Node {self._settings.name} status is now: {ready['reason']}",
             )
         node = await self._client.patch(self._path + "/status", {"status": desired})
-        self._conditions = list(conditions_of(node))
+        self._conditions = jsoncodec.pack(conditions_of(node))
         self._tell_pod_cidrs(node)
-        self._last_sent = desired
+        self._last_sent = key
         self._last_sent_at = self._clock.monotonic()
 
     def _tell_pod_cidrs(self, node: KubeObject) -> None:

@@ -23,7 +23,7 @@ from vkpy.kube.watch import Watcher, WatchOptions
 from vkpy.node.pods.keyed_queue import KeyedQueue
 from vkpy.node.pods.next_wake import Wake
 from vkpy.node.pods.pod_life import PodLife
-from vkpy.node.pods.pod_record import Absent, Created, PodRecord, asks_kubelet, newer
+from vkpy.node.pods.pod_record import Absent, Created, PodRecord, asks_kubelet
 from vkpy.node.pods.pod_reporting import PodReporter, is_echo
 from vkpy.node.pods.polling import push_or_poll
 from vkpy.node.pods.running_pods import running_pods
@@ -45,7 +45,7 @@ def needs_sync(record: PodRecord, update: KubeObject) -> bool:
     change of spec or metadata (pod_record.asks_kubelet), or a status that no longer
     says what vkpy decided (pod_reporting.is_echo). The echo of our own write, and a
     bare resourceVersion bump, cost no sync and no backend call."""
-    return asks_kubelet(record.pod, update) or not is_echo(record, update)
+    return asks_kubelet(record.view(), update) or not is_echo(record, update)
 
 
 class PodController:
@@ -136,17 +136,19 @@ class PodController:
             self._remember(PodRecord(ref=pod_ref(pod), pod=pod))
             metrics.PODS.inc()
             self._wake(uid)
-        elif record.pod is None or newer(pod, record.pod):
+        elif record.older_than(pod):
             relevant = needs_sync(record, pod)
-            if record.pod is None:
+            if not record.present:
                 metrics.PODS.inc()
             record.pod = pod
             if relevant:
                 self._wake(uid)
+            elif not self._queue.running(uid):
+                record.settle()  # nothing to do: keep it packed (a sync under way settles it)
 
     def _gone(self, uid: str) -> None:
         record = self._records.get(uid)
-        if record is not None and record.pod is not None:
+        if record is not None and record.present:
             record.pod = None
             metrics.PODS.dec()
             self._wake(uid)
@@ -181,17 +183,28 @@ class PodController:
     # --- the loop -----------------------------------------------------------------
 
     async def run(self) -> None:
+        if self._watcher is None and self._poller is None:
+            # a node of a set (the watch is shared) on a backend that pushes: the queue
+            # runs in this task, without a group and a task of its own per node
+            await self._synced.wait()
+            await self._start()
+            await self._queue.run()
+            return
         async with asyncio.TaskGroup() as group:
             if self._watcher is not None:
                 group.create_task(self._watcher.run(), name="pod-watch")
             await self._synced.wait()
-            await self._adopt()
-            self.ready.set()
-            for uid in list(self._records):
-                self._queue.add(uid)
+            await self._start()
             group.create_task(self._queue.run(), name="pod-workers")
             if self._poller is not None:
                 group.create_task(self._poller.run(), name="pod-status-poll")
+
+    async def _start(self) -> None:
+        """After the first list: adopt what the backend runs, then sync every pod."""
+        await self._adopt()
+        self.ready.set()
+        for uid in list(self._records):
+            self._queue.add(uid)
 
     async def _adopt(self) -> None:
         """Take over what the backend already runs; what no pod owns is removed."""
@@ -209,7 +222,7 @@ class PodController:
             record = self._records.get(ref.uid) or self._remember(PodRecord(ref=ref, pod=None))
             if isinstance(record.stage, Absent):
                 record.stage = Created()
-            orphans += record.pod is None
+            orphans += not record.present
         log.info("adopted backend pods", extra={"pods": len(existing), "orphans": orphans})
 
     async def _sync(self, uid: str) -> None:
@@ -220,7 +233,7 @@ class PodController:
         try:
             wake = await self._life.sync(record)
         finally:
-            if record.pod is None and not record.in_backend:
+            if not record.present and not record.in_backend:
                 self._forget(record)  # forgetting a pod is removing its record
                 self._queue.drop(uid)
                 self._ephemeral.forget(uid)
@@ -229,6 +242,7 @@ class PodController:
                 if record.unread_change:  # changed after its state was read: sync again
                     record.unread_change = False
                     self._queue.add(uid)
+                record.settle()
 
     def _apply(self, uid: str, wake: Wake) -> None:
         """Arm, move or cancel the pod's timers as its sync said; requeue it if asked."""
@@ -240,15 +254,16 @@ class PodController:
     # --- what the kubelet API reads ------------------------------------------------
 
     def pods(self) -> list[KubeObject]:
-        """The node's pods as last seen (for the kubelet API's /pods)."""
-        return [r.pod for r in self._records.values() if r.pod is not None]
+        """The node's pods as last seen (for the kubelet API's /pods), each decoded for
+        the caller."""
+        return [pod for r in self._records.values() if (pod := r.view()) is not None]
 
     def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
         """The node's pod with this namespace and name (and uid, when given), if any."""
         for candidate in self._names.get((namespace, name), {}):
             record = self._records[candidate]
-            if record.pod is not None and (uid is None or candidate == uid):
-                return record.pod
+            if record.present and (uid is None or candidate == uid):
+                return record.view()
         return None
 
     async def running_pods(self) -> list[KubeObject]:
@@ -256,7 +271,7 @@ class PodController:
 
         def lookup(uid: str) -> KubeObject | None:
             record = self._records.get(uid)
-            return None if record is None else record.pod
+            return None if record is None else record.view()
 
         return await running_pods(self._provider, lookup)
 

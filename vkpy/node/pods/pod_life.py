@@ -48,7 +48,6 @@ from vkpy.node.pods.pod_record import (
     PodRecord,
     PullBackOff,
     Stopping,
-    newer,
 )
 from vkpy.node.pods.pod_reporting import PodReporter
 from vkpy.node.pods.pod_status import TERMINAL_PHASES
@@ -181,7 +180,7 @@ class PodLife:
         if answer is None:
             return pod
         r.cost_written = True
-        if r.pod is not None and newer(answer, r.pod):
+        if r.present and r.older_than(answer):
             r.pod = answer
         return r.pod if r.pod is not None else pod
 

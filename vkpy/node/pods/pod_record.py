@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from vkpy.core import jsoncodec
 from vkpy.core.objects import KubeObject, conditions_of, meta, spec
 from vkpy.node.pods.pod_status import KUBELET_CONDITIONS
 from vkpy.node.podspec.volumes import TokenGrant, TokenKey
@@ -82,28 +83,129 @@ class Deleted:
 Stage = Absent | Created | Stopping | Final | Deleted
 
 
-@dataclass(slots=True)
 class PodRecord:
-    ref: PodRef
-    pod: KubeObject | None
-    """The newest object seen (watch or our own write's answer); None: not on the API."""
-    stage: Stage = field(default_factory=Absent)
-    warned: frozenset[str] = frozenset()
-    """Backend warnings already sent as Events."""
-    reported: KubeObject | None = None
-    """The status last decided for the pod (written, or found already there); set
-    and read by pod_reporting only (PodReporter.write, is_echo)."""
-    cost_written: bool = False
-    """The pod deletion cost was written on it (deletion_cost): not tried again."""
-    unread_change: bool = False
-    """The backend said the pod may have changed while its sync ran, and no state was
-    read from it since: the controller syncs the pod once more (a push before the
-    sync's own read is covered by that read and costs nothing)."""
+    """One pod's record (see the module docstring).
+
+    The pod's object is held decoded only while the pod has work: from the change
+    that asks for a sync until the sync ends (`settle`). Between syncs it is kept
+    packed, as the JSON the watch brought (without managedFields): a running pod's
+    dicts were about 10.7 KiB and 190 objects, its JSON is about 2.3 KiB, and at
+    1000 nodes with 10 pods each the dicts were the largest share of the agent's
+    memory (docs/scale.md, seventh round). The status last decided is kept packed
+    for the same reason (2.7 KiB as dicts, 1 KiB as JSON)."""
+
+    __slots__ = (
+        "_packed",
+        "_pod",
+        "_reported",
+        "_version",
+        "cost_written",
+        "ref",
+        "stage",
+        "unread_change",
+        "warned",
+    )
+
+    def __init__(
+        self,
+        ref: PodRef,
+        pod: KubeObject | None,
+        stage: Stage | None = None,
+        warned: frozenset[str] = frozenset(),
+        reported: KubeObject | None = None,
+        cost_written: bool = False,
+        unread_change: bool = False,
+    ) -> None:
+        self.ref = ref
+        self._pod: KubeObject | None = None
+        self._packed: bytes | None = None
+        self._version = ""
+        self.pod = pod
+        self.stage: Stage = stage if stage is not None else Absent()
+        self.warned = warned
+        """Backend warnings already sent as Events."""
+        self._reported: bytes | None = None
+        self.reported = reported
+        self.cost_written = cost_written
+        """The pod deletion cost was written on it (deletion_cost): not tried again."""
+        self.unread_change = unread_change
+        """The backend said the pod may have changed while its sync ran, and no state
+        was read from it since: the controller syncs the pod once more (a push before
+        the sync's own read is covered by that read and costs nothing)."""
+
+    @property
+    def pod(self) -> KubeObject | None:
+        """The newest object seen (watch or our own write's answer); None: not on the
+        API. Read while settled, it is decoded and held until the next `settle`."""
+        if self._pod is None and self._packed is not None:
+            self._pod = jsoncodec.loads(self._packed)
+        return self._pod
+
+    @pod.setter
+    def pod(self, value: KubeObject | None) -> None:
+        self._pod = value
+        self._packed = None
+        self._version = "" if value is None else str(meta(value).get("resourceVersion", ""))
+
+    @property
+    def present(self) -> bool:
+        """Whether the API server has the pod (as last seen), without decoding it."""
+        return self._pod is not None or self._packed is not None
+
+    def view(self) -> KubeObject | None:
+        """The pod for a reader outside its syncs (the kubelet API): decoded for the
+        caller alone when settled, so reading every pod holds none of them decoded."""
+        if self._pod is not None or self._packed is None:
+            return self._pod
+        view: KubeObject = jsoncodec.loads(self._packed)
+        return view
+
+    def settle(self) -> None:
+        """The pod's work is done for now: keep its object packed until it changes or
+        is synced again. Nothing may change the decoded object in place (it is the
+        watch's, or an answer's): a decoded copy of packed JSON is dropped as is."""
+        if self._pod is not None:
+            if self._packed is None:
+                self._packed = jsoncodec.pack(_slim(self._pod))
+            self._pod = None
+
+    def older_than(self, candidate: KubeObject) -> bool:
+        """Whether `candidate` is at least as new as the pod held (by resourceVersion;
+        True when nothing is held or the versions cannot be compared)."""
+        if not self.present:
+            return True
+        try:
+            return int(meta(candidate)["resourceVersion"]) >= int(self._version)
+        except (KeyError, ValueError):
+            return True
+
+    @property
+    def reported(self) -> KubeObject | None:
+        """The status last decided for the pod (written, or found already there); set
+        and read by pod_reporting only (PodReporter.write, is_echo). Kept packed: a
+        fresh copy each read."""
+        if self._reported is None:
+            return None
+        decided: KubeObject = jsoncodec.loads(self._reported)
+        return decided
+
+    @reported.setter
+    def reported(self, value: KubeObject | None) -> None:
+        self._reported = None if value is None else jsoncodec.pack(value)
 
     @property
     def in_backend(self) -> bool:
         """Whether the backend may hold the pod (it must be stopped before forgetting)."""
         return isinstance(self.stage, Created | Stopping)
+
+
+def _slim(pod: KubeObject) -> KubeObject:
+    """The pod without managedFields (an API answer carries them; the watch drops them,
+    vkpy.kube.watch), as a shallow copy when there were any."""
+    metadata = meta(pod)
+    if "managedFields" not in metadata:
+        return pod
+    return {**pod, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
 
 
 def newer(candidate: KubeObject, current: KubeObject | None) -> bool:

@@ -21,7 +21,7 @@ from vkpy.core.objects import KubeObject, name_of, namespace_of, status, uid_of
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.node.pods.keyed_queue import Retry
-from vkpy.node.pods.pod_record import PodRecord, newer
+from vkpy.node.pods.pod_record import PodRecord
 from vkpy.node.pods.pod_status import StatusContext, desired_status, status_patch
 from vkpy.node.podspec.pod_object import pod_path, pod_ref
 from vkpy.providers.base import PodState
@@ -58,7 +58,7 @@ class PodReporter:
         desired = desired_status(pod, state, ctx)
         r.reported = desired
         updated = await self._patch(pod, desired)
-        if updated is not None and r.pod is not None and newer(updated, r.pod):
+        if updated is not None and r.present and r.older_than(updated):
             r.pod = updated
 
     async def _patch(self, pod: KubeObject, desired: KubeObject) -> KubeObject | None:

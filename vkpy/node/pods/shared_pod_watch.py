@@ -11,8 +11,8 @@ routing by it is final.
 When replicas share a node set (vkpy.fleet.sharded), a node's controller is attached when
 this replica takes the node and detached when it gives it back, long after the first
 list. For that the watch is told every node of the set (`keep`) and keeps their pods
-(the same dicts, not copies), so a controller attached late gets the node's pods as
-a complete list at once, then the events.
+(packed as JSON, as the pod records keep a settled pod), so a controller attached
+late gets the node's pods as a complete list at once, then the events.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Iterable
 
+from vkpy.core import jsoncodec
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.core.objects import KubeObject, node_name_of, uid_of
 from vkpy.kube.client import KubeClient
@@ -41,7 +42,7 @@ class SharedPodWatch:
     ) -> None:
         """`keep`: the nodes whose pods are kept for controllers attached later."""
         self._handlers: dict[str, WatchHandler] = {}
-        self._kept: dict[str, dict[str, KubeObject]] = {name: {} for name in keep}
+        self._kept: dict[str, dict[str, bytes]] = {name: {} for name in keep}
         self._watcher = Watcher(
             client,
             WatchOptions(
@@ -65,7 +66,7 @@ class SharedPodWatch:
         self._handlers[node_name] = handler
         kept = self._kept.get(node_name)
         if kept is not None and self.synced.is_set():
-            handler.replace(list(kept.values()))
+            handler.replace([jsoncodec.loads(packed) for packed in kept.values()])
 
     def detach(self, node_name: str) -> None:
         """Stop handing this node's pods to its controller (it is served elsewhere)."""
@@ -87,7 +88,7 @@ class SharedPodWatch:
             node = node_name_of(pod)
             kept = self._kept.get(node)
             if kept is not None:
-                kept[uid_of(pod)] = pod
+                kept[uid_of(pod)] = jsoncodec.pack(pod)
             mine = by_node.get(node)
             if mine is None:
                 self.dropped += kept is None
@@ -103,7 +104,7 @@ class SharedPodWatch:
             if event_type == "DELETED":
                 kept.pop(uid_of(obj), None)
             else:
-                kept[uid_of(obj)] = obj
+                kept[uid_of(obj)] = jsoncodec.pack(obj)
         handler = self._handlers.get(node)
         if handler is None:
             if kept is not None:

@@ -10,6 +10,7 @@ import pytest
 
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube
+from tests.unit.retained import retained_bytes
 from tests.unit.scripted_backend import ScriptedBackend
 from vkpy.kube.client import ApiError
 from vkpy.kube.events import EventRecorder
@@ -198,3 +199,18 @@ async def test_a_first_status_write_that_times_out_is_retried_not_fatal(node: No
     await node.clock.advance(10)
     assert node.ready() == "True"  # written at the next check
     assert not any(t.done() for t in node.tasks)
+
+
+async def test_what_a_node_remembers_of_its_status_is_small(node: Node) -> None:
+    """A node of a set of 1000 kept the status it last sent and the conditions last
+    answered as dicts (issue 30): now packed, and a change is still told from a
+    heartbeat, with each condition's transition time kept."""
+    node.start()
+    await settle()
+    transition = node.kube.objects[NODE_PATH]["status"]["conditions"][0]["lastTransitionTime"]
+    await node.clock.advance(70)
+    remembered = retained_bytes((node.controller._last_sent, node.controller._conditions))
+    assert remembered < 3000, remembered  # 7330 bytes as dicts
+    assert node.status_patches() == 2  # the first, one heartbeat: no change seen in between
+    ready = node.kube.objects[NODE_PATH]["status"]["conditions"][0]
+    assert ready["type"] == "Ready" and ready["lastTransitionTime"] == transition
