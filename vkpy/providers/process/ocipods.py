@@ -36,7 +36,7 @@ from vkpy.oci.runtime import seccomp, spec
 from vkpy.oci.runtime.runc import ContainerNotFound, Runc, RuncError
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxConfig, sandbox_security
 from vkpy.providers.base import PodConfig
-from vkpy.providers.process import namespaces, podnet
+from vkpy.providers.process import namespaces, ocivolumes, podnet, sysctls
 from vkpy.providers.process.addresses import PodAddress
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.idranges import IdRanges, PodRange
@@ -126,6 +126,7 @@ class OciNode:
                 security=sandbox_security(self.runtime_default),
                 share_process_namespace=bool(spec_.get("shareProcessNamespace")),
                 cgroups_path=cgroups_path(pod.ref.uid, "sandbox"),
+                sysctls={sysctls.dotted(name): value for name, value in sysctls.requested(spec_)},
             )
             state = await sandbox.start(pod_dir.path / "sandbox", config, self.platform)
             fresh = True
@@ -157,23 +158,8 @@ class OciNode:
         await asyncio.to_thread(_remove_pod_files, pod_uid, pod_dir)
 
 
-def own_empty_dirs(pod: PodConfig, pod_dir: PodDir, host_root: int) -> None:
-    """The pod's emptyDirs belong to root in the pod (its range's first id) with the
-    kubelet's mode 0777, so any user of the pod can write them; the directories above
-    are traversable for runc's init, which binds them inside the pod's namespace."""
-    for place in (pod_dir.path, pod_dir.volumes):
-        if place.is_dir():
-            os.chmod(place, 0o711)  # noqa: S103 (traversable, not listable)
-    for volume in pod.volumes:
-        if volume.kind != "emptyDir":
-            continue
-        path = pod_dir.volume(volume.name)
-        if path.is_dir() and not path.is_symlink():
-            os.chown(path, host_root, host_root)
-            os.chmod(path, 0o777)  # noqa: S103 (the kubelet's emptyDir mode)
-
-
 def _remove_pod_files(pod_uid: str, pod_dir: Path) -> None:
+    ocivolumes.unmount_memory(PodDir(pod_dir))
     containers = PodDir(pod_dir).containers
     if containers.is_dir():
         for entry in containers.iterdir():
