@@ -24,6 +24,7 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
 from tests.integration.test_process_images_oci import (  # noqa: F401 - registry: a fixture
     busybox_pod,
     kubectl,
+    logs,
     oci_config,
     registry,
 )
@@ -54,8 +55,8 @@ def config_map(name: str, data: str) -> dict[str, Any]:
 
 def report(kube: Kube, name: str) -> dict[str, str]:
     """The pod's `key: value` lines up to its `done` line."""
-    wait_for(f"{name}'s report", lambda: "done" in kubectl(kube, "logs", name), timeout=60)
-    lines = kubectl(kube, "logs", name).splitlines()
+    wait_for(f"{name}'s report", lambda: "done" in logs(kube, name), timeout=60)
+    lines = logs(kube, name).splitlines()
     return dict(line.split(": ", 1) for line in lines if ": " in line)
 
 
@@ -74,9 +75,9 @@ def test_volumes_of_a_root_pod_are_its_roots_with_the_modes_asked_for(
     kube.create(config_map("root-config", "config-value-1"))
     script = "; ".join(
         [
-            'echo "secret: $(stat -c "%u %g %a" /secret/data-1)"',
+            'echo "secret: $(stat -L -c "%u %g %a" /secret/data-1)"',
             'echo "secret content: $(cat /secret/data-1)"',
-            'echo "projected: $(stat -c "%u %g %a" /projected/path/to/data-2)"',
+            'echo "projected: $(stat -L -c "%u %g %a" /projected/path/to/data-2)"',
             'echo "projected content: $(cat /projected/path/to/data-2)"',
             'echo "memory: $(stat -c "%u %g %a" /memory)"',
             'echo "memory mount: $(grep " /memory " /proc/mounts)"',
@@ -145,7 +146,7 @@ def test_an_fs_group_owns_the_volumes_of_a_non_root_pod_and_its_sysctls_are_set(
     script = "; ".join(
         [
             'echo "id: $(id -u) $(id -G)"',
-            'echo "secret: $(stat -c "%u %g %a" /secret/data-1)"',
+            'echo "secret: $(stat -L -c "%u %g %a" /secret/data-1)"',
             'echo "secret content: $(cat /secret/data-1)"',
             'echo "memory: $(stat -c "%u %g %a" /memory)"',
             'echo "sub: $(stat -c "%u %g %a" /sub)"',
