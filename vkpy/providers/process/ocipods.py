@@ -7,7 +7,8 @@ directory (containers are found again by id after a restart: adoption needs noth
 in memory), the node's image store and puller (mirrors from `registries`), the image
 pull back-off, the host id ranges (idranges.py) and the RuntimeDefault seccomp
 profile. Per pod it starts the sandbox container that holds the pod's user, network,
-IPC and UTS namespaces (vkpy.oci.runtime.sandbox), wires its network namespace to
+IPC and UTS namespaces (vkpy.oci.runtime.sandbox) with the pod's namespaced
+sysctls, wires its network namespace to
 the node with podnet.py when `network: pod`, and at removal deletes the pod's
 containers, sandbox, cgroups and root filesystems before its id range is released.
 
