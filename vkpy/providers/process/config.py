@@ -67,6 +67,10 @@ class RunAs:
     private_group: int | None = None
     """A group only this pod has (per-pod identities, see identity.py): the pod's
     directory and the files vkpy makes for it belong to root and this group."""
+    fs_group: int | None = None
+    """`runtime: oci`: the pod's fsGroup as a host id (ocivolumes.py); its volume files
+    are then group-readable and their directories setgid, as the kubelet's
+    SetVolumeOwnership makes them."""
 
 
 def resolve_run_as(value: str | int | None) -> RunAs:

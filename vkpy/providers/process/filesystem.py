@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -89,7 +90,9 @@ def _file_owner(path: Path, mode: int, run_as: RunAs, pod_view: bool = False) ->
     and never writable (the pod cannot write, chmod, add, remove or rename);
     otherwise the shared containers' user owns it with the mode asked for."""
     if run_as.private_group is None:
-        os.chmod(path, mode)
+        # With an fsGroup (runtime: oci), group-readable as SetVolumeOwnership makes
+        # a read-only volume's files.
+        os.chmod(path, mode | (0o440 if run_as.fs_group is not None else 0))
         _chown(path, run_as)
         return
     if pod_view and run_as.uid is not None:
@@ -125,6 +128,8 @@ def write_volume_files(
             handle.write(item.data)
         _file_owner(target, item.mode, run_as, pod_view)
         tops.add(item.path.split("/", 1)[0])
+    if run_as.fs_group is not None:
+        _group_directories(fresh, run_as.fs_group)
     old = os.readlink(directory / DATA_LINK) if (directory / DATA_LINK).is_symlink() else None
     swap = directory / f"{DATA_LINK}_tmp"
     with contextlib.suppress(FileNotFoundError):
@@ -142,6 +147,14 @@ def write_volume_files(
             remove_tree(directory / entry)
     if old and old != stamp:
         remove_tree(directory / old)
+
+
+def _group_directories(top: Path, group: int) -> None:
+    """The fsGroup's directories (runtime: oci): group-readable, setgid, as the
+    kubelet's SetVolumeOwnership leaves a read-only volume's directories."""
+    for base, _, _ in os.walk(top, followlinks=False):  # vkpy's fresh directories
+        os.chown(base, -1, group, follow_symlinks=False)
+        os.chmod(base, 0o2755)  # noqa: S103 (volume contents are readable, as the kubelet's)
 
 
 def _holds(directory: Path, files: Iterable[VolumeFile]) -> bool:
@@ -178,7 +191,9 @@ def materialize_volume(
     if volume.kind == "emptyDir":
         if not path.exists():
             path.mkdir(mode=0o777)
-        os.chmod(path, 0o777)  # noqa: S103 (emptyDir is world-writable, as the kubelet makes it)
+        # World-writable, as the kubelet makes it; a setgid or sticky bit set for the
+        # pod (ocivolumes.py: fsGroup, tmpfs) stays.
+        os.chmod(path, stat.S_IMODE(os.stat(path).st_mode) | 0o777)  # noqa: S103
         _chown(path, run_as)
     elif volume.kind == "hostPath":
         host = Path(str(volume.source.get("path", "")))
@@ -331,7 +346,7 @@ def prepare_root(
                 mount.sub_path,
                 f"container {name!r} subPath",
                 create=True,
-                mode=0o777 if kind == "emptyDir" else 0o755,
+                mode=_sub_path_mode(mount.base) if kind == "emptyDir" else 0o755,
                 owner=run_as,
             )
         outer, base, below = locate(root, placed, mount.parts)
@@ -355,6 +370,12 @@ def prepare_root(
     if outer is None or below:
         beneath.make_dirs(base, below, f"container {name!r} workingDir", 0o755, root_owner)
     return cdir.root / cwd
+
+
+def _sub_path_mode(volume: Path) -> int:
+    """A subPath the kubelet makes in an emptyDir has the volume's mode (setgid and
+    sticky bits included: 0777 on disk, 3777 on a tmpfs with an fsGroup)."""
+    return stat.S_IMODE(os.stat(volume).st_mode) | 0o777
 
 
 def prepare_pod(

@@ -17,8 +17,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from vkpy.providers.process import namespaces, ocipods, sandbox
-from vkpy.providers.process.layout import read_json
+from vkpy.providers.process import namespaces, ocipods, ocivolumes, sandbox
+from vkpy.providers.process.layout import PodDir, read_json
 from vkpy.providers.process.proc import is_same_process
 from vkpy.providers.process.records import RunRecord
 
@@ -80,3 +80,4 @@ def _end_runc_containers(pods: Path) -> None:
         ocipods.unmount_roots(pod)
     for uid in uids:
         ocipods.remove_cgroups(uid)
+        ocivolumes.unmount_memory(PodDir(pods / uid))  # its tmpfs emptyDirs

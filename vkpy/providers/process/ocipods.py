@@ -7,7 +7,8 @@ directory (containers are found again by id after a restart: adoption needs noth
 in memory), the node's image store and puller (mirrors from `registries`), the image
 pull back-off, the host id ranges (idranges.py) and the RuntimeDefault seccomp
 profile. Per pod it starts the sandbox container that holds the pod's user, network,
-IPC and UTS namespaces (vkpy.oci.runtime.sandbox), wires its network namespace to
+IPC and UTS namespaces (vkpy.oci.runtime.sandbox) with the pod's namespaced
+sysctls, wires its network namespace to
 the node with podnet.py when `network: pod`, and at removal deletes the pod's
 containers, sandbox, cgroups and root filesystems before its id range is released.
 
@@ -45,7 +46,7 @@ from vkpy.oci.runtime.runc import ContainerNotFound, Runc, RuncError
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxConfig, sandbox_security
 from vkpy.providers.base import PodConfig
 from vkpy.providers.errors import CannotStartError
-from vkpy.providers.process import namespaces, ocihost, podnet
+from vkpy.providers.process import namespaces, ocihost, ocivolumes, podnet, sysctls
 from vkpy.providers.process.addresses import PodAddress
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.idranges import IdRanges, PodRange
@@ -195,6 +196,7 @@ class OciNode:
                 security=sandbox_security(self.runtime_default),
                 share_process_namespace=bool(spec_.get("shareProcessNamespace")),
                 cgroups_path=cgroups_path(pod.ref.uid, "sandbox"),
+                sysctls={sysctls.dotted(name): value for name, value in sysctls.requested(spec_)},
             )
             state = await sandbox.start(pod_dir.path / SANDBOX, config, self.platform)
             fresh = True
@@ -226,23 +228,8 @@ class OciNode:
         await asyncio.to_thread(_remove_pod_files, pod_uid, pod_dir)
 
 
-def own_empty_dirs(pod: PodConfig, pod_dir: PodDir, host_root: int) -> None:
-    """The pod's emptyDirs belong to root in the pod (its range's first id) with the
-    kubelet's mode 0777, so any user of the pod can write them; the directories above
-    are traversable for runc's init, which binds them inside the pod's namespace."""
-    for place in (pod_dir.path, pod_dir.volumes):
-        if place.is_dir():
-            os.chmod(place, 0o711)  # noqa: S103 (traversable, not listable)
-    for volume in pod.volumes:
-        if volume.kind != "emptyDir":
-            continue
-        path = pod_dir.volume(volume.name)
-        if path.is_dir() and not path.is_symlink():
-            os.chown(path, host_root, host_root)
-            os.chmod(path, 0o777)  # noqa: S103 (the kubelet's emptyDir mode)
-
-
 def _remove_pod_files(pod_uid: str, pod_dir: Path) -> None:
+    ocivolumes.unmount_memory(PodDir(pod_dir))
     unmount_roots(pod_dir)
     containers = PodDir(pod_dir).containers
     places = [*containers.iterdir()] if containers.is_dir() else []

@@ -102,7 +102,7 @@ class PodRuntime:
             prepare_pod,
             pod_dir,
             config,
-            runtime.owner(config.ref),
+            runtime.volume_owner(config),
             runtime.config.host_path_prefixes,
             runtime.config.filesystem_per_pod,
         )
@@ -176,7 +176,7 @@ class PodRuntime:
                         self.dir,
                         self.config,
                         config,
-                        self.runtime.owner(self.ref),
+                        self.runtime.volume_owner(self.config),
                         self.runtime.config.filesystem_per_pod,
                     )
             except FileNotFoundError as error:  # a link the pod planted (beneath.py), ...
@@ -260,7 +260,7 @@ class PodRuntime:
             refresh_files,
             self.dir,
             config,
-            self.runtime.owner(self.ref),
+            self.runtime.volume_owner(config),
             self.runtime.config.filesystem_per_pod,
         )
 

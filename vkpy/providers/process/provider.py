@@ -61,6 +61,7 @@ from vkpy.providers.process import (
     modes,
     namespaces,
     ocipods,
+    ocivolumes,
     owned,
     podnet,
     privileges,
@@ -435,6 +436,7 @@ class ProcessProvider:
         (each pulls its image and runs through runc, ocicontainers.py)."""
         check_pod(pod, self._config.host_path_prefixes, images=True)
         privileges.check_host_access(pod, self._config.allow)
+        self._check_sysctls(pod)
         pod_dir = PodDir(self._config.pods_path / pod.ref.uid)
         pod_dir.path.mkdir(mode=0o711, exist_ok=True)
         try:
@@ -444,12 +446,10 @@ class ProcessProvider:
             raise RetryableError(str(error)) from None
         try:
             self._allocate_address(runtime, pod, pod_dir)
-            await self._start_sandbox(pod, pod_dir)
+            ids = await self._start_sandbox(pod, pod_dir)
+            await asyncio.to_thread(ocivolumes.prepare_empty_dirs, pod, pod_dir, ids)
             created = await PodRuntime.create(runtime, pod, pod_dir, self._notify)
-            ids = idranges.load(pod_dir.path)
-            if ids is not None:
-                ocipods.own_empty_dirs(pod, pod_dir, ids.base)
-        except FileNotFoundError as error:
+        except (FileNotFoundError, ValueError) as error:
             await self._remove_oci(pod.ref.uid)
             raise InvalidInputError(str(error.args[0]), reason="FailedMount") from None
         except CannotStartError:  # no sandbox image: Pending, tried again
@@ -462,7 +462,7 @@ class ProcessProvider:
         created.start()
         self._notify(pod.ref)
 
-    async def _start_sandbox(self, pod: PodConfig, pod_dir: PodDir) -> None:
+    async def _start_sandbox(self, pod: PodConfig, pod_dir: PodDir) -> idranges.PodRange:
         runtime = self._runtime_or_fail()
         assert runtime.oci is not None
         ids = idranges.load(pod_dir.path)
@@ -470,6 +470,7 @@ class ProcessProvider:
             raise OSError(f"the pod has no id range ({pod_dir.path / idranges.RECORD})")
         address = runtime.addresses.address(pod.ref.uid)
         await runtime.oci.start_pod(pod, pod_dir, ids, address)
+        return ids
 
     async def _remove_oci(self, uid: str) -> None:
         """`runtime: oci`: runc's containers and sandbox, cgroups and root filesystems,
@@ -487,7 +488,12 @@ class ProcessProvider:
         """Refuse sysctls the pod could only set in the host's namespaces."""
         spec = pod.pod.get("spec") or {}
         kinds: tuple[str, ...] = ()
-        if self._config.namespaces_per_pod:
+        if self._config.oci:
+            # The pod's sandbox holds its IPC namespace, and its network namespace
+            # when the pod has a network of its own (ocipods.py).
+            own_network = self._config.pod_network and not spec.get("hostNetwork")
+            kinds = ("ipc", "net") if own_network else ("ipc",)
+        elif self._config.namespaces_per_pod:
             kinds = namespaces.wanted(
                 spec, network=self._config.pod_network, filesystem=self._config.filesystem_per_pod
             )

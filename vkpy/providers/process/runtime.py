@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vkpy.providers.base import ContainerConfig, EventCallback, PodConfig, PodEvent, PodRef
-from vkpy.providers.process import namespaces, sandbox
+from vkpy.providers.process import idranges, namespaces, ocivolumes, sandbox
 from vkpy.providers.process.actions import Actions
 from vkpy.providers.process.addresses import AddressPool
 from vkpy.providers.process.cgroups import CgroupParent
@@ -51,6 +51,16 @@ class Runtime:
         """The pod's address: its own (`network: pod`), else the node's."""
         held = self.addresses.address(pod.uid)
         return held.address if held is not None else self.config.internal_ip
+
+    def volume_owner(self, pod: PodConfig) -> RunAs:
+        """Who owns the pod's volumes: in `runtime: oci` the pod's root and fsGroup as
+        host ids of its range (ocivolumes.py), else `owner`."""
+        if self.oci is not None:
+            ids = idranges.load(self.config.pods_path / pod.ref.uid)
+            if ids is None:
+                raise OSError(f"pod {pod.ref} has no id range")
+            return ocivolumes.volume_owner(pod, ids)
+        return self.owner(pod.ref)
 
     def owner(self, pod: PodRef) -> RunAs:
         """Who owns what the pod may write: its own identity, or the shared one."""
