@@ -175,7 +175,11 @@ async def prepare(
     shared = bool((pod.pod.get("spec") or {}).get("shareProcessNamespace"))
     try:
         sandbox_ = PodSandbox(node.runc, sandbox_id(pod.ref.uid))
-        joined = dict(await sandbox_.container_namespaces(shared))
+        # The host's namespaces the node lets the pod have (no user namespace for
+        # hostUsers: its root is then not id-mapped either).
+        joined = ocihost.container_namespaces(
+            pod.pod.get("spec") or {}, await sandbox_.container_namespaces(shared)
+        )
         rootfs = await node.container_root(
             runner.dir.path, image_ref, result.image.manifest_digest, ids, joined.get("user")
         )
