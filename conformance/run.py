@@ -45,6 +45,7 @@ from vkpy.devcluster.images.catalogue import E2E_MISSING  # noqa: E402
 from vkpy.devcluster.netns import NODE_IP, setup_node_network  # noqa: E402
 from vkpy.devcluster.nodes import backend_reads_registries  # noqa: E402
 from vkpy.devcluster.service_ip import HTTPS, ServiceRelay  # noqa: E402
+from vkpy.providers.process import leftovers  # noqa: E402
 from vkpy.providers.process.standins import BUSYBOX_BIN  # noqa: E402
 
 NODE_NAME = "vkpy-conformance"
@@ -188,13 +189,29 @@ def oci_provider_config(
         "pod_cidr": POD_CIDR,
         "kubernetes_service_host": relay.address,
         "kubernetes_service_port": relay.port,
-        "pods_dir": str(run_dir / "pods"),
+        "pods_dir": str(reachable_pods_dir(run_dir)),
     }
     if registries is not None:
         settings["registries"] = registries
     path = run_dir / "process.json"
     path.write_text(json.dumps(settings, indent=2))
     return path
+
+
+def reachable_pods_dir(run_dir: Path) -> Path:
+    """Where the oci node keeps its pods: runc mounts each pod's root as the pod's own
+    ids, which must traverse every directory above it, and a run directory may sit
+    below a closed one (a home, pytest's 0700 temporary directories). A directory of
+    its own in /var/tmp, linked as `pods` in the run directory (where stop_everything
+    looks) and removed with the run."""
+    pods = Path(tempfile.mkdtemp(prefix=f"vkpy-conformance-{NODE_NAME}-pods-", dir="/var/tmp"))
+    pods.chmod(0o711)
+    link = run_dir / "pods"
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(pods)
+    (run_dir / "pods-dir").write_text(str(pods))
+    return pods
 
 
 def backend_key(options: argparse.Namespace) -> str:
@@ -359,10 +376,15 @@ def stop_everything(cluster: DevCluster, node: subprocess.Popen[bytes] | None, p
             os.kill(run["supervisor_pid"], signal.SIGKILL)
         with contextlib.suppress(OSError, TypeError):
             os.killpg(run["pid"], signal.SIGKILL)
+    if pods.is_dir():
+        leftovers.end_pods(pods)  # oci: runc's containers, sandboxes and overlay roots
     cluster.down()
     bin_note = pods.parent / "bin-dir"
     if bin_note.exists():
         shutil.rmtree(bin_note.read_text(), ignore_errors=True)
+    pods_note = pods.parent / "pods-dir"
+    if pods_note.exists():
+        shutil.rmtree(pods_note.read_text(), ignore_errors=True)
 
 
 def inside(options: argparse.Namespace) -> int:

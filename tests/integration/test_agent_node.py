@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -245,6 +247,10 @@ def test_the_readmes_two_nodes_run_side_by_side(
     assert len(commands) == 2
     processes = []
     names = []
+    # As root the process node runs images, whose ids must traverse its state
+    # directory (vkpy's default, /var/lib/vkpy/<node>, is; pytest's 0700 ones are not).
+    states = Path(tempfile.mkdtemp(prefix="vkpy-readme-"))
+    states.chmod(0o711)
     try:
         for number, args in enumerate(commands):
             if "--kubeconfig" in args:
@@ -262,7 +268,7 @@ def test_the_readmes_two_nodes_run_side_by_side(
                 f"--kubeconfig={cluster.kubeconfig}",
                 "--listen-address=127.0.0.1",
                 "--node-ip=127.0.0.1",
-                f"--state-dir={tmp_path / f'state-{number}'}",
+                f"--state-dir={states / f'state-{number}'}",
             ]
             log = (tmp_path / f"{number}.log").open("wb")
             processes.append(subprocess.Popen(argv, stdout=log, stderr=log))
@@ -277,3 +283,4 @@ def test_the_readmes_two_nodes_run_side_by_side(
             cluster.run_kubectl("delete", "node", name, "--wait=false", check=False)
         for number in range(len(processes)):
             print((tmp_path / f"{number}.log").read_text()[-5000:])
+        shutil.rmtree(states, ignore_errors=True)
