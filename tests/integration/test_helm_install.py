@@ -179,7 +179,9 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
     helm_env = [f"HELM_{kind}_HOME" for kind in ("CACHE", "CONFIG", "DATA")]
     saved = {name: os.environ.get(name) for name in helm_env}
     try:
-        dev.start_registry(["vkpy"])  # the chart's image, built here (cached) and served
+        # The chart's image, built here (cached) and served, and the pause image every
+        # pod's sandbox runs (registry.k8s.io/pause:3.10 through the mirror).
+        dev.start_registry(["vkpy", "pause"])
         dev.start_nodes([devnodes.worker(1), devnodes.worker(2)])
         platform.mkdir(parents=True)
         # every replica writes the platform, each as 10001 of its own user namespace

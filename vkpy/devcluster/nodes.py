@@ -326,7 +326,8 @@ def kill_leftover_pods(state_dir: Path) -> int:
     """End the process backend's pods still running under `state_dir` (or where its
     link points), after the node's pods were deleted through the API (which is how they
     are normally stopped); returns how many containers were still running."""
-    return leftovers.end_pods(state_dir / "process" / "pods")
+    pods = state_dir / "process" / "pods"
+    return leftovers.end_pods(pods.resolve() if pods.is_symlink() else pods)
 
 
 def remove_oci_pods_dir(state_dir: Path, root: Path | None = None) -> bool:
@@ -340,6 +341,7 @@ def remove_oci_pods_dir(state_dir: Path, root: Path | None = None) -> bool:
         entry = pods.parent
         if entry.parent != root or not pods.is_dir():
             continue
+        leftovers.end_pods(pods)  # the overlay roots and tmpfs volumes of its pods
         inside = str(entry) + "/"
         with open("/proc/self/mountinfo") as table:
             mounted = [line.split()[4] for line in table if len(line.split()) > 4]

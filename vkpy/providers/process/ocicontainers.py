@@ -255,6 +255,7 @@ async def prepare(
         argv=argv,
         start_argv=start,
         pid_file="" if tty else str(pid_file),
+        output_owner=ids.host_id(0),
         runtime_log=str(runtime_log),
         context=ProcessContext(
             env=(("PATH", DEFAULT_PATH),), cwd=str(bundle), privileged=True, seccomp=False

@@ -117,6 +117,11 @@ class LaunchSpec:
     pid here and exits. The supervisor, a child subreaper, is then the container's
     parent: no runtime process stays, and the exit status is the container's own."""
     start_argv: tuple[str, ...] = ()
+    output_owner: int | None = None
+    """Detached runs: the host id the container's output pipes belong to (its pod's
+    root), as runc gives the pipes it makes to the container's root: a program that
+    reopens /dev/stdout or /dev/stderr (nginx's log links) in its user namespace can,
+    where a pipe of the host's root is out of its reach."""
     runtime_log: str = ""
     """runc's JSON log of the create and start (its error message when they fail)."""
     delete_argv: tuple[str, ...] = ()

@@ -148,6 +148,8 @@ class Supervisor:
         self.notify_fd = notify_fd
         self.pending: list[int] = []
         self.child: subprocess.Popen[bytes] | None = None
+        self.output_readers: tuple[int, ...] = ()
+        self.output_writers: tuple[int, ...] = ()
         self.leader: int | None = None
         """The container's main process when it is not `child` (detached runs)."""
         self.cgroup: Path | None = None
@@ -263,6 +265,17 @@ class Supervisor:
         open too) and vkpy can write to it whenever someone attaches."""
         return self._open_fifo(os.O_RDWR)
 
+    def _owned_output_pipes(self, owner: int) -> tuple[int, int]:
+        """The container's stdout and stderr pipes, given to `owner` (both ends share
+        the pipe's inode) before the container can reopen them; their write ends."""
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        for fd in (out_write, err_write):
+            os.fchown(fd, owner, owner)
+        self.output_readers = (out_read, err_read)
+        self.output_writers = (out_write, err_write)
+        return out_write, err_write
+
     def _stdin_once_pipe(self) -> int:
         """The process's stdin for `stdin_once`: a pipe fed from the FIFO, which is held
         read-only here, so the FIFO reports the end of its first writer (Linux reports
@@ -362,6 +375,8 @@ class Supervisor:
                 self.tty_input = stdin if isinstance(stdin, int) and stdin >= 0 else None
                 env.setdefault("TERM", "xterm")
                 streams = (slave, slave, slave)
+            elif spec.output_owner is not None:
+                streams = (stdin, *self._owned_output_pipes(spec.output_owner))
             else:
                 streams = (stdin, subprocess.PIPE, subprocess.PIPE)
             enter_pid_namespace(context.pid_namespace)  # the child starts there
@@ -382,6 +397,8 @@ class Supervisor:
             )
             if spec.tty:
                 os.close(slave)
+            for fd in self.output_writers:
+                os.close(fd)
             if self.once_output is not None and isinstance(stdin, int):
                 os.close(stdin)  # the process's end of its stdin pipe
         except (OSError, subprocess.SubprocessError) as error:
@@ -438,6 +455,8 @@ class Supervisor:
             if self.tty_input is not None:
                 os.set_blocking(self.tty_input, False)
                 selector.register(self.tty_input, selectors.EVENT_READ, "input")
+        elif self.output_readers:
+            outputs = list(zip(self.output_readers, ("stdout", "stderr"), strict=True))
         else:
             assert self.child.stdout and self.child.stderr
             outputs = [
