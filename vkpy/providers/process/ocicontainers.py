@@ -62,7 +62,6 @@ from vkpy.oci.runtime.sandbox import PodSandbox, SandboxNotRunning
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent
 from vkpy.providers.process import (
     beneath,
-    namespaces,
     ociephemeral,
     ocietc,
     ocihost,
@@ -79,7 +78,7 @@ from vkpy.providers.process.ocipods import (
     sandbox_id,
 )
 from vkpy.providers.process.records import EXIT_CANNOT_RUN, ExitRecord, LaunchSpec, ProcessContext
-from vkpy.providers.process.runtime import pod_ip_fields, service_env
+from vkpy.providers.process.runtime import container_env
 from vkpy.providers.process.termination import MESSAGE_FILE
 
 if TYPE_CHECKING:
@@ -180,6 +179,8 @@ async def prepare(
         joined = ocihost.container_namespaces(
             pod.pod.get("spec") or {}, await sandbox_.container_namespaces(shared)
         )
+        if node.config.network != "pod":
+            joined.pop("network", None)  # the host's network, as in `host` network mode
         rootfs = await node.container_root(
             runner.dir.path, image_ref, result.image.manifest_digest, ids, joined.get("user")
         )
@@ -188,17 +189,9 @@ async def prepare(
     while True:
         try:
             image_config = node.store.config(image_ref)
-            own = runner.runtime.addresses.address(pod.ref.uid)
+            pod_env = container_env(runner.runtime, pod, config, default_path=False)
             container = await _container(
-                node,
-                pod,
-                pod_dir,
-                config,
-                image_config,
-                rootfs,
-                ids,
-                joined,
-                own.address if own else None,
+                node, pod, pod_dir, config, image_config, rootfs, ids, joined, pod_env
             )
             break
         except (ContainerConfigError, spec.SpecError, ValueError) as error:
@@ -331,7 +324,7 @@ async def _container(
     rootfs: Path,
     ids: PodRange,
     joined: dict[str, str | None],
-    own_ip: str | None = None,
+    pod_env: list[tuple[str, str]],
 ) -> spec.Container:
     pod_spec = pod.pod.get("spec") or {}
     pod_security = pod_spec.get("securityContext") or {}
@@ -354,7 +347,7 @@ async def _container(
             extra.append(int(gid))
     for value in (who.uid, who.gid, *extra):
         ids.host_id(value)  # ValueError: outside the pod's user namespace
-    env = environment(image, _pod_env(node, pod, config, own_ip))
+    env = environment(image, pod_env)
     if not any(name == "PATH" for name, _ in env):
         env.insert(0, ("PATH", DEFAULT_PATH))
     process = spec.Process(
@@ -374,9 +367,6 @@ async def _container(
     unconfined = profile == "Unconfined" and "unconfined" in node.config.allow
     choice = spec.Seccomp("Unconfined") if unconfined else node.runtime_default
     joined = dict(joined)
-    if node.config.network != "pod":
-        joined.pop("network", None)  # the host's network, as in `host` network mode
-    joined = ocihost.container_namespaces(pod_spec, joined)
     target = ociephemeral.target_of(config)
     if target is not None:  # kubectl debug --target: the target's processes
         joined["pid"] = await ociephemeral.target_pid_namespace(node.runc, pod.ref.uid, target)
@@ -398,27 +388,6 @@ async def _container(
         volumes=_volumes(pod_dir, pod, config, node.config.host_path_prefixes),
         resources=resources_of(config.spec.get("resources") or {}),
     )
-
-
-def _pod_env(
-    node: OciNode, pod: PodConfig, config: ContainerConfig, own_ip: str | None = None
-) -> list[tuple[str, str]]:
-    """The pod's variables, then the container's; with a network of the pod's own,
-    status.podIP is its address (the kubelet side resolved it before the pod had one)."""
-    values: dict[str, str] = {
-        "HOSTNAME": namespaces.hostname(pod.pod.get("spec") or {}, pod.ref.name, pod.ref.namespace)
-    }
-    if node.config.kubernetes_service_host:
-        values.update(
-            service_env(node.config.kubernetes_service_host, node.config.kubernetes_service_port)
-        )
-    for name, value in config.env:
-        values.pop(name, None)
-        values[name] = value
-    if own_ip:
-        for name in pod_ip_fields(config):
-            values[name] = own_ip
-    return list(values.items())
 
 
 def _volumes(

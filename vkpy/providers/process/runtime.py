@@ -87,11 +87,16 @@ def service_env(host: str, port: int) -> list[tuple[str, str]]:
 
 
 def container_env(
-    runtime: Runtime, pod: PodConfig, container: ContainerConfig
+    runtime: Runtime, pod: PodConfig, container: ContainerConfig, *, default_path: bool = True
 ) -> list[tuple[str, str]]:
+    """The container's variables as the kubelet gives them: HOSTNAME, the `kubernetes`
+    Service's, then the container's own, status.podIP the pod's own address once it
+    has one; first a PATH (`default_path`) for host programs, which an image's ENV
+    gives in `runtime: oci`."""
     spec = pod.pod.get("spec") or {}
     hostname = namespaces.hostname(spec, pod.ref.name, pod.ref.namespace)
-    values: dict[str, str] = {"PATH": DEFAULT_PATH, "HOSTNAME": hostname}
+    values: dict[str, str] = {"PATH": DEFAULT_PATH} if default_path else {}
+    values["HOSTNAME"] = hostname
     if runtime.config.kubernetes_service_host:
         values.update(
             service_env(

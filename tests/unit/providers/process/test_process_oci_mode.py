@@ -13,10 +13,12 @@ import pytest
 from vkpy.providers.base import ContainerConfig, PodConfig, PodRef
 from vkpy.providers.errors import UnsupportedError
 from vkpy.providers.process import idranges
+from vkpy.providers.process.addresses import AddressPool, PodAddress
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.idranges import IdRanges, NoRangeError
-from vkpy.providers.process.ocicontainers import _pod_env, resources_of
+from vkpy.providers.process.ocicontainers import resources_of
 from vkpy.providers.process.provider import ProcessProvider
+from vkpy.providers.process.runtime import container_env
 
 
 def make_config(**raw: object) -> ProcessConfig:
@@ -187,9 +189,20 @@ def test_status_pod_ip_is_the_pods_own_address_with_a_network_of_its_own() -> No
         "app", "vkpy", (), (), env=(("VKPY_NODE_IP", "127.0.1.2"), ("OWN", "mine")), spec=spec
     )
     pod = PodConfig(PodRef("ns", "p", "uid"), {}, (), (config,), ())
-    node = SimpleNamespace(config=ProcessConfig(kubernetes_service_host="10.244.0.1"))
-    env = dict(_pod_env(node, pod, config, "10.244.2.3"))  # type: ignore[arg-type]
+    settings = ProcessConfig(kubernetes_service_host="10.244.0.1")
+    own = AddressPool()
+    own.hold("uid", PodAddress("10.244.2.3", "10.244.2.0/24", "vkpy-link"))
+    runtime = SimpleNamespace(config=settings, addresses=own)
+    env = dict(container_env(runtime, pod, config, default_path=False))  # type: ignore[arg-type]
     assert env["VKPY_NODE_IP"] == "10.244.2.3"
     assert env["OWN"] == "mine" and env["KUBERNETES_SERVICE_HOST"] == "10.244.0.1"
-    on_host = dict(_pod_env(node, pod, config, None))  # type: ignore[arg-type]
+    assert "PATH" not in env  # the image's ENV gives it
+    on_host = dict(
+        container_env(  # type: ignore[arg-type]
+            SimpleNamespace(config=settings, addresses=AddressPool()),
+            pod,
+            config,
+            default_path=False,
+        )
+    )
     assert on_host["VKPY_NODE_IP"] == "127.0.1.2"  # the host's network: the host's address
