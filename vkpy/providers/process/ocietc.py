@@ -144,6 +144,8 @@ def write_files(pod: PodConfig, pod_dir: PodDir, ip: str, service_host: str, own
     """The pod's hosts, hostname and resolv.conf in its directory, once (a file
     already there is the pod's, possibly changed by it), owned by `owner` (the pod's
     mapped root). True when resolv.conf was written now (the pod's first container)."""
+    if all((pod_dir.path / name).exists() for name in (HOSTS, HOSTNAME, RESOLV)):
+        return False  # a later container or restart: nothing to read or write again
     spec: KubeObject = pod.pod.get("spec") or {}
     if spec.get("hostNetwork"):
         try:

@@ -24,9 +24,8 @@ import contextlib
 import os
 import stat
 
-from vkpy.core.quantity import QuantityError, parse_quantity
 from vkpy.providers.base import PodConfig, VolumeConfig
-from vkpy.providers.process import beneath, mountcalls
+from vkpy.providers.process import beneath, mountcalls, sandbox
 from vkpy.providers.process.config import RunAs
 from vkpy.providers.process.idranges import PodRange
 from vkpy.providers.process.layout import PodDir
@@ -61,18 +60,6 @@ def is_memory(volume: VolumeConfig) -> bool:
     return volume.kind == "emptyDir" and str(volume.source.get("medium") or "") == "Memory"
 
 
-def size_limit(volume: VolumeConfig) -> int | None:
-    """The tmpfs size in bytes from `sizeLimit` (None: the kernel's default)."""
-    value = volume.source.get("sizeLimit")
-    if value in (None, ""):
-        return None
-    try:
-        size = int(parse_quantity(str(value)))
-    except QuantityError as error:
-        raise ValueError(f"volume {volume.name!r}: sizeLimit {value!r}: {error}") from None
-    return size if size > 0 else None
-
-
 def prepare_empty_dirs(pod: PodConfig, pod_dir: PodDir, ids: PodRange) -> None:
     """The pod's emptyDirs before its containers exist: a directory (a tmpfs for
     `medium: Memory`) of the pod's root and fsGroup with the kubelet's mode; the
@@ -95,9 +82,8 @@ def prepare_empty_dirs(pod: PodConfig, pod_dir: PodDir, ids: PodRange) -> None:
             mode |= SETGID
         fd = beneath.open_path(pod_dir.volumes, volume.name, what)
         try:
-            path = f"/proc/self/fd/{fd}"
-            os.chown(path, ids.base, owner.gid if owner.gid is not None else ids.base)
-            os.chmod(path, mode)
+            os.fchown(fd, ids.base, owner.gid if owner.gid is not None else ids.base)
+            os.fchmod(fd, mode)
         finally:
             os.close(fd)
 
@@ -107,7 +93,7 @@ def _mount_tmpfs(pod_dir: PodDir, volume: VolumeConfig, owner: RunAs) -> None:
     if os.path.ismount(target):
         return  # mounted before (vkpy restarted while creating the pod)
     options = [f"mode={TMPFS_MODE:o}", f"uid={owner.uid}", f"gid={owner.gid}"]
-    size = size_limit(volume)
+    size = sandbox.memory_size(volume)  # as host mode sizes its tmpfs
     if size is not None:
         options.append(f"size={size}")
     fd = beneath.open_path(pod_dir.volumes, volume.name, f"volume {volume.name!r}")
