@@ -239,14 +239,11 @@ async def prepare(
     logged = (*runc, "--log", str(runtime_log), "--log-format", "json")
     if tty:  # runc relays the terminal: `runc run` stays in the foreground
         argv: tuple[str, ...] = (*runc, "run", "--keep", "--bundle", str(bundle), name)
-        start: tuple[str, ...] = ()
     else:  # detached: the supervisor, a subreaper, is the container's parent
         argv = (*logged, "run", "--detach", "--bundle", str(bundle))
         argv = (*argv, "--pid-file", str(pid_file), name)
-        start = ()
     launch = LaunchSpec(
         argv=argv,
-        start_argv=start,
         pid_file="" if tty else str(pid_file),
         output_owner=ids.host_id(0),
         runtime_log=str(runtime_log),

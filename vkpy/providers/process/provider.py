@@ -675,7 +675,7 @@ class ProcessProvider:
             if runner.supervised is not None and runner.run_record is not None
         }
         # A container's session: its main process's (a detached runc container's
-        # init is in the session `runc create` made, not one of its own).
+        # init is in the session `runc run --detach` made, not one of its own).
         processes = proc.every()
         sessions = {p.session for p in processes if p.pid in leaders}
         pids = {p.pid for p in processes if p.session in sessions and p.state not in ("Z", "X")}

@@ -112,11 +112,10 @@ class LaunchSpec:
     exec_target: str = ""
     runtime_cgroup: str = ""
     pid_file: str = ""
-    """Detached runs (`runtime: oci`, when set): `argv` is `runc run --detach` (or
-    `runc create`, then `start_argv` is `runc start`), which writes the container's
-    pid here and exits. The supervisor, a child subreaper, is then the container's
-    parent: no runtime process stays, and the exit status is the container's own."""
-    start_argv: tuple[str, ...] = ()
+    """Detached runs (`runtime: oci`, when set): `argv` is `runc run --detach`, which
+    writes the container's pid here and exits. The supervisor, a child subreaper, is
+    then the container's parent: no runtime process stays, and the exit status is the
+    container's own."""
     output_owner: int | None = None
     """Detached runs: the host id the container's output pipes belong to (its pod's
     root), as runc gives the pipes it makes to the container's root: a program that
@@ -144,7 +143,6 @@ class LaunchSpec:
         values["kill_argv"] = tuple(str(a) for a in raw.get("kill_argv") or ())
         values["exec_prefix"] = tuple(str(a) for a in raw.get("exec_prefix") or ())
         values["delete_argv"] = tuple(str(a) for a in raw.get("delete_argv") or ())
-        values["start_argv"] = tuple(str(a) for a in raw.get("start_argv") or ())
         values["context"] = ProcessContext.from_dict(raw["context"])
         return cls(**values)
 

@@ -22,8 +22,8 @@ its own, detached from vkpy's pipes, so a SIGKILLed vkpy leaves it running. It:
 - forwards SIGTERM to the process group, and on SIGUSR1 kills every process of the
   container (group, session and cgroup) with SIGKILL;
 - for a detached run (`runtime: oci`: `pid_file`), becomes a child subreaper
-  (PR_SET_CHILD_SUBREAPER) and runs `runc run --detach` (or `runc create`, then
-  `start_argv`), the container's output going to the supervisor's pipes: once runc
+  (PR_SET_CHILD_SUBREAPER) and runs `runc run --detach`, the container's output
+  going to the supervisor's pipes (given to the pod's root): once runc
   exited the container's init is the supervisor's child, so its exit status is
   exact, and no runc process is kept per container;
 - in watchdog mode (no cgroup), sums the resident memory of the session's processes
@@ -81,7 +81,7 @@ RUNTIME_TIMEOUT = 60.0
 
 
 def _become_subreaper() -> None:
-    """Orphans below (the container's init once `runc create` exits) become ours."""
+    """Orphans below (the container's init once `runc run --detach` exits) become ours."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
@@ -295,33 +295,28 @@ class Supervisor:
         return master, slave, os.ttyname(slave)
 
     def _start_detached(self) -> str | None:
-        """After `runc run --detach` or `runc create` (the child) exited: the
-        container's pid (then `runc start`, if given). None once it runs; else why it
-        cannot (and runc's container is deleted)."""
+        """After `runc run --detach` (the child) exited: the container's pid. None once
+        it runs; else why it cannot (and runc's container is deleted). A runc that does
+        not finish within RUNTIME_TIMEOUT is killed: the supervisor must go on to answer
+        vkpy's signals and record the run."""
         assert self.child is not None
         spec = self.spec
-        code = self.child.wait()
         message: str | None = None
-        if code != 0:
+        try:
+            code = self.child.wait(timeout=RUNTIME_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.child.kill()
+            self.child.wait()
+            code = None
+            message = f"runc did not start the container within {RUNTIME_TIMEOUT:.0f} s"
+        if code is not None and code != 0:
             message = _runtime_error(spec.runtime_log, f"runc exited with {code}")
-        else:
+        elif code == 0:
             try:
                 with open(spec.pid_file) as pid_file:
                     self.leader = int(pid_file.read().strip())
-                if not spec.start_argv:
-                    return None
-                started = subprocess.run(
-                    spec.start_argv,
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=RUNTIME_TIMEOUT,
-                )
-                if started.returncode != 0:
-                    message = _runtime_error(
-                        spec.runtime_log, started.stderr.decode(errors="replace").strip()
-                    )
-            except (OSError, ValueError, subprocess.SubprocessError) as error:
+                return None
+            except (OSError, ValueError) as error:
                 message = f"cannot start the container: {error}"
         if message is not None:
             self.leader = None
@@ -416,7 +411,7 @@ class Supervisor:
             if failure is not None:
                 return self._cannot_run(failure, started_ns)
         me = os.getpid()
-        leader = self.leader if self.leader is not None else self.child.pid
+        leader = self._leader_pid()
         run = RunRecord(
             supervisor_pid=me,
             supervisor_start=proc.start_ticks(me) or 0,
