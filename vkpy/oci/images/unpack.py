@@ -15,6 +15,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vkpy.oci.images import tools
 from vkpy.oci.images.errors import ImageNotFound, ImageToolError
@@ -60,9 +61,14 @@ async def unpack(store: ImageStore, image: str, rootfs: Path, id_map: IdMap | No
 
 
 def remove_rootfs(rootfs: Path) -> None:
-    """Delete an unpacked root filesystem, even its read-only directories."""
+    """Delete an unpacked root filesystem, even its read-only directories. As root
+    (whose deletes no mode bit stops) a failure is raised, never mended by a chmod on a
+    path: a container's own writes are in these trees, and a directory it swapped for
+    a link would take root's chmod elsewhere."""
 
-    def make_writable(function: Callable[..., object], path: str, _info: object) -> None:
+    def make_writable(function: Callable[..., object], path: str, info: Any) -> None:
+        if os.geteuid() == 0:
+            raise info[1]
         parent = os.path.dirname(path)
         os.chmod(parent, os.stat(parent).st_mode | stat.S_IWUSR | stat.S_IXUSR)
         function(path)

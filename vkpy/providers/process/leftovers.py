@@ -17,8 +17,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from vkpy.providers.process import namespaces, ocipods, ocivolumes, sandbox
-from vkpy.providers.process.layout import PodDir, read_json
+from vkpy.providers.process import namespaces, ocipods, sandbox
+from vkpy.providers.process.layout import read_json
 from vkpy.providers.process.proc import is_same_process
 from vkpy.providers.process.records import RunRecord
 
@@ -76,8 +76,5 @@ def _end_runc_containers(pods: Path) -> None:
                     check=False,
                     timeout=30,
                 )
-    for pod in pods.glob("*/"):
-        ocipods.unmount_roots(pod)
-    for uid in uids:
+    for uid in uids:  # their mounts go with end_pods' sandbox.unmount_volumes
         ocipods.remove_cgroups(uid)
-        ocivolumes.unmount_memory(PodDir(pods / uid))  # its tmpfs emptyDirs

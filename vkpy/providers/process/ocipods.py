@@ -46,11 +46,12 @@ from vkpy.oci.runtime.runc import ContainerNotFound, Runc, RuncError
 from vkpy.oci.runtime.sandbox import PodSandbox, SandboxConfig, sandbox_security
 from vkpy.providers.base import PodConfig
 from vkpy.providers.errors import CannotStartError
-from vkpy.providers.process import namespaces, ocihost, ocivolumes, podnet, sysctls
+from vkpy.providers.process import namespaces, ocihost, podnet, sysctls
 from vkpy.providers.process.addresses import PodAddress
 from vkpy.providers.process.config import ProcessConfig
 from vkpy.providers.process.idranges import IdRanges, PodRange
 from vkpy.providers.process.layout import PodDir
+from vkpy.providers.process.sandbox import unmount_volumes
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ class OciNode:
         owned by the pod."""
         rootfs = directory / ROOTFS
         upper, work = directory / UPPER, directory / WORK
-        if overlay.is_mount(rootfs):
+        if rootfs.is_mount():  # the overlay has a device of its own: one stat
             return rootfs
         if not self.overlay or (not upper.exists() and rootfs.exists() and any(rootfs.iterdir())):
             if not rootfs.exists():
@@ -185,7 +186,8 @@ class OciNode:
                 raise ContainerNotFound([], 1, "not running")
         except ContainerNotFound:
             spec_ = pod.pod.get("spec") or {}
-            root, args, who = await self._pause(pod_dir, ids)
+            # The host's ids for a pod in the host's user namespace, as its containers'.
+            root, args, who = await self._pause(pod_dir, ocihost.effective_range(spec_, ids))
             config = SandboxConfig(
                 rootfs=str(root),
                 args=args,
@@ -229,8 +231,9 @@ class OciNode:
 
 
 def _remove_pod_files(pod_uid: str, pod_dir: Path) -> None:
-    ocivolumes.unmount_memory(PodDir(pod_dir))
-    unmount_roots(pod_dir)
+    # Everything mounted below the pod's directory, in one reading of the mount
+    # table: the overlay roots of its containers and sandbox, its tmpfs emptyDirs.
+    unmount_volumes(pod_dir)
     containers = PodDir(pod_dir).containers
     places = [*containers.iterdir()] if containers.is_dir() else []
     for entry in [*places, pod_dir / SANDBOX]:
@@ -238,18 +241,6 @@ def _remove_pod_files(pod_uid: str, pod_dir: Path) -> None:
             if (entry / part).exists():
                 remove_rootfs(entry / part)
     remove_cgroups(pod_uid)
-
-
-def unmount_roots(pod_dir: Path) -> None:
-    """Unmount the overlay roots of the pod's containers and sandbox (their layers
-    stay, for removal)."""
-    containers = PodDir(pod_dir).containers
-    places = [*containers.iterdir()] if containers.is_dir() else []
-    for entry in [*places, pod_dir / SANDBOX]:
-        try:
-            overlay.unmount(entry / ROOTFS)
-        except OSError as error:
-            log.warning("cannot unmount a container's root", extra={"error": str(error)})
 
 
 def remove_cgroups(pod_uid: str) -> None:

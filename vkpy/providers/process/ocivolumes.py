@@ -20,7 +20,6 @@ link could redirect.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 
@@ -105,14 +104,3 @@ def _mount_tmpfs(pod_dir: PodDir, volume: VolumeConfig, owner: RunAs) -> None:
         )
     finally:
         os.close(fd)
-
-
-def unmount_memory(pod_dir: PodDir) -> None:
-    """Unmount the pod's tmpfs emptyDirs (before its directory is removed)."""
-    volumes = pod_dir.volumes
-    if not volumes.is_dir():
-        return
-    for entry in volumes.iterdir():
-        if not entry.is_symlink() and os.path.ismount(entry):
-            with contextlib.suppress(OSError):
-                mountcalls.umount(str(entry))

@@ -345,10 +345,13 @@ class ProcessProvider:
 
     def _images_in_use(self) -> list[str]:
         """`runtime: oci`: what image GC keeps: the images of every pod of the node,
-        by name and by the digest its containers run."""
+        by name and by the digest its containers run, and the sandbox image."""
         pods = list(self._pods.values())
         digests = [c.image_id for pod in pods for c in pod.containers if c.image_id]
-        return [*images_of(pod.config for pod in pods), *digests]
+        # and the sandbox image, as the kubelet pins its own: every new pod needs it,
+        # and an offline node could not pull it again
+        sandbox = self._config.pod_infra_container_image
+        return [*images_of(pod.config for pod in pods), *digests, sandbox]
 
     async def close(self) -> None:
         if self._image_gc is not None:
