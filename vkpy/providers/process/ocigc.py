@@ -12,6 +12,7 @@ the next one runs as planned.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -48,8 +49,12 @@ class ImageGc:
         policy: gc.GcPolicy | None = None,
         measure: Callable[[Path], gc.DiskUsage] = gc.disk_usage,
         period: float = PERIOD,
+        after_removal: Callable[[], object] = lambda: None,
     ) -> None:
         self.store = store
+        self.after_removal = after_removal
+        """Run (in a thread) once images were removed: the node's unpacked trees of
+        them go too (OciNode.prune_trees), else the disk would not come back."""
         self.in_use = in_use
         self.clock = clock
         self.policy = policy or gc.GcPolicy()
@@ -77,4 +82,9 @@ class ImageGc:
                 "unused image removed",
                 extra={"image": ", ".join(image.refs), "bytes": image.size},
             )
+        if removed:
+            try:
+                await asyncio.to_thread(self.after_removal)
+            except OSError as error:
+                log.warning("cannot remove unpacked images", extra={"error": str(error)})
         return removed

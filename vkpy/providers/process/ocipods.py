@@ -110,6 +110,12 @@ class OciNode:
                 "this kernel cannot mount an overlay on an id-mapped layer given by "
                 "descriptor (Linux 6.13+): each container gets a copy of its image"
             )
+        self.prune_trees()
+
+    def prune_trees(self) -> None:
+        """Remove the unpacked trees of images the store no longer has (at start, and
+        after image GC removed some), never one a container's or sandbox's root lies
+        on (their records in the pods' directories)."""
         in_use = {
             record.read_text().strip()
             for pattern in (f"*/containers/*/{IMAGE_OF_ROOT}", f"*/{SANDBOX}/{IMAGE_OF_ROOT}")

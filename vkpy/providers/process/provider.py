@@ -312,7 +312,9 @@ class ProcessProvider:
             self._notify(pod.ref)
         await asyncio.to_thread(self._remove_orphan_links)
         if oci is not None:
-            collector = ImageGc(oci.store, self._images_in_use, SystemClock())
+            collector = ImageGc(
+                oci.store, self._images_in_use, SystemClock(), after_removal=oci.prune_trees
+            )
             self._image_gc = asyncio.create_task(collector.run(), name="image-gc")
         running = sum(1 for p in self._pods.values() for c in p.containers if c.supervised)
         log.info(

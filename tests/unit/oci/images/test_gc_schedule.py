@@ -50,7 +50,14 @@ async def test_every_five_minutes_the_unused_image_goes_and_a_used_one_stays(
     await pull.ensure(dropped)
     pods = [pod_using(kept)]
     clock = FakeClock()
-    collector = ImageGc(store, lambda: images_of(pods), clock, measure=full)
+    pruned: list[int] = []  # the unpacked trees' clean-up, after each removal
+    collector = ImageGc(
+        store,
+        lambda: images_of(pods),
+        clock,
+        measure=full,
+        after_removal=lambda: pruned.append(len(store.images())),
+    )
     task = asyncio.create_task(collector.run())
     try:
         await clock.advance(299)
@@ -59,11 +66,13 @@ async def test_every_five_minutes_the_unused_image_goes_and_a_used_one_stays(
         await clock.advance(1)
         await until("a look", lambda: collector.rounds == 1)
         assert [image.refs[0] for image in store.images()] == [kept]
+        assert pruned == [1]  # after the removal, with the kept image still stored
         pods.clear()  # the pod is gone: its image is unused now
         await clock.advance(299)
         assert collector.rounds == 1 and len(store.images()) == 1
         await clock.advance(1)
         await until("a second look", lambda: collector.rounds == 2)
         assert store.images() == []
+        assert pruned == [1, 0]
     finally:
         task.cancel()
