@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from tests.integration.agent import free_port, wait_for
-from vkpy.devcluster import ClusterAccess, DevCluster
+from vkpy.devcluster import ClusterAccess, DevCluster, pod_network
 from vkpy.devcluster.netns import PrivateNetwork
 from vkpy.devcluster.nodes import RUN_PODS_ROOT
 from vkpy.providers.process.modes import DEFAULT_POD_CIDRS
@@ -153,6 +153,18 @@ def test_make_run_serves_hello_and_the_getting_started_nginx_from_real_images(
     hello = get(access, "pod", "hello")
     status = hello["status"]["containerStatuses"][0]
     assert re.search(r"busybox@sha256:[0-9a-f]{64}$", status["imageID"]), status["imageID"]
+    # The pod reaches the API server at the `kubernetes` Service variables it is given
+    # (in its own network 127.0.0.1 is the pod itself): plain text sent there is
+    # answered by the API server's TLS listener itself.
+    reach = access.run_kubectl(
+        "exec", "hello", "--", "sh", "-c",
+        'echo "$KUBERNETES_SERVICE_HOST"; '
+        '(printf "GET / HTTP/1.0\\r\\n\\r\\n"; sleep 3) | '
+        'nc -w 5 "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT"',
+        check=False,
+    )  # fmt: skip
+    assert reach.stdout.splitlines()[0] == pod_network.API_ADDRESS, reach
+    assert "Client sent an HTTP request to an HTTPS server" in reach.stdout, reach
 
     # serverless-nginx: Running and Ready, never restarted, at an address of its own.
     nginx = wait_for("serverless-nginx Ready", lambda: ready(access, "serverless-nginx"), 300, 1)

@@ -37,7 +37,7 @@ from .components import (
 from .extras import Extras
 from .images import Built
 from .kubeconfig import write_kubeconfig
-from .nodes import RUN_PODS_ROOT, NodeSpec
+from .nodes import NodeSpec
 from .probes import Pending, apiserver_pending, etcd_pending, rest_pending
 from .processes import ProcessRecord
 from .state import ClusterState, free_ports
@@ -343,11 +343,6 @@ class DevCluster:
         return left
 
     def _purge(self) -> None:
-        # Process nodes as root keep their pods outside the directory (nodes.reachable_pods_dir).
-        for link in sorted((self.dir / "nodes").glob("*/state/process/pods")):
-            target = link.resolve().parent
-            if link.is_symlink() and target.parent == RUN_PODS_ROOT:
-                shutil.rmtree(target, ignore_errors=True)
         for path in self.layout.owned_paths():
             if path.is_dir():
                 shutil.rmtree(path)

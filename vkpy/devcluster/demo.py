@@ -23,9 +23,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from urllib.parse import urlsplit
 
 import yaml
 
+from . import pod_network
 from .access import ClusterAccess
 from .binaries import find_bin_dir
 from .cluster import DevCluster
@@ -125,8 +127,13 @@ def run(
             # The registry as the mirror of docker.io and registry.k8s.io (registry.py).
             settings["registries"] = mirrors
         if runs_images(provider, settings):
-            # As root the node runs images through runc (the process backend's default).
+            # As root the node runs images through runc (the process backend's default),
+            # each pod on a network of its own, where 127.0.0.1 is the pod: they reach
+            # the API server through the relay the workers' pods use (pod_network.py).
             settings["pods_dir"] = str(reachable_pods_dir(node_dir))
+            local.extras().start_api_relay()
+            settings["kubernetes_service_host"] = pod_network.API_ADDRESS
+            settings["kubernetes_service_port"] = urlsplit(local.server).port or 443
         if settings:
             config = node_dir / "provider.yaml"
             config.write_text(yaml.safe_dump(settings))

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from vkpy.providers.process import leftovers
+from vkpy.providers.process import leftovers, mountcalls
 from vkpy.providers.process.config import ProcessConfig
 
 from . import pod_network
@@ -259,16 +259,6 @@ def issue_serving_cert(
     return cert
 
 
-def pods_dirs(state_dir: Path) -> list[Path]:
-    """Where the node with `state_dir` keeps its pods: the backend's default place and,
-    when that is the link reachable_pods_dir makes, the directory it points to."""
-    default = state_dir / "process" / "pods"
-    found = [default]
-    if default.is_symlink():
-        found.append(default.resolve())
-    return found
-
-
 def reachable_pods_dir(node_dir: Path) -> Path:
     """Where a dev-cluster process node's pods live when vkpy runs as root (its
     default `runtime: oci`): outside the cluster directory,
@@ -326,28 +316,25 @@ def kill_leftover_pods(state_dir: Path) -> int:
     """End the process backend's pods still running under `state_dir` (or where its
     link points), after the node's pods were deleted through the API (which is how they
     are normally stopped); returns how many containers were still running."""
-    pods = state_dir / "process" / "pods"
-    return leftovers.end_pods(pods.resolve() if pods.is_symlink() else pods)
+    return leftovers.end_pods(state_dir / "process" / "pods")
 
 
 def remove_oci_pods_dir(state_dir: Path, root: Path | None = None) -> bool:
-    """After `down` stopped the node with `state_dir` and its pods: delete its pods'
-    directory below RUN_PODS_ROOT (reachable_pods_dir: unpacked images, the pods'
-    volumes), which a cluster directory's removal does not reach. Left alone while
-    anything is mounted below it (a volume bind still in place would take the host's
-    files with it)."""
+    """After `down` stopped the node with `state_dir` and ended its pods
+    (kill_leftover_pods): delete its pods' directory below RUN_PODS_ROOT
+    (reachable_pods_dir: unpacked images, the pods' volumes), which a cluster
+    directory's removal does not reach. Left alone while anything is mounted below it
+    (a volume bind still in place would take the host's files with it)."""
     root = RUN_PODS_ROOT if root is None else root
-    for pods in pods_dirs(state_dir)[1:]:
-        entry = pods.parent
-        if entry.parent != root or not pods.is_dir():
-            continue
-        leftovers.end_pods(pods)  # the overlay roots and tmpfs volumes of its pods
-        inside = str(entry) + "/"
-        with open("/proc/self/mountinfo") as table:
-            mounted = [line.split()[4] for line in table if len(line.split()) > 4]
-        if any(point.startswith(inside) for point in mounted):
-            return False
-        shutil.rmtree(entry, ignore_errors=True)
-        (state_dir / "process" / "pods").unlink(missing_ok=True)
-        return not entry.exists()
-    return False
+    link = state_dir / "process" / "pods"
+    if not link.is_symlink():
+        return False
+    entry = link.resolve().parent
+    if entry.parent != root or not entry.is_dir():
+        return False
+    inside = str(entry) + "/"
+    if any(point.startswith(inside) for point in mountcalls.mount_points()):
+        return False
+    shutil.rmtree(entry, ignore_errors=True)
+    link.unlink(missing_ok=True)
+    return not entry.exists()

@@ -25,7 +25,9 @@ from vkpy.providers.process.records import RunRecord
 
 def end_pods(pods: Path) -> int:
     """End everything of every pod under `pods`; returns how many containers were
-    still running."""
+    still running. `pods` may be a link (a dev cluster node's): the mounts below are
+    found by the real path, as the mount table names them."""
+    pods = pods.resolve()
     killed = 0
     for run_file in pods.glob("*/containers/*/instances/*/run.json"):
         raw = read_json(run_file)

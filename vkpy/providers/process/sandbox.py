@@ -307,7 +307,7 @@ def mount_memory_volumes(pod_dir: PodDir, pod: PodConfig) -> None:
 
 def unmount_volumes(pod_dir: Path) -> None:
     """Detach every mount below the pod's directory (its memory emptyDirs)."""
-    prefix = str(pod_dir.absolute()).rstrip("/") + "/"
+    prefix = str(pod_dir.resolve()).rstrip("/") + "/"  # as the mount table names it
     targets = [target for target in mountcalls.mount_points() if target.startswith(prefix)]
     for target in sorted(targets, key=len, reverse=True):
         with contextlib.suppress(OSError):
