@@ -203,14 +203,13 @@ def reachable_pods_dir(run_dir: Path) -> Path:
     ids, which must traverse every directory above it, and a run directory may sit
     below a closed one (a home, pytest's 0700 temporary directories). A directory of
     its own in /var/tmp, linked as `pods` in the run directory (where stop_everything
-    looks) and removed with the run."""
+    looks, and what it removes at the end)."""
     pods = Path(tempfile.mkdtemp(prefix=f"vkpy-conformance-{NODE_NAME}-pods-", dir="/var/tmp"))
     pods.chmod(0o711)
     link = run_dir / "pods"
     if link.is_symlink():
         link.unlink()
     link.symlink_to(pods)
-    (run_dir / "pods-dir").write_text(str(pods))
     return pods
 
 
@@ -367,24 +366,16 @@ def stop_everything(cluster: DevCluster, node: subprocess.Popen[bytes] | None, p
             node.wait(timeout=60)
         except subprocess.TimeoutExpired:
             node.kill()
-    for run_file in pods.glob("*/containers/*/instances/*/run.json"):
-        try:
-            run = json.loads(run_file.read_text())
-        except (OSError, ValueError):
-            continue
-        with contextlib.suppress(OSError, TypeError):
-            os.kill(run["supervisor_pid"], signal.SIGKILL)
-        with contextlib.suppress(OSError, TypeError):
-            os.killpg(run["pid"], signal.SIGKILL)
     if pods.is_dir():
-        leftovers.end_pods(pods)  # oci: runc's containers, sandboxes and overlay roots
+        # Supervisors and containers (checked by start time, never a reused pid), and
+        # in oci runc's containers, sandboxes and mounts.
+        leftovers.end_pods(pods)
     cluster.down()
     bin_note = pods.parent / "bin-dir"
     if bin_note.exists():
         shutil.rmtree(bin_note.read_text(), ignore_errors=True)
-    pods_note = pods.parent / "pods-dir"
-    if pods_note.exists():
-        shutil.rmtree(pods_note.read_text(), ignore_errors=True)
+    if pods.is_symlink():  # oci: reachable_pods_dir's own directory, now unmounted
+        shutil.rmtree(pods.resolve(), ignore_errors=True)
 
 
 def inside(options: argparse.Namespace) -> int:

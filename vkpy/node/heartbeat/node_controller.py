@@ -172,13 +172,14 @@ class NodeController:
             utcnow(self._clock),
             jsoncodec.loads(self._conditions),
         )
-        key = jsoncodec.pack(comparable(desired))
+        compared = comparable(desired)
+        key = jsoncodec.pack(compared)
         changed = self._last_sent is None or key != self._last_sent
         due = self._clock.monotonic() - self._last_sent_at >= self._settings.status_interval
         if not (force or changed or due):
             return
         if changed and self._last_sent is not None:
-            ready = comparable(desired)["conditions"][0]
+            ready = compared["conditions"][0]
             self._events.emit(
                 self._involved(),
                 NORMAL if health.ready else WARNING,

@@ -33,7 +33,8 @@ def is_echo(r: PodRecord, update: KubeObject) -> bool:
     of the fields the kubelet owns. False when nothing was decided yet, or when
     someone else changed what vkpy decided (the node lifecycle controller's
     Ready=False): then the pod is synced and its status written back."""
-    return r.reported is not None and status_patch(update, r.reported) is None
+    decided = r.reported  # decoded from its packed form at each read: once here
+    return decided is not None and status_patch(update, decided) is None
 
 
 class PodReporter:
