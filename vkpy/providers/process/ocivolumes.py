@@ -79,12 +79,10 @@ def prepare_empty_dirs(pod: PodConfig, pod_dir: PodDir, ids: PodRange) -> None:
             mode = TMPFS_MODE
         if owner.fs_group is not None:
             mode |= SETGID
-        fd = beneath.open_path(pod_dir.volumes, volume.name, what)
-        try:
+        # a descriptor that can be changed (open_path's O_PATH one cannot: EBADF)
+        with beneath.directory(pod_dir.volumes, volume.name, what) as fd:
             os.fchown(fd, ids.base, owner.gid if owner.gid is not None else ids.base)
             os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
 
 
 def _mount_tmpfs(pod_dir: PodDir, volume: VolumeConfig, owner: RunAs) -> None:
