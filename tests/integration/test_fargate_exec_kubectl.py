@@ -217,6 +217,21 @@ def test_kubectl_exec_errors_say_what_to_do(
     assert attach.returncode != 0
     assert b"cannot connect to the container's main process" in attach.stderr
 
+    # A node polling every 0.5 s reports the stopped task at once, and kubectl then
+    # refuses a completed pod itself: one that polls rarely answers the exec first.
+    agent.stop()
+    agent.provider_config.write_text(
+        yaml.safe_dump(fargate_setup.config(enable_execute_command=True, poll_interval=3600))
+    )
+    agent.start()
+    wait_for(
+        "the restarted agent to run exec",
+        lambda: (
+            kubectl(kube, "websocket", "exec", "-n", ns, "second", "--", "true").returncode == 0
+        ),
+        timeout=60,
+        interval=1,
+    )
     tasks = aws("ecs", "list_tasks", cluster=fargate_setup.cluster)["taskArns"]
     for arn in tasks:
         aws("ecs", "stop_task", cluster=fargate_setup.cluster, task=arn)
