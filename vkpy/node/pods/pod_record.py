@@ -111,10 +111,7 @@ class PodRecord:
         ref: PodRef,
         pod: KubeObject | None,
         stage: Stage | None = None,
-        warned: frozenset[str] = frozenset(),
         reported: KubeObject | None = None,
-        cost_written: bool = False,
-        unread_change: bool = False,
     ) -> None:
         self.ref = ref
         self._pod: KubeObject | None = None
@@ -122,13 +119,13 @@ class PodRecord:
         self._version = ""
         self.pod = pod
         self.stage: Stage = stage if stage is not None else Absent()
-        self.warned = warned
+        self.warned: frozenset[str] = frozenset()
         """Backend warnings already sent as Events."""
         self._reported: bytes | None = None
         self.reported = reported
-        self.cost_written = cost_written
+        self.cost_written = False
         """The pod deletion cost was written on it (deletion_cost): not tried again."""
-        self.unread_change = unread_change
+        self.unread_change = False
         """The backend said the pod may have changed while its sync ran, and no state
         was read from it since: the controller syncs the pod once more (a push before
         the sync's own read is covered by that read and costs nothing)."""
@@ -170,12 +167,14 @@ class PodRecord:
             self._pod = None
 
     def older_than(self, candidate: KubeObject) -> bool:
-        """Whether `candidate` is at least as new as the pod held (by resourceVersion;
-        True when nothing is held or the versions cannot be compared)."""
+        """Whether `candidate` is newer than the pod held (by resourceVersion; True when
+        nothing is held or the versions cannot be compared). The same version is the
+        same object: the watch's echo of vkpy's own write, whose answer is held already,
+        is passed over without being read."""
         if not self.present:
             return True
         try:
-            return int(meta(candidate)["resourceVersion"]) >= int(self._version)
+            return int(meta(candidate)["resourceVersion"]) > int(self._version)
         except (KeyError, ValueError):
             return True
 
@@ -206,16 +205,6 @@ def _slim(pod: KubeObject) -> KubeObject:
     if "managedFields" not in metadata:
         return pod
     return {**pod, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
-
-
-def newer(candidate: KubeObject, current: KubeObject | None) -> bool:
-    """Whether `candidate` is at least as new as `current` (by resourceVersion)."""
-    if current is None:
-        return True
-    try:
-        return int(meta(candidate)["resourceVersion"]) >= int(meta(current)["resourceVersion"])
-    except (KeyError, ValueError):
-        return True
 
 
 _IGNORED_METADATA = ("resourceVersion", "managedFields", "generation")

@@ -126,9 +126,12 @@ def test_versions_compare_without_decoding() -> None:
     record = PodRecord(ref=PodRef("ns", "p0", "u"), pod=held)
     record.settle()
     older = {"metadata": {"resourceVersion": "9"}}
-    same = {"metadata": {"resourceVersion": "10"}}
+    same = {"metadata": {"resourceVersion": "10"}}  # the echo of an answer held
+    newer = {"metadata": {"resourceVersion": "11"}}
     assert not record.older_than(older)
-    assert record.older_than(same)
+    assert not record.older_than(same)
+    assert record.older_than(newer)
+    assert record.older_than({"metadata": {"resourceVersion": "x"}})  # not comparable
     assert record._pod is None
     record.pod = None
     assert not record.present and record.older_than(older)

@@ -15,7 +15,6 @@ from vkpy.node.pods.pod_record import (
     PodRecord,
     Stopping,
     asks_kubelet,
-    newer,
 )
 from vkpy.node.pods.pod_reporting import is_echo
 from vkpy.providers.base import PodRef, PodState
@@ -66,14 +65,6 @@ def test_spec_metadata_and_readiness_gates_ask_for_a_sync() -> None:
 def test_a_pod_never_decided_on_always_syncs() -> None:
     assert needs_sync(record(obj("1"), desired=None), obj("2"))
     assert needs_sync(record(None), obj("2"))
-
-
-def test_newer_by_resource_version() -> None:
-    assert newer(obj("10"), obj("9"))
-    assert newer(obj("9"), obj("9"))
-    assert not newer(obj("9"), obj("10"))
-    assert newer(obj("x"), obj("10"))  # not comparable: take it
-    assert newer(obj("1"), None)
 
 
 def test_only_created_and_stopping_pods_are_in_the_backend() -> None:
