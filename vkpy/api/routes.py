@@ -27,7 +27,7 @@ from vkpy.api.endpoints import pod_list, resource_metrics
 from vkpy.api.endpoints.exec_attach import attach_handler, exec_handler
 from vkpy.api.endpoints.logs import container_logs
 from vkpy.api.endpoints.portforward import port_forward_handler
-from vkpy.api.state import POD_LISTS, deps, plain, pod_list_encoder, stats
+from vkpy.api.state import deps, plain, stats
 from vkpy.core import jsoncodec
 from vkpy.core.objects import KubeObject, containers_of, meta, status, uid_of
 from vkpy.providers.base import PodStats, StatsProvider
@@ -60,10 +60,14 @@ def _pod_list(items: list[KubeObject]) -> web.Response:
 
 
 async def pods(request: web.Request) -> web.StreamResponse:
-    """The node's pods; each pod's JSON is reused while the pod is unchanged
-    (vkpy.api.endpoints.pod_list), so a request costs the changed pods' encoding, not all, and
-    the body goes out in chunks with the event loop free for others in between."""
-    pieces = pod_list_encoder(request).pieces(deps(request).pods())
+    """The node's pods, each as the JSON its record holds (a settled pod's packed
+    bytes: nothing decoded or encoded), joined and sent in chunks with the event loop
+    free for others in between (vkpy.api.endpoints.pod_list)."""
+    node = deps(request)
+    if node.pod_documents is not None:
+        pieces = node.pod_documents()
+    else:
+        pieces = [jsoncodec.dumps(pod) for pod in node.pods()]
     response = web.StreamResponse(headers={"Content-Type": "application/json"})
     response.content_length = pod_list.length(pieces)
     await response.prepare(request)
@@ -195,7 +199,6 @@ def _both_spellings(router: web.UrlDispatcher, method: str, path: str, handler: 
 
 
 def add_routes(app: web.Application) -> None:
-    app[POD_LISTS] = {}
     router = app.router
     read_only: tuple[tuple[str, Handler], ...] = (
         ("/healthz", healthz),

@@ -120,6 +120,9 @@ class ApiDependencies:
     events: EventSink
     default_client_ca: bytes | None = None
     """The cluster CA (PEM) used when no client CA file is configured."""
+    pod_documents: Callable[[], list[bytes]] | None = None
+    """The node's pods, each as JSON as the node holds it (None: encoded from `pods`):
+    what /pods sends, without decoding every pod for each request."""
     running_pods: Callable[[], Awaitable[list[KubeObject]]] | None = None
     """The pods the backend runs, shaped for /runningpods/ (None: derived from `pods`)."""
     provider_for: Callable[[KubeObject], Provider] | None = None

@@ -10,14 +10,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from vkpy.api.auth.authn import UserInfo
-from vkpy.api.endpoints.pod_list import PodListEncoder
 from vkpy.api.endpoints.stats import StatsSampler
 from vkpy.api.settings import ApiDependencies
 
 DEPS = web.AppKey("deps", ApiDependencies)
 STATS = web.AppKey("stats", StatsSampler)
-POD_LISTS = web.AppKey("pod_lists", dict[str, PodListEncoder])
-"""Each node's `/pods` encoder (keeps the node's pods' JSON between requests)."""
 NODE_DEPS = web.RequestKey("node_deps", ApiDependencies)
 """A node set: the dependencies of the node whose port the request came in on."""
 NODE_STATS = web.RequestKey("node_stats", StatsSampler)
@@ -27,16 +24,6 @@ NODE_STATS = web.RequestKey("node_stats", StatsSampler)
 def deps(request: web.Request) -> ApiDependencies:
     """What serves this request: its node's dependencies (one node: the app's)."""
     return request.get(NODE_DEPS) or request.app[DEPS]
-
-
-def pod_list_encoder(request: web.Request) -> PodListEncoder:
-    """The `/pods` encoder of the request's node (made at its first `/pods`)."""
-    encoders = request.app[POD_LISTS]
-    node = deps(request).node_name
-    encoder = encoders.get(node)
-    if encoder is None:
-        encoder = encoders[node] = PodListEncoder()
-    return encoder
 
 
 def stats(request: web.Request) -> StatsSampler:

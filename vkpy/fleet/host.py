@@ -314,6 +314,7 @@ class NodeHost:
             node_name=first.name,
             addresses=addresses,
             pods=self.all_pods,
+            pod_documents=self.all_pod_documents,
             find_pod=self.find,
             running_pods=self.running_pods,
             provider=default,
@@ -327,6 +328,9 @@ class NodeHost:
 
     def all_pods(self) -> list[KubeObject]:
         return [pod for n in self.served.values() for pod in n.pods.pods()]
+
+    def all_pod_documents(self) -> list[bytes]:
+        return [doc for n in self.served.values() for doc in n.pods.pod_documents()]
 
     def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
         for node in self.served.values():
@@ -349,6 +353,7 @@ class NodeHost:
             self.api.deps,
             node_name=name,
             pods=node.pods.pods,
+            pod_documents=node.pods.pod_documents,
             find_pod=node.pods.find,
             running_pods=node.pods.running_pods,
             provider=node.provider,

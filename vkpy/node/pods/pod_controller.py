@@ -258,6 +258,11 @@ class PodController:
         the caller."""
         return [pod for r in self._records.values() if (pod := r.view()) is not None]
 
+    def pod_documents(self) -> list[bytes]:
+        """The node's pods as /pods sends them: each one's JSON as its record holds it
+        (a settled pod is neither decoded nor encoded)."""
+        return [r.json() for r in self._records.values() if r.present]
+
     def find(self, namespace: str, name: str, uid: str | None = None) -> KubeObject | None:
         """The node's pod with this namespace and name (and uid, when given), if any."""
         for candidate in self._names.get((namespace, name), {}):

@@ -157,6 +157,13 @@ class PodRecord:
         view: KubeObject = jsoncodec.loads(self._packed)
         return view
 
+    def json(self) -> bytes:
+        """The pod's JSON as held (the kubelet API's /pods): the packed bytes when
+        settled, so no request decodes or encodes a settled pod; else encoded now."""
+        if self._packed is not None:
+            return self._packed
+        return jsoncodec.dumps(_slim(self._pod)) if self._pod is not None else b"null"
+
     def settle(self) -> None:
         """The pod's work is done for now: keep its object packed until it changes or
         is synced again. Nothing may change the decoded object in place (it is the
