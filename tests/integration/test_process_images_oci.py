@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,19 @@ from typing import Any
 
 import pytest
 
-from tests.integration.agent import Agent, Kube, wait_for
+from tests.integration.agent import Kube, wait_for
+from tests.integration.oci_fixtures import (  # noqa: F401 - registry: a fixture
+    ROOT_ONLY,
+    busybox_pod,
+    container_pid,
+    host_uid,
+    kubectl,
+    logs,
+    oci_config,
+    registry,
+    runc_ids,
+    runc_root,
+)
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     StartProcessAgent,
     reachable_pods_dir,
@@ -33,93 +44,7 @@ from tests.registry import Registry, busybox_layout
 from vkpy.providers.process import leftovers
 from vkpy.providers.process.ocipods import cgroup_dirs_of
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="runtime: oci makes user namespaces and cgroups as root only"
-)
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    running = Registry(tmp_path_factory.mktemp("registry")).start()
-    running.push(busybox_layout(), "library/busybox:latest")
-    running.serve_pause()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-def oci_config(
-    registry: Registry, pods_dir: Path, sandbox: Registry | None = None
-) -> dict[str, Any]:
-    """`sandbox`: the registry that serves the pause image (`registry` by default)."""
-    pause = sandbox or registry
-    return {
-        "runtime": "oci",
-        "network": "host",  # as written: the pods share the node's network
-        "pods_dir": str(pods_dir),
-        # The sandbox's image, registry.k8s.io/pause:3.10, through the mirror.
-        "registries": {
-            registry.host: {"insecure": True},
-            pause.host: {"insecure": True},
-            "registry.k8s.io": {"mirrors": [f"http://{pause.host}"]},
-        },
-    }
-
-
-def busybox_pod(name: str, node: str, image: str, **container: object) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{"name": "app", "image": image, **container}],
-            "tolerations": [{"operator": "Exists"}],
-        },
-    }
-
-
-def kubectl(kube: Kube, *args: str) -> str:
-    return kube.kubectl("-n", kube.namespace, *args)
-
-
-def logs(kube: Kube, name: str) -> str:
-    """`kubectl logs`, "" while the pod's node cannot answer yet."""
-    return kube.cluster.run_kubectl("-n", kube.namespace, "logs", name, check=False).stdout
-
-
-def runc_root(agent: Agent) -> Path:
-    return agent.state_dir / "process" / "oci" / "runc"
-
-
-def runc_ids(agent: Agent) -> list[str]:
-    out = subprocess.run(
-        ["runc", "--root", str(runc_root(agent)), "list", "--format", "json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [item["id"] for item in json.loads(out or "null") or []]
-
-
-def container_pid(agent: Agent, container_id: str) -> int:
-    out = subprocess.run(
-        ["runc", "--root", str(runc_root(agent)), "state", container_id],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return int(json.loads(out)["pid"])
-
-
-def host_uid(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("Uid:"):
-            return int(line.split()[1])
-    raise AssertionError("no Uid line")
+pytestmark = ROOT_ONLY
 
 
 def gone(pid: int) -> bool:

@@ -10,14 +10,19 @@ is the pod's mapped root; `kubectl debug -i` attaches to it, its end is reported
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 from pathlib import Path
 
-import pytest
-
 from tests.integration.agent import Kube, wait_for
+from tests.integration.oci_fixtures import (  # noqa: F401 - registry: a fixture
+    ROOT_ONLY,
+    busybox_pod,
+    container_pid,
+    host_uid,
+    oci_config,
+    registry,
+)
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     StartProcessAgent,
     reachable_pods_dir,
@@ -25,18 +30,9 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
 )
 from tests.integration.stream_helpers import start_kubectl
 from tests.integration.test_debug import ephemeral_status
-from tests.integration.test_process_images_oci import (  # noqa: F401 - registry: a fixture
-    busybox_pod,
-    container_pid,
-    host_uid,
-    oci_config,
-    registry,
-)
 from tests.registry import Registry
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="runtime: oci makes user namespaces and cgroups as root only"
-)
+pytestmark = ROOT_ONLY
 
 
 def debug_session(

@@ -5,28 +5,24 @@ registry, on a real vkpy node of the local control plane."""
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pytest
-
 from tests.integration.agent import Kube, wait_for
-from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
-    StartProcessAgent,
-    reachable_pods_dir,
-    start_process_agent,
-)
-from tests.integration.test_process_images_oci import (  # noqa: F401 - registry: a fixture
+from tests.integration.oci_fixtures import (  # noqa: F401 - registry: a fixture
+    ROOT_ONLY,
     busybox_pod,
     logs,
     oci_config,
     registry,
 )
+from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
+    StartProcessAgent,
+    reachable_pods_dir,
+    start_process_agent,
+)
 from tests.registry import Registry
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="runtime: oci makes user namespaces and cgroups as root only"
-)
+pytestmark = ROOT_ONLY
 
 SHOW = (
     "cat /etc/hosts; echo ---; cat /etc/hostname; echo ---; cat /etc/resolv.conf; echo ---; "

@@ -11,16 +11,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.integration.agent import Kube, wait_for
-from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
-    StartProcessAgent,
-    reachable_pods_dir,
-    start_process_agent,
-    status_of,
-)
-from tests.integration.test_process_images_oci import (  # noqa: F401 - registry: a fixture
+from tests.integration.oci_fixtures import (  # noqa: F401 - registry: a fixture
+    ROOT_ONLY,
     busybox_pod,
     container_pid,
     host_uid,
@@ -28,11 +21,15 @@ from tests.integration.test_process_images_oci import (  # noqa: F401 - registry
     oci_config,
     registry,
 )
+from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
+    StartProcessAgent,
+    reachable_pods_dir,
+    start_process_agent,
+    status_of,
+)
 from tests.registry import Registry
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="runtime: oci makes user namespaces and cgroups as root only"
-)
+pytestmark = ROOT_ONLY
 
 ASKS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
     # name: (pod spec fields, container fields, the allowance the refusal names)

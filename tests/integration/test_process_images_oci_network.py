@@ -23,13 +23,14 @@ from typing import Any
 import pytest
 
 from tests.integration.agent import Agent, Kube, free_port, wait_for
+from tests.integration.oci_fixtures import busybox_registry
 from tests.integration.process_fixtures import FAST
 from tests.integration.test_process_pod_network import (  # noqa: F401 - fixtures
     netns_cluster,
     node_network,
 )
 from tests.namespaces import wait_for_default_service_account
-from tests.registry import Registry, busybox_layout
+from tests.registry import Registry
 from vkpy.devcluster import ClusterAccess
 from vkpy.devcluster.netns import NODE_IP
 
@@ -99,13 +100,8 @@ def port_forward_get(access: ClusterAccess, namespace: str, pod: str) -> str:
 
 @pytest.fixture
 def netns_registry(netns_cluster: ClusterAccess, tmp_path: Path) -> Iterator[Registry]:
-    running = Registry(tmp_path / "registry").start()  # in the test's network namespace
-    running.push(busybox_layout(), "library/busybox:latest")
-    running.serve_pause()
-    try:
+    with busybox_registry(tmp_path / "registry") as running:  # in the test's namespace
         yield running
-    finally:
-        running.stop()
 
 
 def test_two_oci_pods_serve_port_80_each_at_its_own_address(

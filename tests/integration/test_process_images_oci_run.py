@@ -7,19 +7,11 @@ container's root is an overlay on the image unpacked once per node."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-import pytest
-
 from tests.integration.agent import Kube, wait_for
-from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
-    StartProcessAgent,
-    reachable_pods_dir,
-    start_process_agent,
-    status_of,
-)
-from tests.integration.test_process_images_oci import (  # noqa: F401 - registry: a fixture
+from tests.integration.oci_fixtures import (  # noqa: F401 - registry: a fixture
+    ROOT_ONLY,
     busybox_pod,
     container_pid,
     host_uid,
@@ -27,13 +19,17 @@ from tests.integration.test_process_images_oci import (  # noqa: F401 - registry
     oci_config,
     registry,
 )
+from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
+    StartProcessAgent,
+    reachable_pods_dir,
+    start_process_agent,
+    status_of,
+)
 from tests.registry import Registry
 from vkpy.oci.runtime import overlay
 from vkpy.providers.process import proc
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="runtime: oci makes user namespaces and cgroups as root only"
-)
+pytestmark = ROOT_ONLY
 
 
 def descendants(pid: int) -> list[int]:

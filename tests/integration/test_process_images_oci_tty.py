@@ -7,7 +7,6 @@ as it is resized, and the session's end is the client's exit status."""
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
@@ -15,22 +14,21 @@ from pathlib import Path
 import pytest
 
 from tests.integration.agent import Kube, wait_for
+from tests.integration.oci_fixtures import (  # noqa: F401 - registry: a fixture
+    ROOT_ONLY,
+    busybox_pod,
+    oci_config,
+    registry,
+)
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     StartProcessAgent,
     reachable_pods_dir,
     start_process_agent,
 )
 from tests.integration.stream_helpers import TRANSPORTS, Terminal, kubectl_env
-from tests.integration.test_process_images_oci import (  # noqa: F401 - registry: a fixture
-    busybox_pod,
-    oci_config,
-    registry,
-)
 from tests.registry import Registry
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="runtime: oci makes user namespaces and cgroups as root only"
-)
+pytestmark = ROOT_ONLY
 
 PROMPT = r"[$#] (\x1b\[6n)?$"
 """busybox's prompt, which asks the terminal where its cursor is (ESC [6n) after it."""

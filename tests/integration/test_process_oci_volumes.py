@@ -9,30 +9,26 @@ non-root member of it, and the pod's sysctls."""
 from __future__ import annotations
 
 import base64
-import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.integration.agent import Kube, wait_for
-from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
-    StartProcessAgent,
-    reachable_pods_dir,
-    start_process_agent,
-)
-from tests.integration.test_process_images_oci import (  # noqa: F401 - registry: a fixture
+from tests.integration.oci_fixtures import (  # noqa: F401 - registry: a fixture
+    ROOT_ONLY,
     busybox_pod,
     kubectl,
     logs,
     oci_config,
     registry,
 )
+from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
+    StartProcessAgent,
+    reachable_pods_dir,
+    start_process_agent,
+)
 from tests.registry import Registry
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="runtime: oci makes user namespaces and mounts as root only"
-)
+pytestmark = ROOT_ONLY
 
 
 def secret(name: str, data: str) -> dict[str, Any]:
