@@ -62,7 +62,10 @@ shared set's Leases taken or released at the same time."""
 
 def heartbeat_connections(nodes: int) -> int:
     """The heartbeat pool's size: 1000 nodes renew 100 Leases a second, so with answers
-    taking a second 100 connections are busy (HTTP/1.1: one request per connection)."""
+    taking a second 100 connections are busy (HTTP/1.1: one request per connection);
+    one node's Lease and status take turns on one."""
+    if nodes == 1:
+        return 1
     return max(4, min(128, nodes // 8))
 
 
@@ -139,15 +142,13 @@ class NodeHost:
         if len(self.members) > 1 or membership.sharing:
             kept = [m.node.name for m in self.members] if membership.sharing else []
             self.watch = SharedPodWatch(self.client, clock, keep=kept)
-        self._pool: KubeClient | None = None
+        pool = client.separate_pool(heartbeat_connections(len(self.members)))
+        self._pool: KubeClient | None = None if pool is client else pool
         """The heartbeat pool, when it is not the client itself (a credential plugin's)."""
-        self.heartbeats = self.client
-        """What the nodes' registration, status and Leases go through: many nodes have
-        a pool of their own, so pod work filling the main pool cannot starve them."""
-        if len(self.members) > 1:
-            pool = client.separate_pool(heartbeat_connections(len(self.members)))
-            self._pool = None if pool is client else pool
-            self.heartbeats = membership.fence(pool)
+        self.heartbeats = membership.fence(pool)
+        """What the nodes' registration, status and Leases go through: a pool of their
+        own (the kubelet's heartbeat client), so a burst of pod work filling the main
+        pool cannot make a Lease late, for one node as for many."""
         self.served: dict[str, HostedNode] = {}
         """The nodes served here now, by name."""
         self._gate = asyncio.Semaphore(AT_ONCE)

@@ -137,6 +137,31 @@ async def test_a_single_node_keeps_its_state_dir_its_own_watch_and_its_names(
         ]
 
 
+class PoolingKube(FakeKube):
+    """The fake API server, remembering the pools asked of it (the same store here)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.pools: list[int] = []
+
+    def separate_pool(self, max_connections: int) -> FakeKube:
+        self.pools.append(max_connections)
+        return super().separate_pool(max_connections)
+
+
+@pytest.mark.parametrize(("nodes", "pool"), [(1, 1), (3, 4), (1000, 125)])
+def test_heartbeats_go_through_a_pool_of_their_own_for_one_node_as_for_many(
+    tmp_path: Path, nodes: int, pool: int
+) -> None:
+    """A burst of pod work fills the main pool; the Lease of even a single node must
+    not wait behind it (the kubelet's own heartbeat client)."""
+    kube = PoolingKube(FakeClock())
+    extra = [f"--nodes={nodes}"] if nodes > 1 else []
+    s = settings(tmp_path, *flags(tmp_path, free_ports(1), "--node-name=n", *extra))
+    NodeHost(s, kube, Static())  # type: ignore[arg-type]
+    assert kube.pools == [pool]
+
+
 async def test_a_node_set_registers_no_node_before_its_listener_listens(tmp_path: Path) -> None:
     """Each Node's status names the kubelet port; with the listener unable to listen
     there (the port is taken), no Node may be registered pointing at it."""
