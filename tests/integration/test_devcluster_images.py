@@ -238,6 +238,17 @@ async def test_agnhost_runs_its_default_command(image_run: ImageRun) -> None:
     await wait_for(lambda: "Paused" in log.read_text(), timeout=60)
 
 
+async def test_agnhost_has_the_tools_the_suites_commands_use(image_run: ImageRun) -> None:
+    """The networking specs dial with curl, hooks and probes call curl and nc: the
+    image has them, as upstream's does."""
+    script = "for tool in curl nc ss nslookup iperf bash wget; do command -v $tool; done; hostname"
+    image = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
+    state, log = await image_run.start(image, ["sh", "-c", script])
+    await image_run.stopped(state.id)
+    found = [Path(line).name for line in log.read_text().splitlines()]
+    assert found[:7] == ["curl", "nc", "ss", "nslookup", "iperf", "bash", "wget"], found
+
+
 async def test_the_vkpy_image_runs_vkpy(image_run: ImageRun) -> None:
     image = f"vkpy:{vkpy.__version__}"
     state, log = await image_run.start(image, ["python", "-m", "vkpy", "--version"])

@@ -4,8 +4,11 @@ As upstream's image: the agnhost program (built from its Go module by
 `controlplane/build.sh agnhost`, pinned like the other tools) at /agnhost with the
 second name /agnhost-2, the suite's TLS pair /localhost.crt and /localhost.key (from
 the same Kubernetes module's test/images/agnhost/porter), ENTRYPOINT ["/agnhost"],
-CMD ["pause"], run as root; on top of the busybox image, which gives it the shell
-and network tools the suite's commands use (upstream's has Alpine's).
+CMD ["pause"], run as root; with the tools upstream's Dockerfile installs for the
+suite's commands (curl and nc in exec probes, hooks and the networking specs' dial
+checks, `ss`, DNS lookups, iperf, bash), here Debian's packages in the minimal Debian
+root debian.py makes (upstream's are Alpine's). So it is built as root, as the other
+Debian images are.
 """
 
 from __future__ import annotations
@@ -16,12 +19,18 @@ from pathlib import Path
 
 from vkpy.devcluster.binaries import CONTROLPLANE_DIR, BinariesMissing, tool_dir
 
-from .build import ImageConfig, ImageUnavailable, cached, layout_on_top, recipe_key
-from .busybox import busybox
+from . import debian
+from .build import ImageConfig, ImageUnavailable, cached, layout_from_rootfs, recipe_key
 
-RECIPE = "1"
+RECIPE = "2"
+PACKAGES = ("curl", "netcat-openbsd", "iproute2", "bind9-dnsutils", "iperf", "bash", "wget")
+"""What upstream's image adds to its base (curl, netcat-openbsd, iproute2, bind-tools,
+iperf, bash; wget is its base's busybox applet)."""
 CONFIG = ImageConfig(
-    entrypoint=("/agnhost",), cmd=("pause",), env=("PATH=/bin:/",), working_dir="/"
+    entrypoint=("/agnhost",),
+    cmd=("pause",),
+    env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/",),
+    working_dir="/",
 )
 
 
@@ -49,14 +58,23 @@ def agnhost() -> Path:
     except BinariesMissing as e:
         raise ImageUnavailable(f"agnhost could not be built (Go 1.26+ needed): {e}") from None
     porter = porter_files()
-    base = busybox()
-    key = recipe_key(RECIPE, base.name, str(binary.resolve()), str(binary.stat().st_mtime_ns))
+    key = recipe_key(
+        RECIPE,
+        debian.SUITE,
+        debian.mirror(),
+        repr(debian.EXCLUDES),
+        repr(PACKAGES),
+        repr(CONFIG),
+        str(binary.resolve()),
+        str(binary.stat().st_mtime_ns),
+    )
 
     def fill(rootfs: Path) -> None:
+        debian.debian_root(rootfs, PACKAGES, "agnhost")
         shutil.copy2(binary, rootfs / "agnhost")
         (rootfs / "agnhost-2").symlink_to("agnhost")
         for name in ("localhost.crt", "localhost.key"):
             shutil.copyfile(porter / name, rootfs / name)
             (rootfs / name).chmod(0o644)
 
-    return cached("agnhost", key, lambda layout: layout_on_top(layout, base, fill, CONFIG))
+    return cached("agnhost", key, lambda layout: layout_from_rootfs(layout, fill, CONFIG))
