@@ -10,6 +10,7 @@ is the pod's mapped root; `kubectl debug -i` attaches to it, its end is reported
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from pathlib import Path
@@ -153,3 +154,46 @@ def test_kubectl_debug_without_a_target_has_a_process_namespace_of_its_own(
     assert "privileged" in refused["message"] and "does not list privileged" in refused["message"]
     assert kube.phase("lone") == "Running"
     kube.kubectl("-n", kube.namespace, "delete", "pod", "lone", "--wait=true", "--timeout=60s")
+
+
+def test_an_ephemeral_container_with_a_terminal_runs_and_takes_exec(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+) -> None:
+    """The conformance spec's ephemeral container (stdin and tty, no target), added
+    through the pod's ephemeralcontainers subresource: it runs, `kubectl exec` reaches
+    it and its terminal's output is its log."""
+    agent = start_process_agent(oci_config(registry, reachable_pods_dir))
+    image = f"{registry.host}/library/busybox:latest"
+    kube.create(busybox_pod("held", agent.node_name, image, command=["sleep", "3603"]))
+    wait_for("held Running", lambda: kube.phase("held") == "Running", timeout=60)
+    pod = kube.get("pod", "held")
+    assert pod is not None
+    pod["spec"]["ephemeralContainers"] = [
+        {
+            "name": "debugger",
+            "image": image,
+            "command": ["/bin/sh", "-c", "while true; do echo polo; sleep 2; done"],
+            "stdin": True,
+            "tty": True,
+        }
+    ]
+    path = f"/api/v1/namespaces/{kube.namespace}/pods/held/ephemeralcontainers"
+    kube.kubectl("replace", "--raw", path, "-f", "-", input=json.dumps(pod))
+    wait_for(
+        "debugger running",
+        lambda: "running" in ephemeral_status(kube, "held", "debugger").get("state", {}),
+        timeout=60,
+    )
+    out = kube.kubectl(
+        "exec", "-n", kube.namespace, "held", "-c", "debugger", "--", "echo", "marco"
+    )
+    assert "marco" in out
+    wait_for(
+        "polo in its log",
+        lambda: "polo" in kube.kubectl("logs", "-n", kube.namespace, "held", "-c", "debugger"),
+        timeout=30,
+    )
+    assert "running" in ephemeral_status(kube, "held", "debugger").get("state", {})

@@ -256,7 +256,11 @@ class ContainerRunner:
             volumes = {v.name: v for v in self.pod.volumes}
             mounts = mount_bases(self._pod_dir, self.config, volumes)
             prepare_message_file(
-                self.dir, self.config.spec, self.runtime.owner(self.pod.ref), mounts
+                self.dir,
+                self.config.spec,
+                self.runtime.owner(self.pod.ref),
+                mounts,
+                shown=self.runtime.oci is None,
             )
         except LinkRefused as error:
             # The pod changed its root so that its path would lead elsewhere: not

@@ -605,7 +605,9 @@ class ProcessProvider:
     async def run_ephemeral_containers(
         self, ref: PodRef, containers: Sequence[ContainerConfig]
     ) -> None:
-        await self._pod(ref).add_ephemeral([self._images.resolve(c) for c in containers])
+        if not self._config.oci:  # host programs for images; in oci the image itself
+            containers = [self._images.resolve(c) for c in containers]
+        await self._pod(ref).add_ephemeral(containers)
 
     async def refresh_volumes(self, pod: PodConfig) -> None:
         await self._pod(pod.ref).refresh_volumes(pod)

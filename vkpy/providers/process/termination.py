@@ -53,11 +53,16 @@ def message_path(spec: KubeObject) -> str:
 
 
 def prepare_message_file(
-    cdir: ContainerDir, spec: KubeObject, run_as: RunAs, mounts: Sequence[MountBase] = ()
+    cdir: ContainerDir,
+    spec: KubeObject,
+    run_as: RunAs,
+    mounts: Sequence[MountBase] = (),
+    shown: bool = True,
 ) -> None:
     """An empty message file for the next run, shown at the container's path (inside
-    the volume of `mounts` the path lies in, if any). Raises LinkRefused when the
-    path goes through a link the pod planted."""
+    the volume of `mounts` the path lies in, if any) unless not `shown` (`runtime:
+    oci` binds the file there itself). Raises LinkRefused when the path goes through a
+    link the pod planted."""
     target = cdir.path / MESSAGE_FILE
     with contextlib.suppress(FileNotFoundError):
         target.unlink()
@@ -69,7 +74,7 @@ def prepare_message_file(
     finally:
         os.close(fd)
     relative = message_path(spec)
-    if not relative or cdir.root.is_symlink():
+    if not shown or not relative or cdir.root.is_symlink():
         return  # no path, or the root is another container's (an ephemeral's target)
     parts = tuple(relative.split("/"))
     if any(mount.parts == parts for mount in mounts):
