@@ -249,6 +249,19 @@ async def test_agnhost_has_the_tools_the_suites_commands_use(image_run: ImageRun
     assert found[:7] == ["curl", "nc", "ss", "nslookup", "iperf", "bash", "wget"], found
 
 
+async def test_glibc_dns_testing_has_glibcs_hostname_and_dig(image_run: ImageRun) -> None:
+    """The suite's hostname specs run `hostname -f` in it; its DNS specs dig."""
+    image = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
+    state, log = await image_run.start(
+        image, ["sh", "-c", "hostname; command -v dig; ldd --version"]
+    )
+    await image_run.stopped(state.id)
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("img-")  # the UTS namespace's name (ImageRun's)
+    assert lines[1].endswith("/dig")
+    assert "GLIBC" in lines[2] or "GNU libc" in lines[2], lines
+
+
 async def test_the_vkpy_image_runs_vkpy(image_run: ImageRun) -> None:
     image = f"vkpy:{vkpy.__version__}"
     state, log = await image_run.start(image, ["python", "-m", "vkpy", "--version"])

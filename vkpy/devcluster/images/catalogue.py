@@ -9,7 +9,8 @@ test/utils/image/manifest.go (E2E_NAMES; a unit test compares them). What is ser
 under them is what is built here: Debian's busybox 1.35 as the suite's busybox, Debian's
 nginx 1.22 as its nginx images, agnhost built from the pinned module (its VERSION
 file: 2.63.0; also served as 2.53, the name the issue's examples use), the
-security-context images nonroot and nonewprivs (securitycontext.py). The suite's
+security-context images nonroot and nonewprivs (securitycontext.py), and
+glibc-dns-testing on a minimal Debian root (debian.py). The suite's
 other images (E2E_MISSING) are not built.
 """
 
@@ -55,6 +56,7 @@ E2E_NAMES = (
     "registry.k8s.io/pause:3.10.2",
     "registry.k8s.io/e2e-test-images/nonewprivs:1.4",
     "registry.k8s.io/e2e-test-images/nonroot:1.5",
+    "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0",
 )
 #: The suite's images not built here (no recipe yet): a spec that needs one fails to
 #: pull it (ErrImagePull), which the conformance report shows.
@@ -66,7 +68,6 @@ E2E_MISSING = (
     "distroless-iptables",
     "etcd",
     "ipc-utils",
-    "glibc-dns-testing",
     "kitten",
     "nautilus",
     "nfs-provisioner",
@@ -120,6 +121,11 @@ def all_images() -> tuple[Image, ...]:
             "nonewprivs",
             securitycontext.nonewprivs,
             ("registry.k8s.io/e2e-test-images/nonewprivs:1.4",),
+        ),
+        Image(
+            "glibc-dns-testing",
+            debian.glibc_dns_testing,
+            ("registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0",),
         ),
         Image(
             "python",

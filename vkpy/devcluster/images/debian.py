@@ -12,6 +12,9 @@ building these needs root; busybox, pause and agnhost do not.
   served as docker.io/library/nginx:alpine and :latest, so the getting-started pod
   gets a real nginx.
 - python: Debian's python3 and python-is-python3, nothing else; CMD ["python3"].
+- glibc-dns-testing: the conformance suite's glibc-based image for DNS and hostname
+  specs (upstream's is a glibc distribution with DNS tools): the minimal root (glibc,
+  `hostname`) with Debian's bind9-dnsutils (dig, nslookup).
 - vkpy: the recipe of the repository's Dockerfile on Debian's python3 (3.11, the
   same minor version as the wheels built here): vkpy and its dependencies as wheels
   built by this checkout's pip, installed into /usr/local; user and group 10001,
@@ -44,6 +47,7 @@ PYTHON = (3, 11)  # bookworm's python3
 EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
 NGINX_RECIPE = "1"
 PYTHON_RECIPE = "1"
+GLIBC_DNS_RECIPE = "1"
 VKPY_RECIPE = "2"
 
 NGINX_CONFIG = ImageConfig(
@@ -54,6 +58,10 @@ NGINX_CONFIG = ImageConfig(
 PYTHON_CONFIG = ImageConfig(
     cmd=("python3",),
     env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"),
+)
+GLIBC_DNS_CONFIG = ImageConfig(
+    cmd=("sleep", "infinity"),
+    env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",),
 )
 VKPY_CONFIG = ImageConfig(
     entrypoint=("python", "-m", "vkpy"),
@@ -109,6 +117,18 @@ def python() -> Path:
         debian_root(rootfs, ("python3", "python-is-python3"), "python")
 
     return cached("python", key, lambda dest: layout_from_rootfs(dest, fill, PYTHON_CONFIG))
+
+
+def glibc_dns_testing() -> Path:
+    """The suite's glibc-dns-testing image: glibc's resolver and `hostname`, dig."""
+    key = recipe_key(GLIBC_DNS_RECIPE, SUITE, mirror(), repr(EXCLUDES), repr(GLIBC_DNS_CONFIG))
+
+    def fill(rootfs: Path) -> None:
+        debian_root(rootfs, ("bind9-dnsutils",), "glibc-dns-testing")
+
+    return cached(
+        "glibc-dns-testing", key, lambda dest: layout_from_rootfs(dest, fill, GLIBC_DNS_CONFIG)
+    )
 
 
 def _sources() -> list[Path]:
