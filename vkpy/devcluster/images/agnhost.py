@@ -7,12 +7,15 @@ the same Kubernetes module's test/images/agnhost/porter), ENTRYPOINT ["/agnhost"
 CMD ["pause"], run as root; with the tools upstream's Dockerfile installs for the
 suite's commands (curl and nc in exec probes, hooks and the networking specs' dial
 checks, `ss`, DNS lookups, iperf, bash), here Debian's packages in the minimal Debian
-root debian.py makes (upstream's are Alpine's). So it is built as root, as the other
-Debian images are.
+root debian.py makes (upstream's are Alpine's). Upstream's base is busybox (Alpine),
+whose applets the suite also calls (the port-forward specs' readiness probe runs
+`netstat`): Debian's busybox-static gives each applet the root has no program for.
+So it is built as root, as the other Debian images are.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,10 +25,19 @@ from vkpy.devcluster.binaries import CONTROLPLANE_DIR, BinariesMissing, tool_dir
 from . import debian
 from .build import ImageConfig, ImageUnavailable, cached, layout_from_rootfs, recipe_key
 
-RECIPE = "2"
-PACKAGES = ("curl", "netcat-openbsd", "iproute2", "bind9-dnsutils", "iperf", "bash", "wget")
+RECIPE = "3"
+PACKAGES = (
+    "curl",
+    "netcat-openbsd",
+    "iproute2",
+    "bind9-dnsutils",
+    "iperf",
+    "bash",
+    "wget",
+    "busybox-static",
+)
 """What upstream's image adds to its base (curl, netcat-openbsd, iproute2, bind-tools,
-iperf, bash; wget is its base's busybox applet)."""
+iperf, bash), and its busybox base's applets (wget among them)."""
 CONFIG = ImageConfig(
     entrypoint=("/agnhost",),
     cmd=("pause",),
@@ -51,6 +63,23 @@ def porter_files() -> Path:
     return Path(got.stdout.strip()) / "test" / "images" / "agnhost" / "porter"
 
 
+def _busybox_applets(rootfs: Path) -> None:
+    """A link to busybox for each applet no program of the root provides, at the
+    applet's own path (busybox is static: listed here by running it)."""
+    listed = subprocess.run(
+        [str(rootfs / "bin" / "busybox"), "--list-full"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    places = ("bin", "sbin", "usr/bin", "usr/sbin")
+    for applet in listed:
+        name = Path(applet).name
+        if any(os.path.lexists(rootfs / place / name) for place in places):
+            continue
+        (rootfs / applet).symlink_to("/bin/busybox")
+
+
 def agnhost() -> Path:
     """The agnhost image's OCI layout (tag `latest`)."""
     try:
@@ -71,6 +100,7 @@ def agnhost() -> Path:
 
     def fill(rootfs: Path) -> None:
         debian.debian_root(rootfs, PACKAGES, "agnhost")
+        _busybox_applets(rootfs)
         shutil.copy2(binary, rootfs / "agnhost")
         (rootfs / "agnhost-2").symlink_to("agnhost")
         for name in ("localhost.crt", "localhost.key"):
