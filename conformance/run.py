@@ -64,7 +64,15 @@ SELECTIONS = (
 )
 SUITE_KUBECONFIG = "suite.kubeconfig"
 #: The images the suite's NodeConformance and kubectl specs pull that are built here.
-SUITE_IMAGES = ("busybox", "pause", "agnhost", "nginx", "nonroot", "nonewprivs")
+SUITE_IMAGES = (
+    "busybox",
+    "pause",
+    "agnhost",
+    "nginx",
+    "nonroot",
+    "nonewprivs",
+    "glibc-dns-testing",
+)
 #: KUBE_TEST_REPO_LIST's keys (test/utils/image/manifest.go's RegistryList) for the
 #: public registries, and where each is in the local registry (below its host's name).
 #: invalidRegistry and privateRegistry keep their defaults: specs expect those to fail
