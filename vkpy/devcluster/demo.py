@@ -41,8 +41,6 @@ from .nodes import (
 )
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello.yaml"
-CHART_IMAGE = "vkpy"
-"""The image of vkpy itself (vkpy/devcluster/images), which only the chart's pods run."""
 
 
 def _cluster(
@@ -66,10 +64,8 @@ def _cluster(
         cluster.start_metrics_server()
         print("metrics-server is serving v1beta1.metrics.k8s.io (kubectl top)")
     if registry:
-        if images is None and not pool:
-            # vkpy's own image is the chart's, run only by regular workers: without them
-            # it is not built (it is rebuilt whenever vkpy/ changes, 30-100 s).
-            images = [name for name in catalogue.names() if name != CHART_IMAGE]
+        if images is None:
+            images = catalogue.for_run(workers=bool(pool))
         print("building the images (cached after the first time) and filling the registry")
         began = time.monotonic()
         built = cluster.start_registry(images)

@@ -149,6 +149,21 @@ def names() -> tuple[str, ...]:
     return tuple(image.name for image in all_images())
 
 
+SUITE_ONLY = ("nonroot", "nonewprivs", "glibc-dns-testing")
+"""Images only the conformance suite's specs run (conformance/run.py serves them)."""
+CHART_IMAGE = "vkpy"
+"""vkpy's own image: the chart's, run only by regular workers (rebuilt whenever vkpy/
+changes, 30-100 s)."""
+
+
+def for_run(workers: bool) -> list[str]:
+    """What `run`/`up` serve by default: what a user's pods name (busybox, pause,
+    nginx, agnhost, python), and vkpy's image when there are workers to run the chart;
+    not the suite's own images, each a build a first `make run` would wait for."""
+    skipped = set(SUITE_ONLY) | (set() if workers else {CHART_IMAGE})
+    return [name for name in names() if name not in skipped]
+
+
 def build(selected: Sequence[str] | None = None) -> list[Built]:
     """Build (or find in the cache) each image of `selected` (default: all)."""
     chosen = [i for i in all_images() if selected is None or i.name in selected]
