@@ -7,6 +7,7 @@ served (issue 18)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tests.integration.agent import Kube, wait_for
 from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
@@ -26,23 +27,30 @@ def _ephemeral_state(kube: Kube, pod: str, name: str) -> dict[str, object]:
     return {}
 
 
+def add_debugger(kube: Kube, pod: dict[str, Any], image: str) -> None:
+    """The spec's ephemeral container `debugger` (stdin, tty, no target), added to
+    `pod` (as read) through its ephemeralcontainers subresource."""
+    pod["spec"]["ephemeralContainers"] = [
+        {
+            "name": "debugger",
+            "image": image,
+            "command": ["/bin/sh", "-c", "while true; do echo polo; sleep 2; done"],
+            "stdin": True,
+            "tty": True,
+        }
+    ]
+    name = pod["metadata"]["name"]
+    path = f"/api/v1/namespaces/{kube.namespace}/pods/{name}/ephemeralcontainers"
+    kube.kubectl("replace", "--raw", path, "-f", "-", input=json.dumps(pod))
+
+
 def test_an_ephemeral_container_added_through_the_api_runs(
     kube: Kube, start_process_agent: StartProcessAgent
 ) -> None:
     agent = start_process_agent()
     kube.create(process_pod("target", agent.node_name, "sleep 10000", "Always"))
     pod = wait_for("Running", lambda: phase_is(kube, "target", "Running"))
-    pod["spec"]["ephemeralContainers"] = [
-        {
-            "name": "debugger",
-            "image": "busybox:1.36",
-            "command": ["/bin/sh", "-c", "while true; do echo polo; sleep 2; done"],
-            "stdin": True,
-            "tty": True,
-        }
-    ]
-    path = f"/api/v1/namespaces/{kube.namespace}/pods/target/ephemeralcontainers"
-    kube.kubectl("replace", "--raw", path, "-f", "-", input=json.dumps(pod))
+    add_debugger(kube, pod, "busybox:1.36")
     wait_for("debugger running", lambda: "running" in _ephemeral_state(kube, "target", "debugger"))
     out = kube.kubectl(
         "exec", "-n", kube.namespace, "target", "-c", "debugger", "--", "echo", "marco"

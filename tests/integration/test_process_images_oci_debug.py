@@ -10,7 +10,6 @@ is the pod's mapped root; `kubectl debug -i` attaches to it, its end is reported
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 from pathlib import Path
@@ -31,6 +30,7 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
 )
 from tests.integration.stream_helpers import start_kubectl
 from tests.integration.test_debug import ephemeral_status
+from tests.integration.test_kubelet_parity_ephemeral import add_debugger
 from tests.registry import Registry
 
 pytestmark = ROOT_ONLY
@@ -171,17 +171,7 @@ def test_an_ephemeral_container_with_a_terminal_runs_and_takes_exec(
     wait_for("held Running", lambda: kube.phase("held") == "Running", timeout=60)
     pod = kube.get("pod", "held")
     assert pod is not None
-    pod["spec"]["ephemeralContainers"] = [
-        {
-            "name": "debugger",
-            "image": image,
-            "command": ["/bin/sh", "-c", "while true; do echo polo; sleep 2; done"],
-            "stdin": True,
-            "tty": True,
-        }
-    ]
-    path = f"/api/v1/namespaces/{kube.namespace}/pods/held/ephemeralcontainers"
-    kube.kubectl("replace", "--raw", path, "-f", "-", input=json.dumps(pod))
+    add_debugger(kube, pod, image)
     wait_for(
         "debugger running",
         lambda: "running" in ephemeral_status(kube, "held", "debugger").get("state", {}),
