@@ -9,13 +9,16 @@ containers' cgroups or /proc.
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import ssl
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
 
 from tests.integration.agent import Kube, wait_for
@@ -26,6 +29,7 @@ from tests.integration.process_fixtures import (  # noqa: F401 - fixtures
     start_process_agent,
     status_of,
 )
+from tests.integration.stream_helpers import client_certificate
 from tests.integration.test_kubelet_api import admin_cert, kubelet
 from vkpy.app.cli import DEFAULT_PROVIDER
 
@@ -79,6 +83,41 @@ def test_kubectl_logs_streams_tail_timestamps_and_previous(
     assert logs(kube, "talker", "--tail=2").splitlines() == lines[-2:]
     stamped = logs(kube, "talker", "--timestamps").splitlines()
     assert [STAMPED.match(s)[2] for s in stamped] == lines  # type: ignore[index]
+
+
+def logs_over_websocket(kube: Kube, pod: str) -> bytes:
+    """The pod's log as the upstream e2e suite reads it: a websocket to the API server
+    (protocol binary.k8s.io), every message until the server closes."""
+    server = yaml.safe_load(Path(kube.cluster.kubeconfig).read_text())["clusters"][0]["cluster"]
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with client_certificate(kube.cluster) as (cert, key):
+        context.load_cert_chain(cert, key)
+    url = f"{server['server']}/api/v1/namespaces/{kube.namespace}/pods/{pod}/log?container=app"
+
+    async def read() -> bytes:
+        received = b""
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(url, protocols=["binary.k8s.io"], ssl=context) as ws:
+                async for message in ws:
+                    received += message.data
+        return received
+
+    return asyncio.run(read())
+
+
+def test_logs_over_a_websocket_through_the_api_server(
+    kube: Kube, start_process_agent: StartProcessAgent
+) -> None:
+    """The conformance spec "retrieving logs from the container over websockets": the API
+    server's websocket copier drops the bytes of a read that also returns EOF, which a
+    Content-Length answer of the kubelet API gives it; the kubelet streams its answer."""
+    agent = start_process_agent()
+    kube.create(process_pod("ws", agent.node_name, "echo container is alive; sleep 3600"))
+    wait_for("ws Running", lambda: phase_is(kube, "ws", "Running"), timeout=60)
+    wait_for("its line logged", lambda: logs(kube, "ws") == "container is alive\n", timeout=30)
+    assert logs_over_websocket(kube, "ws") == b"container is alive\n"
 
 
 def test_kubectl_logs_follow_ends_with_the_container(

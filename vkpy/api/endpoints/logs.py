@@ -165,6 +165,13 @@ def _has_container(pod: dict[str, object], name: str) -> bool:
     return False
 
 
+async def _chunked(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    return response
+
+
 async def _answer(
     request: web.Request,
     records: AsyncIterator[LogRecord],
@@ -173,11 +180,16 @@ async def _answer(
     pod: KubeObject,
     container: str,
 ) -> web.StreamResponse:
-    """A request that does not follow: read in the handler's own task, answered in one
-    response when the logs fit in HIGH_WATER bytes (`kubectl logs --tail` does), else
-    streamed in HIGH_WATER chunks. No task or wait of its own, so the request costs
-    the event loop one turn (under churn each turn waits behind the node's other
-    work: the follow path's tasks made a `--tail=10` wait for four)."""
+    """A request that does not follow: read in the handler's own task and sent in
+    HIGH_WATER chunks, all of it in one chunk when it fits (`kubectl logs --tail`).
+    No task or wait of its own, so the request costs the event loop one turn (under
+    churn each turn waits behind the node's other work: the follow path's tasks made a
+    `--tail=10` wait for four).
+
+    Always chunked, never one response with a Content-Length, as the kubelet streams
+    its logs: the API server's websocket copier (`wsstream`, what the e2e suite's
+    websocket log reader goes through) drops the bytes of a read that also returns EOF,
+    which is what a whole Content-Length body read at once gives it."""
     limit = options.limit_bytes
     parts: list[bytes] = []
     size = 0
@@ -202,9 +214,7 @@ async def _answer(
                 size += len(data)
                 if size >= HIGH_WATER:
                     if response is None:
-                        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
-                        response.enable_chunked_encoding()
-                        await response.prepare(request)
+                        response = await _chunked(request)
                     await response.write(b"".join(parts))
                     metrics.CONTAINER_LOG_BYTES.inc(size)
                     parts, size = [], 0
@@ -216,7 +226,7 @@ async def _answer(
             )
         metrics.CONTAINER_LOG_BYTES.inc(size)
         if response is None:
-            return web.Response(body=b"".join(parts), headers={"Content-Type": "text/plain"})
+            response = await _chunked(request)
         await response.write(b"".join(parts))
         await response.write_eof()
         return response
