@@ -54,13 +54,24 @@ def run(*argv: str | Path) -> str:
     return result.stdout
 
 
-def run_with_progress(what: str, argv: Sequence[str | Path], every: float = 10.0) -> None:
-    """Run a long tool, logging its last output line every `every` seconds (and all of
-    its output when it fails), so a cold build is never silent."""
+def run_with_progress(
+    what: str,
+    argv: Sequence[str | Path],
+    every: float = 10.0,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Run a long tool (no stdin; `env`, or this process's environment), logging its
+    last output line every `every` seconds (and all of its output when it fails), so
+    a cold build is never silent."""
     began = last = time.monotonic()
     lines: list[str] = []
     with subprocess.Popen(
-        [str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [str(a) for a in argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     ) as process:
         assert process.stdout is not None
         for line in process.stdout:
@@ -127,26 +138,36 @@ def cached(
         if replaces_older:
             os.utime(dest)  # in use: not stale for other checkouts sharing the cache
         return dest
+    if built_once(dest, "index.json", build, f"image {name}") and replaces_older:
+        for older in dest.parent.glob(f"{name}-*"):
+            index = older / "index.json"
+            if older != dest and index.exists() and time.time() - _used(older) > STALE:
+                shutil.rmtree(older, ignore_errors=True)
+                Path(f"{older}.lock").unlink(missing_ok=True)
+    return dest
+
+
+def built_once(dest: Path, done: str, build: Callable[[Path], None], what: str) -> bool:
+    """Make the directory `dest` with `build(directory)` unless `dest/done` exists;
+    whether it was built now. `build` fills a temporary directory beside `dest`
+    (its parent is scratch space, deleted afterwards), renamed into place when it
+    returns; one build at a time (a lock file beside it), a later one finds it."""
+    if (dest / done).exists():
+        return False
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _locked(dest.parent / f"{dest.name}.lock"):
-        if (dest / "index.json").exists():
-            return dest  # another process built it while we waited
-        work = Path(tempfile.mkdtemp(prefix=f"build-{name}-", dir=dest.parent))
+        if (dest / done).exists():
+            return False  # another process built it while we waited
+        work = Path(tempfile.mkdtemp(prefix=f"build-{dest.name}-", dir=dest.parent))
         try:
             began = time.monotonic()
-            log.info("building image %s into %s", name, dest)
-            build(work / "layout")
-            os.rename(work / "layout", dest)
-            log.info("built image %s in %.1f s", name, time.monotonic() - began)
+            log.info("building %s into %s", what, dest)
+            build(work / "out")
+            os.rename(work / "out", dest)
+            log.info("built %s in %.1f s", what, time.monotonic() - began)
         finally:
             remove_build_dir(work)
-        if replaces_older:
-            for older in dest.parent.glob(f"{name}-*"):
-                index = older / "index.json"
-                if older != dest and index.exists() and time.time() - _used(older) > STALE:
-                    shutil.rmtree(older, ignore_errors=True)
-                    Path(f"{older}.lock").unlink(missing_ok=True)
-    return dest
+    return True
 
 
 def _used(layout: Path) -> float:
