@@ -1,6 +1,7 @@
 """A real image registry and real images for tests, with nothing from the internet.
 
-Images are built here from Debian's busybox-static with umoci (init, new, unpack,
+Images are built here from upstream's busybox (compiled from its release source, or
+Debian's busybox-static when that cannot be done here) with umoci (init, new, unpack,
 repack, config) by vkpy/devcluster/images (the dev cluster serves the same ones) and
 kept outside the checkout (~/.cache/vkpy/images/, or $VKPY_IMAGE_CACHE), keyed by
 the busybox binary and the recipe, so a second run builds nothing; the variants
@@ -9,8 +10,8 @@ docker-registry (distribution 2.8) serving plain HTTP on a free loopback port,
 optionally behind htpasswd (bcrypt) basic auth; images are pushed to it with skopeo.
 Its access log says which requests reached it.
 
-Needs skopeo, umoci, docker-registry, busybox-static and apache2-utils (htpasswd):
-`make system-deps`.
+Needs skopeo, umoci, docker-registry, busybox-static, apache2-utils (htpasswd), gcc,
+make and libc6-dev: `make system-deps`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Modules:
 - agnhost: agnhost: registry.k8s.io/e2e-test-images/agnhost, the conformance suite's
   tool.
 - build: Turning a root filesystem into a cached OCI image layout, with umoci.
-- busybox: busybox: Debian's busybox-static as an OCI image (docker.io/library/busybox).
+- busybox: busybox: upstream's busybox 1.35.0, built here from its release source, as
+  an OCI image (docker.io/library/busybox).
 - catalogue: Which images the dev cluster's registry serves, and under which public
   names.
 - debian: Images with a minimal Debian root: nginx, and vkpy's own image for the chart.

@@ -6,9 +6,10 @@ and from the local registry here, with only the node's mirrors differing.
 
 The suite's names are those of the pinned Kubernetes module's
 test/utils/image/manifest.go (E2E_NAMES; a unit test compares them). What is served
-under them is what is built here: Debian's busybox 1.35 as the suite's busybox, Debian's
-nginx 1.22 as its nginx images, agnhost built from the pinned module (its VERSION
-file: 2.63.0; also served as 2.53, the name the issue's examples use), the
+under them is what is built here: upstream's busybox 1.35.0 (from its source) as the
+suite's busybox, Debian's nginx 1.22 as its nginx images, agnhost built from the
+pinned module (its VERSION file: 2.63.0; also served as 2.53, the name the issue's
+examples use), the
 security-context images nonroot and nonewprivs (securitycontext.py), and
 glibc-dns-testing on a minimal Debian root (debian.py). The suite's
 other images (E2E_MISSING) are not built.
