@@ -38,12 +38,14 @@ controlplane:
 # (docker-registry), image content (busybox-static) and registry passwords
 # (apache2-utils: htpasswd), the runtime default seccomp profile (containers-common's
 # seccomp.json, the one CRI-O and podman use); the dev cluster's images (docs/devcluster-images.md):
-# mmdebstrap (nginx's and vkpy's Debian roots), gcc and libc6-dev (the static pause program).
+# mmdebstrap (nginx's and vkpy's Debian roots), gcc, make and libc6-dev (the static pause
+# program, and busybox built from upstream's source; its tarball is unpacked by Python,
+# no bzip2 needed; without them the busybox image is Debian's busybox-static, with a warning).
 # Installs only what is missing; without root it says what to install and fails.
 SYSTEM_DEPS := skopeo:skopeo umoci:umoci runc:runc docker-registry:docker-registry \
 	busybox-static:/bin/busybox apache2-utils:htpasswd \
 	golang-github-containers-common:/usr/share/containers/seccomp.json \
-	mmdebstrap:mmdebstrap gcc:gcc libc6-dev:/usr/include/stdio.h
+	mmdebstrap:mmdebstrap gcc:gcc make:make libc6-dev:/usr/include/stdio.h
 system-deps:
 	@missing=""; for dep in $(SYSTEM_DEPS); do \
 		pkg=$${dep%%:*}; prog=$${dep#*:}; \
