@@ -9,6 +9,7 @@ non-root member of it, and the pod's sysctls."""
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from tests.integration.agent import Kube, wait_for
 from tests.integration.oci_fixtures import (  # noqa: F401 - registry: a fixture
     ROOT_ONLY,
     busybox_pod,
+    container_pid,
+    host_uid,
     kubectl,
     logs,
     oci_config,
@@ -187,3 +190,56 @@ def test_an_fs_group_owns_the_volumes_of_a_non_root_pod_and_its_sysctls_are_set(
     assert seen["memory file"] == "1000 123 660"  # the setgid directory's group
     assert seen["memory file content"] == "new"
     assert seen["shm_rmid_forced"] == "1"
+
+
+def test_a_host_path_is_id_mapped_to_the_pod_as_with_host_users_false(
+    kube: Kube,
+    start_process_agent: StartProcessAgent,
+    registry: Registry,
+    reachable_pods_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """As Kubernetes mounts a `hostUsers: false` pod's volumes: id-mapped through the
+    pod's user namespace, so the pod's root writes where the host's root may, and what
+    it writes is the host root's (the conformance spec "HostPath should support
+    subPath": a privileged container writes into a subPath of /tmp, which the node
+    made, root's). The container's processes stay the pod's ids, not the host's root."""
+    allowed = tmp_path / "allowed"
+    (allowed / "sub-path").mkdir(parents=True)
+    os.chmod(allowed / "sub-path", 0o755)
+    (allowed / "sub-path" / "old").write_text("the host root's file\n")
+    agent = start_process_agent(
+        {**oci_config(registry, reachable_pods_dir), "host_path_prefixes": [str(allowed)]}
+    )
+    script = "; ".join(
+        [
+            "echo new > /vol/test-file",
+            "echo changed > /vol/old",
+            'echo "written: $(stat -c "%u %g" /vol/test-file)"',
+            "echo made > /made/file",
+            'echo "made: $(stat -c "%u %g %a" /made)"',
+            "echo done; sleep 3600",
+        ]
+    )
+    manifest = busybox_pod(
+        "hostpath",
+        agent.node_name,
+        f"{registry.host}/library/busybox:latest",
+        command=["sh", "-c", script],
+        volumeMounts=[
+            {"name": "host", "mountPath": "/vol", "subPath": "sub-path"},
+            {"name": "host", "mountPath": "/made", "subPath": "not/there"},
+        ],
+    )
+    manifest["spec"]["volumes"] = [{"name": "host", "hostPath": {"path": str(allowed)}}]
+    uid = kube.create(manifest)["metadata"]["uid"]
+    seen = report(kube, "hostpath")
+    assert seen["written"] == "0 0"
+    assert (allowed / "sub-path" / "old").read_text() == "changed\n"
+    written = (allowed / "sub-path" / "test-file").stat()
+    assert (written.st_uid, written.st_gid) == (0, 0)  # the host root's, as with the kubelet
+    made = (allowed / "not" / "there").stat()  # made by the node, as the kubelet makes it
+    assert (made.st_uid, oct(made.st_mode & 0o777)) == (0, oct(os.stat(allowed).st_mode & 0o777))
+    assert seen["made"].split()[:2] == ["0", "0"]
+    assert (allowed / "not" / "there" / "file").stat().st_uid == 0
+    assert host_uid(container_pid(agent, f"vkpy-{uid}-app-0")) != 0

@@ -19,6 +19,10 @@ goes. Python has no binding for the new mount API (open_tree, mount_setattr, fso
 fsconfig, fsmount, move_mount), hence ctypes; the numbers are the same on every
 architecture. `supported()` says whether this kernel takes it (the caller unpacks a
 copy per container otherwise).
+
+`bind_idmapped` uses the same calls for a pod's hostPath volumes: a copy of the
+host's mount at that place, id-mapped through the pod's user namespace, as
+Kubernetes mounts the volumes of a `hostUsers: false` pod (runc 1.1 cannot).
 """
 
 from __future__ import annotations
@@ -129,6 +133,48 @@ def mount(lower: Path, upper: Path, work: Path, target: Path, userns: str | None
             "move_mount",
             _MOVE_MOUNT,
             mounted,
+            b"",
+            AT_FDCWD,
+            os.fsencode(target),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def bind_idmapped(source: int, target: Path, userns: str) -> None:
+    """Mount on `target` a copy of the mount tree at the descriptor `source` (from
+    that place down, submounts included), id-mapped through the user namespace file
+    `userns`: the host's ids 0-65535 are the pod's 0-65535 in it, so the pod's root
+    writes where the host's root may and its files are the host root's. OverlayError
+    where the filesystem cannot be id-mapped (the caller binds it unmapped)."""
+    fds: list[int] = []
+    try:
+        tree = _call(
+            "open_tree",
+            _OPEN_TREE,
+            source,
+            b"",
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH,
+        )
+        fds.append(tree)
+        ns = os.open(userns, os.O_RDONLY | os.O_CLOEXEC)
+        fds.append(ns)
+        attr = _MountAttr(MOUNT_ATTR_IDMAP, 0, 0, ns)
+        _call(
+            "mount_setattr(idmap)",
+            _MOUNT_SETATTR,
+            tree,
+            b"",
+            AT_EMPTY_PATH | AT_RECURSIVE,
+            ctypes.byref(attr),
+            ctypes.sizeof(attr),
+        )
+        _call(
+            "move_mount",
+            _MOVE_MOUNT,
+            tree,
             b"",
             AT_FDCWD,
             os.fsencode(target),

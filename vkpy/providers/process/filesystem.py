@@ -311,6 +311,7 @@ def prepare_root(
     volumes: dict[str, VolumeConfig],
     run_as: RunAs,
     pod_view: bool = False,
+    host_sub_paths: bool = True,
 ) -> Path:
     """Make the container's root with its mounts; returns its working directory.
 
@@ -322,7 +323,10 @@ def prepare_root(
     `pod_view`: the pod has a filesystem of its own (podroot.py), where each volume
     is mounted at its mount path and the host is read-only: a hostPath link then
     points at the mount path, and a mount nested in another needs no link (the
-    mount is there in the pod's view)."""
+    mount is there in the pod's view).
+    `host_sub_paths`: make a missing subPath of a hostPath here, `run_as`'s; False in
+    `runtime: oci`, where the pod sees its hostPaths id-mapped and the subPath is made
+    root's when the container's mounts are (host_paths.py), as the kubelet makes it."""
     cdir: ContainerDir = pod_dir.container(container.name)
     cdir.path.mkdir(mode=TRAVERSE, exist_ok=True)
     os.chmod(cdir.path, TRAVERSE)
@@ -339,7 +343,9 @@ def prepare_root(
     for mount in mount_bases(pod_dir, container, volumes):
         kind = mount.kind
         target = mount.base
-        if mount.sub_path:
+        if mount.sub_path and kind == "hostPath" and not host_sub_paths:
+            target = mount.shown  # only a link of the host-mode root names it
+        elif mount.sub_path:
             # The pod can write here: no link it planted is followed (beneath.py).
             target = resolve_beneath(
                 mount.base,
@@ -384,6 +390,7 @@ def prepare_pod(
     run_as: RunAs,
     prefixes: tuple[str, ...] = (),
     pod_view: bool = False,
+    host_sub_paths: bool = True,
 ) -> None:
     """Everything on disk a new pod needs before its first container starts."""
     prepare_pod_dir(pod_dir, run_as)
@@ -391,7 +398,7 @@ def prepare_pod(
         materialize_volume(pod_dir, volume, run_as, prefixes, pod_view)
     by_name = {v.name: v for v in pod.volumes}
     for container in (*pod.init_containers, *pod.containers):
-        prepare_root(pod_dir, container, by_name, run_as, pod_view)
+        prepare_root(pod_dir, container, by_name, run_as, pod_view, host_sub_paths)
 
 
 def refresh_files(pod_dir: PodDir, pod: PodConfig, run_as: RunAs, pod_view: bool = False) -> None:

@@ -62,6 +62,7 @@ from vkpy.oci.runtime.sandbox import PodSandbox, SandboxNotRunning
 from vkpy.providers.base import ContainerConfig, PodConfig, PodEvent
 from vkpy.providers.process import (
     beneath,
+    host_paths,
     ociephemeral,
     ocietc,
     ocihost,
@@ -382,28 +383,45 @@ async def _container(
             read_only_root=bool(security.get("readOnlyRootFilesystem")),
             seccomp=choice,
         ),
-        volumes=_volumes(pod_dir, pod, config, node.config.host_path_prefixes),
+        volumes=_volumes(pod_dir, pod, config, node.config.host_path_prefixes, joined.get("user")),
         resources=resources_of(config.spec.get("resources") or {}),
     )
 
 
 def _volumes(
-    pod_dir: PodDir, pod: PodConfig, config: ContainerConfig, prefixes: tuple[str, ...]
+    pod_dir: PodDir,
+    pod: PodConfig,
+    config: ContainerConfig,
+    prefixes: tuple[str, ...],
+    userns: str | None,
 ) -> tuple[spec.BindMount, ...]:
     """The container's volume mounts (sandbox.container_mounts decides which host path
     each is) as bind mounts; a subPath is opened beneath its volume, and the bind's
-    source is the entry found that way, never a link the pod planted."""
+    source is the entry found that way, never a link the pod planted. A hostPath
+    (whatever lies outside the pod's directory) is id-mapped through the pod's user
+    namespace `userns` (host_paths.py); a subPath missing in it is made first, as
+    the kubelet makes it."""
     mounts = []
-    for base, relative, target, read_only in sandbox.container_mounts(
-        pod_dir, pod, config, prefixes
-    ):
-        source = base
-        if relative:
-            fd = beneath.open_path(base, relative, "subPath")
-            try:
+    own = pod_dir.path.resolve()
+    entries = sandbox.container_mounts(pod_dir, pod, config, prefixes)
+    for index, (base, relative, target, read_only) in enumerate(entries):
+        host = not Path(base).resolve().is_relative_to(own)
+        if not relative and not (host and userns):
+            mounts.append(spec.BindMount(base, target, read_only))
+            continue
+        fd = (
+            host_paths.open_made(base, relative)
+            if host
+            else beneath.open_path(base, relative, "subPath")
+        )
+        try:
+            if host and userns:
+                staged = pod_dir.container(config.name).path / host_paths.STAGED / str(index)
+                source = host_paths.id_mapped(fd, staged, userns)
+            else:
                 source = os.readlink(f"/proc/self/fd/{fd}")
-            finally:
-                os.close(fd)
+        finally:
+            os.close(fd)
         mounts.append(spec.BindMount(source, target, read_only))
     return tuple(mounts)
 

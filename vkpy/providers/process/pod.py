@@ -105,6 +105,7 @@ class PodRuntime:
             runtime.volume_owner(config),
             runtime.config.host_path_prefixes,
             runtime.config.filesystem_per_pod,
+            runtime.config.runtime != "oci",  # oci: host_paths.py makes them
         )
         pod = cls(runtime, config, pod_dir, notify, time.time())
         write_json(pod_dir.config, pod_to_dict(config))
