@@ -16,6 +16,7 @@ it. The results go into docs/conformance.md (report.py). Everything it starts is
 stopped at the end; the namespace goes with it.
 
     sudo .venv/bin/python conformance/run.py [--procs 4] [--focus REGEX] [--keep DIR]
+        [--selection node|cli] [--rerun-failed DIR]
 """
 
 from __future__ import annotations
@@ -331,7 +332,8 @@ def suite_runs(options: argparse.Namespace, run_dir: Path, cluster: DevCluster) 
     """One Ginkgo run per selection: the NodeConformance specs with --procs at once, the
     kubectl specs with --cli-procs (one at a time by default: their port-forward
     specs measure what a forwarded connection carries). --focus: one run of what it
-    matches; --rerun-failed: each selection's failed specs."""
+    matches; --rerun-failed: each selection's failed specs; --selection: only the
+    selections named (each whole, with its own procs: a full run of each)."""
     tools = Path(options.tools)
     if options.focus and not options.rerun_failed:
         argv = ginkgo_argv(tools, run_dir, cluster, options.procs, "focus", options.timeout)
@@ -339,6 +341,8 @@ def suite_runs(options: argparse.Namespace, run_dir: Path, cluster: DevCluster) 
         return [argv]
     runs = []
     for selection in SELECTIONS:
+        if options.selection and selection.key not in options.selection:
+            continue
         procs = options.procs if selection.key == "node" else options.cli_procs
         argv = ginkgo_argv(tools, run_dir, cluster, procs, selection.key, options.timeout)
         argv[1] = f"--focus={options.focus or selection.focus}"
@@ -448,6 +452,14 @@ def main() -> int:
     )
     parser.add_argument("--focus", default="", help="run only specs matching this regex")
     parser.add_argument(
+        "--selection",
+        action="append",
+        default=[],
+        choices=[selection.key for selection in SELECTIONS],
+        help="run only this selection, all of it (node: NodeConformance; cli: the kubectl "
+        "set, one at a time); repeatable; default: both",
+    )
+    parser.add_argument(
         "--rerun-failed",
         default="",
         help="a previous run's directory (--keep): run only the specs that failed there",
@@ -517,6 +529,7 @@ def main() -> int:
         f"--procs={options.procs}", f"--cli-procs={options.cli_procs}",
         f"--provider={options.provider}", f"--runtime={options.runtime}",
         f"--focus={options.focus}",
+        *[f"--selection={key}" for key in options.selection],
         f"--timeout={options.timeout}",
         f"--rerun-failed={Path(options.rerun_failed).absolute() if options.rerun_failed else ''}",
     ]  # fmt: skip

@@ -270,3 +270,26 @@ def test_a_sim_cause_is_only_given_to_a_spec_that_ran_on_the_sim() -> None:
         "Timed out after 300.000s. containerID:process://ab12",
     )
     assert known_cause(on_process) is None
+
+
+def test_a_selection_runs_alone_whole_with_its_own_procs(tmp_path: Path) -> None:
+    """`--selection cli`: only the kubectl set, all of it, one spec at a time (its
+    port-forward specs measure a forwarded connection), recorded as a full run of it."""
+    options = argparse.Namespace(
+        tools=str(tmp_path),
+        procs=4,
+        cli_procs=1,
+        timeout="1h",
+        focus="",
+        rerun_failed="",
+        selection=["cli"],
+    )
+    cluster = argparse.Namespace(kubectl="kubectl")
+    [argv] = conformance_run.suite_runs(options, tmp_path, cluster)  # type: ignore[arg-type]
+    cli = next(s for s in conformance_run.SELECTIONS if s.key == "cli")
+    assert argv[1] == f"--focus={cli.focus}"
+    assert "--procs=1" in argv
+    assert "--json-report=report-cli.json" in argv
+    assert conformance_run.run_kind(options) == "full"
+    options.selection = []
+    assert len(conformance_run.suite_runs(options, tmp_path, cluster)) == 2  # type: ignore[arg-type]
