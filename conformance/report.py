@@ -96,7 +96,7 @@ CAUSES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "logged",
-        r"Unknown device type",
+        r"Unknown device type|ip: RTNETLINK answers: Operation not supported",
         "the host's kernel has no `dummy` link type (`ip link add ... type dummy`)",
     ),
     (

@@ -185,6 +185,11 @@ def test_a_known_cause_is_found_in_what_the_spec_logged() -> None:
             "message: pod runAsUser 1001 is the own id of another pod on this node",
             "another pod's own id",
         ),
+        (  # iproute2's words in an image (agnhost), busybox's on the host
+            "[sig-node] PrivilegedPod [NodeConformance] should enable privileged commands",
+            'stderr "ip: RTNETLINK answers: Operation not supported": command terminated',
+            "no `dummy` link type",
+        ),
     ],
 )
 def test_causes_of_this_nodes_limits_are_named(name: str, logged: str, words: str) -> None:
