@@ -86,6 +86,38 @@ def _call(what: str, number: int, *args: object) -> int:
     return result
 
 
+def _idmap(tree: int, userns: str, flags: int) -> None:
+    """Id-map the detached mount `tree` through the user namespace file `userns`
+    (`flags`: AT_RECURSIVE for its submounts too)."""
+    ns = os.open(userns, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        attr = _MountAttr(MOUNT_ATTR_IDMAP, 0, 0, ns)
+        _call(
+            "mount_setattr(idmap)",
+            _MOUNT_SETATTR,
+            tree,
+            b"",
+            AT_EMPTY_PATH | flags,
+            ctypes.byref(attr),
+            ctypes.sizeof(attr),
+        )
+    finally:
+        os.close(ns)
+
+
+def _attach(detached: int, target: Path) -> None:
+    """Attach the detached mount `detached` at `target`."""
+    _call(
+        "move_mount",
+        _MOVE_MOUNT,
+        detached,
+        b"",
+        AT_FDCWD,
+        os.fsencode(target),
+        MOVE_MOUNT_F_EMPTY_PATH,
+    )
+
+
 def mount(lower: Path, upper: Path, work: Path, target: Path, userns: str | None) -> None:
     """Mount an overlay on `target`: `lower` read-only (id-mapped through the user
     namespace file `userns`, e.g. `/proc/PID/ns/user`, unless None), `upper` and
@@ -101,18 +133,7 @@ def mount(lower: Path, upper: Path, work: Path, target: Path, userns: str | None
         )
         fds.append(tree)
         if userns is not None:
-            ns = os.open(userns, os.O_RDONLY | os.O_CLOEXEC)
-            fds.append(ns)
-            attr = _MountAttr(MOUNT_ATTR_IDMAP, 0, 0, ns)
-            _call(
-                "mount_setattr(idmap)",
-                _MOUNT_SETATTR,
-                tree,
-                b"",
-                AT_EMPTY_PATH,
-                ctypes.byref(attr),
-                ctypes.sizeof(attr),
-            )
+            _idmap(tree, userns, 0)
         context = _call("fsopen(overlay)", _FSOPEN, b"overlay", FSOPEN_CLOEXEC)
         fds.append(context)
         _call("fsconfig(lowerdir+)", _FSCONFIG, context, FSCONFIG_SET_FD, b"lowerdir+", None, tree)
@@ -129,15 +150,7 @@ def mount(lower: Path, upper: Path, work: Path, target: Path, userns: str | None
         _call("fsconfig(create)", _FSCONFIG, context, FSCONFIG_CMD_CREATE, None, None, 0)
         mounted = _call("fsmount", _FSMOUNT, context, FSMOUNT_CLOEXEC, 0)
         fds.append(mounted)
-        _call(
-            "move_mount",
-            _MOVE_MOUNT,
-            mounted,
-            b"",
-            AT_FDCWD,
-            os.fsencode(target),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        )
+        _attach(mounted, target)
     finally:
         for fd in fds:
             os.close(fd)
@@ -149,40 +162,18 @@ def bind_idmapped(source: int, target: Path, userns: str) -> None:
     `userns`: the host's ids 0-65535 are the pod's 0-65535 in it, so the pod's root
     writes where the host's root may and its files are the host root's. OverlayError
     where the filesystem cannot be id-mapped (the caller binds it unmapped)."""
-    fds: list[int] = []
+    tree = _call(
+        "open_tree",
+        _OPEN_TREE,
+        source,
+        b"",
+        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH,
+    )
     try:
-        tree = _call(
-            "open_tree",
-            _OPEN_TREE,
-            source,
-            b"",
-            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH,
-        )
-        fds.append(tree)
-        ns = os.open(userns, os.O_RDONLY | os.O_CLOEXEC)
-        fds.append(ns)
-        attr = _MountAttr(MOUNT_ATTR_IDMAP, 0, 0, ns)
-        _call(
-            "mount_setattr(idmap)",
-            _MOUNT_SETATTR,
-            tree,
-            b"",
-            AT_EMPTY_PATH | AT_RECURSIVE,
-            ctypes.byref(attr),
-            ctypes.sizeof(attr),
-        )
-        _call(
-            "move_mount",
-            _MOVE_MOUNT,
-            tree,
-            b"",
-            AT_FDCWD,
-            os.fsencode(target),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        )
+        _idmap(tree, userns, AT_RECURSIVE)
+        _attach(tree, target)
     finally:
-        for fd in fds:
-            os.close(fd)
+        os.close(tree)
 
 
 def is_mount(path: Path) -> bool:
