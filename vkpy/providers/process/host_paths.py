@@ -36,18 +36,30 @@ _warned: set[str] = set()
 
 def open_made(base: str, relative: str) -> int:
     """An O_PATH descriptor of base/relative, never following a link below `base`;
-    a missing directory on the way is made first, root's, with the mode of the
-    directory it is made in, as the kubelet makes a subPath in its volume."""
+    missing directories on the way are made first, root's, with the mode of the
+    deepest one there is (the hostPath's own directory, for a missing subPath), as
+    the kubelet makes a subPath with its volume's mode."""
     try:
         return beneath.open_path(base, relative, "subPath")
     except beneath.LinkRefused:
-        parent = beneath.open_path(base, "", "hostPath")
-        try:
-            mode = stat.S_IMODE(os.fstat(parent).st_mode)
-        finally:
-            os.close(parent)
+        mode = _deepest_mode(base, beneath.split(relative, "subPath"))
         beneath.make_dirs(base, relative, "subPath", mode & 0o777)
         return beneath.open_path(base, relative, "subPath")
+
+
+def _deepest_mode(base: str, parts: list[str]) -> int:
+    """The mode of the deepest directory of base/parts there is (`base` at least: the
+    admin's prefix, followed), walked without following a link below `base`."""
+    for depth in range(len(parts) - 1, 0, -1):
+        try:
+            there = beneath.open_path(base, "/".join(parts[:depth]), "subPath")
+        except beneath.LinkRefused:
+            continue
+        try:
+            return stat.S_IMODE(os.fstat(there).st_mode)
+        finally:
+            os.close(there)
+    return stat.S_IMODE(os.stat(base).st_mode)
 
 
 def id_mapped(fd: int, staged: Path, userns: str) -> str:
