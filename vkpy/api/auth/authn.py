@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from vkpy.api.auth.ttl_cache import TtlCache
+from vkpy.api.auth.ttl_cache import SingleFlight, TtlCache
 from vkpy.core import metrics
 from vkpy.core.objects import KubeObject
 from vkpy.kube.client import ApiError
@@ -135,6 +135,7 @@ class TokenReviewer:
         self._cache: TtlCache[bytes, tuple[UserInfo | None]] = (
             TtlCache(clock=clock) if clock else TtlCache()
         )
+        self._reviews: SingleFlight[bytes, UserInfo | None] = SingleFlight()
 
     async def review(self, token: str) -> UserInfo | None:
         """The token's user, or None when the API server says it is not valid."""
@@ -145,6 +146,16 @@ class TokenReviewer:
                 "authn", "ok" if cached[0] else "rejected", "cache"
             ).inc()
             return cached[0]
+        try:
+            user = await self._reviews.run(key, lambda: self._review(key, token))
+        except ApiError as error:
+            metrics.KUBELET_API_AUTH.labels("authn", "error", "review").inc()
+            raise AuthenticationError("token review failed") from error
+        metrics.KUBELET_API_AUTH.labels("authn", "ok" if user else "rejected", "review").inc()
+        return user
+
+    async def _review(self, key: bytes, token: str) -> UserInfo | None:
+        """One TokenReview, shared by the requests that ask it at once."""
         body: KubeObject = {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
@@ -153,9 +164,8 @@ class TokenReviewer:
         try:
             answer = await self._client.create(TOKEN_REVIEW_PATH, body)
         except ApiError as error:
-            metrics.KUBELET_API_AUTH.labels("authn", "error", "review").inc()
             log.error("TokenReview failed", extra={"error": str(error)})
-            raise AuthenticationError("token review failed") from error
+            raise
         status = answer.get("status") or {}
         user = _user(status) if status.get("authenticated") else None
         if user is not None and not user.name:
@@ -163,7 +173,6 @@ class TokenReviewer:
         if user is None and status.get("error"):
             log.debug("token rejected", extra={"error": str(status["error"])})
         self._cache.put(key, (user,), self._ttl)
-        metrics.KUBELET_API_AUTH.labels("authn", "ok" if user else "rejected", "review").inc()
         return user
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from vkpy.api.auth.authn import ReviewClient, UserInfo
-from vkpy.api.auth.ttl_cache import TtlCache
+from vkpy.api.auth.ttl_cache import SingleFlight, TtlCache
 from vkpy.core import metrics
 from vkpy.core.objects import KubeObject
 from vkpy.kube.client import ApiError
@@ -152,6 +152,7 @@ class WebhookAuthorizer:
         self._allow_ttl = allow_ttl
         self._deny_ttl = deny_ttl
         self._cache: TtlCache[Attributes, bool] = TtlCache(clock=clock) if clock else TtlCache()
+        self._reviews: SingleFlight[Attributes, bool] = SingleFlight()
 
     async def allowed(self, attributes: Attributes) -> bool:
         cached = self._cache.get(attributes)
@@ -161,18 +162,26 @@ class WebhookAuthorizer:
             ).inc()
             return cached
         try:
-            answer = await self._client.create(SAR_PATH, review_body(attributes))
+            allowed = await self._reviews.run(attributes, lambda: self._review(attributes))
         except ApiError as error:
             metrics.KUBELET_API_AUTH.labels("authz", "error", "review").inc()
+            raise AuthorizationError(attributes) from error
+        metrics.KUBELET_API_AUTH.labels("authz", "allowed" if allowed else "denied", "review").inc()
+        return allowed
+
+    async def _review(self, attributes: Attributes) -> bool:
+        """One SubjectAccessReview, shared by the requests that ask it at once."""
+        try:
+            answer = await self._client.create(SAR_PATH, review_body(attributes))
+        except ApiError as error:
             log.error(
                 "SubjectAccessReview failed",
                 extra={"user": attributes.user.name, "error": str(error)},
             )
-            raise AuthorizationError(attributes) from error
+            raise
         status = answer.get("status") or {}
         allowed = bool(status.get("allowed")) and not status.get("denied")
         self._cache.put(attributes, allowed, self._allow_ttl if allowed else self._deny_ttl)
-        metrics.KUBELET_API_AUTH.labels("authz", "allowed" if allowed else "denied", "review").inc()
         if not allowed:
             log.debug(
                 "request denied",

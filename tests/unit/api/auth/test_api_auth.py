@@ -264,3 +264,55 @@ def test_ttl_cache_expires_and_evicts_least_recently_used() -> None:
     assert cache.get("c") == 3
     cache.put("d", 4, ttl=0)
     assert cache.get("d") is None
+
+
+class GatedApi(FakeApi):
+    """A FakeApi whose answers wait until `gate` is set, so requests pile up."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__(answer)
+        self.gate = asyncio.Event()
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((path, body))
+        await self.gate.wait()
+        result = self.answer(body)
+        if isinstance(result, Exception):
+            raise result
+        return {**body, "status": result}
+
+
+async def test_a_burst_of_one_callers_requests_asks_the_api_server_once() -> None:
+    # Twenty `kubectl exec` at once reach the kubelet API as twenty requests of the
+    # API server's one client: one SubjectAccessReview and one TokenReview answer all.
+    sar = GatedApi(lambda body: {"allowed": True})
+    authz = WebhookAuthorizer(sar, 300, 30)
+    proxy = Attributes(UserInfo("apiserver"), "create", "proxy", "n")
+    tokens = GatedApi(lambda body: {"authenticated": True, "user": {"username": "sa"}})
+    reviewer = TokenReviewer(tokens, ttl=120)
+    asked = [asyncio.ensure_future(authz.allowed(proxy)) for _ in range(20)]
+    asked += [asyncio.ensure_future(reviewer.review("t")) for _ in range(20)]
+    await asyncio.sleep(0)
+    asked[0].cancel()  # one caller going away ends nobody else's answer
+    sar.gate.set()
+    tokens.gate.set()
+    answers = await asyncio.gather(*asked[1:])
+    assert answers[:19] == [True] * 19
+    assert {user.name for user in answers[19:]} == {"sa"}
+    assert len(sar.calls) == 1
+    assert len(tokens.calls) == 1
+
+
+async def test_a_failed_review_fails_every_request_waiting_on_it_and_is_not_kept() -> None:
+    failing = GatedApi(lambda body: ApiError(503, "", "down"))
+    authz = WebhookAuthorizer(failing, 300, 30)
+    proxy = Attributes(UserInfo("u"), "get", "proxy", "n")
+    asked = [asyncio.ensure_future(authz.allowed(proxy)) for _ in range(3)]
+    await asyncio.sleep(0)
+    failing.gate.set()
+    results = await asyncio.gather(*asked, return_exceptions=True)
+    assert all(isinstance(result, AuthorizationError) for result in results)
+    assert len(failing.calls) == 1
+    failing.answer = lambda body: {"allowed": True}
+    assert await authz.allowed(proxy) is True  # asked again: the failure was not cached
+    assert len(failing.calls) == 2
