@@ -7,7 +7,6 @@ as it is resized, and the session's end is the client's exit status."""
 # ruff: noqa: F811 - pytest fixtures are imported by name and then requested as arguments
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -30,23 +29,29 @@ from tests.registry import Registry
 
 pytestmark = ROOT_ONLY
 
-PROMPT = r"[$#] (\x1b\[6n)?$"
-"""busybox's prompt, which asks the terminal where its cursor is (ESC [6n) after it."""
+PROMPT = r"[$#] (\x1b\[[0-9;]*[A-Za-z])*$"
+"""busybox's prompt, and the terminal controls its line editing writes after it: it asks
+where the cursor is (ESC [6n), and on a window change (SIGWINCH, which may come at any
+moment after the attach) draws the prompt again and clears the rest of the line (ESC [J)."""
+
+
+def answer(terminal: Terminal, command: str, output: str) -> str:
+    """Type `command` and wait for a line matching `output` (a regex), then a prompt:
+    a prompt drawn again meanwhile is not taken for the command's end."""
+    terminal.send(f"{command}\r")
+    return terminal.expect(rf"(?s)\r\n{output}\r\n.*?{PROMPT}")
 
 
 def follows_the_window(terminal: Terminal) -> None:
     """`tty` names a pseudo-terminal; `stty size` is the client's, then its new size."""
-    terminal.send("tty\r")
-    assert re.search(r"\r\n/dev/pts/\d+\r\n", terminal.expect(PROMPT))
-    terminal.send("stty size\r")
-    assert "\r\n30 100\r\n" in terminal.expect(PROMPT)
+    answer(terminal, "tty", r"/dev/pts/\d+")
+    answer(terminal, "stty size", "30 100")
     terminal.resize(40, 132)
     # The new size travels on a stream of its own: ask until it shows.
     out = ""
     for _ in range(20):
-        terminal.send("stty size\r")
-        out = terminal.expect(PROMPT)
-        if "40 132" in out:
+        out = answer(terminal, "stty size", r"\d+ \d+")
+        if "\r\n40 132\r\n" in out:
             break
         time.sleep(0.25)
     assert "\r\n40 132\r\n" in out
@@ -69,8 +74,7 @@ def test_kubectl_exec_it_gets_a_terminal_in_an_oci_container(
     terminal = Terminal(argv, kubectl_env(cluster, transport), rows=30, cols=100)
     try:
         terminal.expect(PROMPT)
-        terminal.send("id -u\r")
-        assert "\r\n0\r\n" in terminal.expect(PROMPT)
+        answer(terminal, "id -u", "0")
         follows_the_window(terminal)
         terminal.send("exit 3\r")
         assert terminal.wait() == 3
@@ -96,8 +100,7 @@ def test_kubectl_attach_it_gets_the_containers_terminal(
         terminal.send("\r")  # the prompt was printed before the attach: a new one
         terminal.expect(PROMPT)
         follows_the_window(terminal)
-        terminal.send("echo from-the-terminal\r")
-        assert "\r\nfrom-the-terminal\r\n" in terminal.expect(PROMPT)
+        answer(terminal, "echo from-the-terminal", "from-the-terminal")
         terminal.send("exit 0\r")
         terminal.wait()
     finally:
