@@ -13,7 +13,7 @@ import asyncio
 import copy
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -106,6 +106,7 @@ class FakeKube:
         self.objects: dict[str, Obj] = {}
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
+        self._before: list[tuple[str, str, Callable[[], object]]] = []
         self._version = 100
         self._watches: list[_Watch] = []
         self._log: list[tuple[int, str, Obj, bytes]] = []
@@ -119,6 +120,12 @@ class FakeKube:
     def fail(self, method: str, pattern: str, error: Exception, times: int = 1) -> None:
         """Make the next `times` requests `method` on a path matching `pattern` raise."""
         self.faults.append(Fault(method, pattern, error, times))
+
+    def before(self, method: str, pattern: str, action: Callable[[], object]) -> None:
+        """Run `action` (someone else's write) once, just before the server handles the
+        next `method` on a path matching `pattern`: its watch event is queued before
+        the request's own, but the request is answered before the watch delivers it."""
+        self._before.append((method, pattern, action))
 
     def requests_to(self, method: str, pattern: str = "") -> list[Request]:
         return [r for r in self.requests if r.method == method and re.search(pattern, r.path)]
@@ -201,6 +208,9 @@ class FakeKube:
 
     def _check(self, method: str, path: str, body: Any) -> None:
         self.requests.append(Request(method, path, copy.deepcopy(body)))
+        for hook in [h for h in self._before if h[0] == method and re.search(h[1], path)]:
+            self._before.remove(hook)
+            hook[2]()
         for fault in self.faults:
             if fault.method == method and fault.times > 0 and re.search(fault.pattern, path):
                 fault.times -= 1

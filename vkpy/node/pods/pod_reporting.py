@@ -21,7 +21,7 @@ from vkpy.core.objects import KubeObject, name_of, namespace_of, status, uid_of
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from vkpy.node.pods.keyed_queue import Retry
-from vkpy.node.pods.pod_record import PodRecord
+from vkpy.node.pods.pod_record import PodRecord, asks_kubelet
 from vkpy.node.pods.pod_status import StatusContext, desired_status, status_patch
 from vkpy.node.podspec.pod_object import pod_path, pod_ref
 from vkpy.providers.base import PodState
@@ -52,7 +52,8 @@ class PodReporter:
         """Report the pod in `state`: the status the kubelet would write, kept on the
         record as what was decided (before the write: its echo may come first), patched
         where it differs from `pod` as the API server last showed it; the API's answer
-        becomes the record's object. Raises Retry for failures worth retrying."""
+        becomes the record's object, unless it shows a change of someone else's too.
+        Raises Retry for failures worth retrying."""
         ctx = StatusContext(
             host_ip=self._host_ip, now=utcnow(self._clock), sandbox_ready=sandbox_ready
         )
@@ -60,6 +61,12 @@ class PodReporter:
         r.reported = desired
         updated = await self._patch(pod, desired)
         if updated is not None and r.present and r.older_than(updated):
+            if asks_kubelet(r.pod, updated):
+                # Someone else's change (a delete) landed just before our write: the
+                # answer shows it, and is newer than the watch's event of it. Held, it
+                # would have the watch pass over both events as old; not held, the
+                # watch's event of that change syncs the pod.
+                return
             r.pod = updated
 
     async def _patch(self, pod: KubeObject, desired: KubeObject) -> KubeObject | None:

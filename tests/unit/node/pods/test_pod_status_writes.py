@@ -9,7 +9,7 @@ Events describing a change are sent once the change is written.
 from __future__ import annotations
 
 from tests.unit.fake_clock import settle
-from tests.unit.pod_harness import Harness
+from tests.unit.pod_harness import Harness, pod
 from vkpy.kube.client import ApiError
 from vkpy.providers.base import ContainerState, PodState
 
@@ -104,3 +104,18 @@ async def test_condition_reason_that_no_longer_applies_is_cleared_in_one_write()
         assert conditions["Ready"]["status"] == "True"
         assert "reason" not in conditions["Ready"]
         assert "reason" not in conditions["ContainersReady"]
+
+
+async def test_a_delete_that_lands_just_before_our_status_write_is_acted_on() -> None:
+    """Soak defect: the pod was deleted while its first status write was in flight.
+    The write's answer already carries the deletionTimestamp and is newer than the
+    watch's event of the delete; the watch then echoes the answer itself. Both events
+    were passed over as older or the same, so the pod stayed Terminating for good."""
+    async with Harness() as h:
+        await h.start()
+        created = h.kube.add_pod(pod("web"))
+        h.kube.before("PATCH", r"/pods/web/status$", lambda: h.kube.mark_deleting(created))
+        await settle()
+        await h.clock.advance(1)
+        assert h.kube.pod("ns", "web") is None
+        assert h.backend.count("delete", created["metadata"]["uid"]) == 1
