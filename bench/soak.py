@@ -238,6 +238,7 @@ class Soak:
         self.t0 = time.monotonic()
         self.random = random.Random(args.seed)
         self.recoveries: list[asyncio.Task[None]] = []
+        self.scheduled = 0  # pods the rate has asked for so far
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -267,6 +268,7 @@ class Soak:
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
                 n += 1
+            self.scheduled = n
             next_t += tick
             await asyncio.sleep(max(0.0, next_t - time.monotonic()))
         if tasks:
@@ -288,7 +290,21 @@ class Soak:
                         len(self.ledger.alive()),
                     )
                 )
+            if len(self.samples) % max(1, round(60 / self.args.sample)) == 1:
+                self.progress(values)
             await asyncio.sleep(self.args.sample)
+
+    def progress(self, values: dict[str, float]) -> None:
+        """A line a minute: whether the load keeps up with its rate, and the agent."""
+        led = self.ledger
+        print(
+            f"{self.now():7.1f} s: {len(led.created)} of {self.scheduled} pods created, "
+            f"{len(led.alive())} alive, {len(led.running)} seen Running, "
+            f"{len(led.gone)} DELETED; vkpy "
+            + ", ".join(f"{label} {value:.0f}" for label, value in values.items()),
+            file=sys.stderr,
+            flush=True,
+        )
 
     async def fault_loop(self, until_t: float) -> None:
         kinds = self.args.faults
