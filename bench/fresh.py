@@ -61,7 +61,10 @@ class DefaultVkpy(Vkpy):
 
     def argv(self, node: str) -> list[str]:
         config = self.workdir / "sim.yaml"
-        config.write_text("start_seconds: 0\n")
+        platform = self.args.sim_platform_dir
+        config.write_text(
+            "start_seconds: 0\n" + (f"platform_dir: {platform / node}\n" if platform else "")
+        )
         profile: list[str] = []
         if self.args.profile:  # cProfile writes when vkpy ends (SIGTERM: a clean exit)
             self.args.profile.mkdir(parents=True, exist_ok=True)
@@ -323,7 +326,9 @@ def report(results: dict[str, dict[str, float]], runs: list[Run], args: argparse
         f"### A fresh cluster per run, defaults, {CLIENTS} clients "
         f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()})\n\n"
-        f"`python bench/fresh.py --pods {args.pods} --rounds {args.rounds}`: each run on a "
+        f"`python bench/fresh.py --pods {args.pods} --rounds {args.rounds}"
+        + (f" --sim-platform-dir {args.sim_platform_dir}" if args.sim_platform_dir else "")
+        + "`: each run on a "
         f"control plane of its own, started for it; {args.pods} bound pods created by "
         f"{CLIENTS} clients, then `kubectl delete --wait=false`; runs interleaved, medians. "
         f"pods/s per run in order: {per_run}. API requests per pod: the API server's "
@@ -367,6 +372,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300, help="per step (s)")
     parser.add_argument("--event-loop", default="asyncio", help=argparse.SUPPRESS)
     parser.add_argument("--vkpy-arg", action="append", default=[], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sim-platform-dir",
+        type=Path,
+        help="where the sim keeps its pod records (default: under vkpy's --state-dir), "
+        "e.g. a tmpfs, to take their files' journal writes off the disk etcd syncs",
+    )
     parser.add_argument(
         "--profile",
         type=Path,
