@@ -26,8 +26,10 @@ It starts a fresh local control plane and one vkpy node (`--provider sim`,
   backend ran it twice); the API server must hold none and the sim's platform no
   record.
 
-The slope of each sampled series is fitted by least squares over the samples taken
-at least `--warmup` s after the vkpy process that gave them started (a restarted vkpy
+The slope of each sampled series is fitted by least squares over the samples of the
+churn (the drain at the end is another regime: idle connections and tasks go), outside
+the faults and the 30 s after each, taken at least `--warmup` s after the vkpy process
+that gave them started (a restarted vkpy
 starts a new segment with its own intercept: one slope, fitted within segments), and
 reported per hour as a share of the series' mean (the target: under 1 %).
 
@@ -452,11 +454,24 @@ async def _true(value: bool) -> bool:
     return value
 
 
-def slope(samples: list[Sample], label: str, warmup: float) -> tuple[float, float, int]:
-    """(slope per hour, mean, samples used): least squares within vkpy processes."""
+def slope(
+    samples: list[Sample],
+    label: str,
+    warmup: float,
+    until: float = float("inf"),
+    faults: list[Fault] | None = None,
+) -> tuple[float, float, int]:
+    """(slope per hour, mean, samples used): least squares within vkpy processes, over
+    the samples taken `until` s at most (the churn's, not the drain's at the end) and
+    outside the `faults` and the RECOVERY s after each (an API server outage closes
+    the agent's connections for a while: not a trend)."""
+
+    def steady(at: float) -> bool:
+        return not any(f.started - 1 <= at <= f.ended + RECOVERY for f in faults or ())
+
     groups: dict[int, list[tuple[float, float]]] = {}
     for s in samples:
-        if s.age >= warmup and label in s.values:
+        if s.age >= warmup and s.at <= until and steady(s.at) and label in s.values:
             groups.setdefault(s.generation, []).append((s.at, s.values[label]))
     sxy = sxx = 0.0
     values: list[float] = []
@@ -477,7 +492,9 @@ def report(soak: Soak, accounts: dict[str, Any], args: argparse.Namespace, plots
     rows = ["| series | mean | fitted slope per hour | share of the mean per hour | samples |"]
     rows.append("|---|---|---|---|---|")
     for label in SERIES:
-        per_hour, mean, used = slope(soak.samples, label, args.warmup)
+        per_hour, mean, used = slope(
+            soak.samples, label, args.warmup, args.minutes * 60, soak.faults
+        )
         share = per_hour / mean * 100 if mean else float("nan")
         rows.append(f"| {label} | {mean:.1f} | {per_hour:+.2f} | {share:+.2f} % | {used} |")
     faults = [
@@ -489,6 +506,18 @@ def report(soak: Soak, accounts: dict[str, Any], args: argparse.Namespace, plots
         f"python bench/soak.py --minutes {args.minutes:g} --rate {args.rate:g} "
         f"--lifetime {args.lifetime:g} --fault-every {args.fault_every:g} "
         f"--fault-gap {args.fault_gap:g} --warmup {args.warmup:g} --seed {args.seed}"
+    )
+    plots.mkdir(parents=True, exist_ok=True)
+    (plots / "soak-samples.csv").write_text(
+        "seconds,vkpy_process,process_age_seconds,pods_alive,"
+        + ",".join(SERIES)
+        + "\n"
+        + "".join(
+            f"{s.at:.1f},{s.generation},{s.age:.1f},{s.alive},"
+            + ",".join(f"{s.values.get(label, float('nan')):.2f}" for label in SERIES)
+            + "\n"
+            for s in soak.samples
+        )
     )
     written = svgplot.write(
         plots,
@@ -518,9 +547,11 @@ def report(soak: Soak, accounts: dict[str, Any], args: argparse.Namespace, plots
         f"load average at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())})\n\n"
         f"`{command}`: {args.rate:g} pods/s created and each deleted {args.lifetime:g} s "
         f"later for {args.minutes:g} min on a fresh control plane; samples every "
-        f"{args.sample:g} s; slopes fitted over samples {args.warmup:g} s or more after "
-        f"their vkpy process started. Plots: {', '.join(p.name for p in written)}, "
-        "soak-pods.svg.\n\n" + "\n".join(rows) + "\n\n"
+        f"{args.sample:g} s; slopes fitted over the samples of the churn (not the drain's "
+        f"after it), outside the faults and the {RECOVERY:g} s after each, taken "
+        f"{args.warmup:g} s or more after their vkpy process started. "
+        f"Plots: {', '.join(p.name for p in written)}, soak-pods.svg; the samples: "
+        "soak-samples.csv.\n\n" + "\n".join(rows) + "\n\n"
         "| fault at s | kind | lasted s | all pods Running again after s |\n|---|---|---|---|\n"
         + ("\n".join(faults) or "| — | none | | |")
         + "\n\n| ledger | |\n|---|---|\n"
