@@ -21,8 +21,12 @@ agent worked: what the agent costs the API server), the agent's CPU and peak RSS
 and the API requests per pod by verb and resource during creation and deletion
 (Events counted apart), from the API server's own counters; the agent's log lines per
 pod at its default level, and its TCP connections to the API server after the burst
-(each one a TLS handshake the API server did). `--profile DIR` runs vkpy under
-cProfile (one file per run; its call counts, not its timings, on a shared machine).
+(each one a TLS handshake the API server did); the API server's own CPU seconds and
+its mean time per request by verb and resource while the clients create (its
+`process_cpu_seconds_total` and `apiserver_request_duration_seconds`). `--profile DIR`
+runs vkpy under cProfile (one file per run; its call counts, not its timings, on a
+shared machine); `--apiserver-pprof DIR` takes a CPU profile of the API server over
+each burst (`go tool pprof -top DIR/<run>.pprof`), to see what an agent costs it.
 
     python bench/fresh.py --pods 1000 --rounds 3
 """
@@ -83,6 +87,7 @@ class DefaultVkpy(Vkpy):
             "--listen-address=127.0.0.1",
             f"--port={free_port()}",
             f"--state-dir={self.workdir / node}",
+            *self.args.vkpy_arg,
         ]
 
 
@@ -101,6 +106,8 @@ class Run:
     peak_rss: float = 0.0
     connections: int = 0
     log_lines: int = 0
+    apiserver_cpu: float = 0.0
+    server_ms: dict[str, float] = field(default_factory=dict)
     create_requests: Counter[str] = field(default_factory=Counter)
     delete_requests: Counter[str] = field(default_factory=Counter)
     error: str = ""
@@ -153,7 +160,72 @@ async def create_with_clients(
             await client.close()
 
 
-async def one_run(system: System, cluster: DevCluster, count: int, timeout: float) -> Run:
+@dataclass
+class ServerCosts:
+    """The API server's own CPU seconds and, by `VERB resource[/sub]`, the seconds and
+    count of its requests (`apiserver_request_duration_seconds`), at one moment."""
+
+    cpu: float
+    seconds: dict[str, float]
+    count: dict[str, float]
+
+    def since(self, earlier: ServerCosts) -> tuple[float, dict[str, float]]:
+        """CPU seconds spent since `earlier`, and the mean ms per request by verb and
+        resource of the requests served since (those with at least 10)."""
+        means = {}
+        for key, n in self.count.items():
+            served = n - earlier.count.get(key, 0)
+            if served >= 10:
+                spent = self.seconds[key] - earlier.seconds.get(key, 0)
+                means[key] = 1000 * spent / served
+        return self.cpu - earlier.cpu, means
+
+
+async def apiserver_costs(client: KubeClient) -> ServerCosts:
+    async with client.session.get(
+        client.host + "/metrics", headers=await client._headers(None)
+    ) as response:
+        text = await response.text()
+    cpu = 0.0
+    seconds: Counter[str] = Counter()
+    count: Counter[str] = Counter()
+    for line in text.splitlines():
+        if line.startswith("process_cpu_seconds_total "):
+            cpu = float(line.split()[1])
+        for suffix, into in (("_sum{", seconds), ("_count{", count)):
+            prefix = "apiserver_request_duration_seconds" + suffix
+            if line.startswith(prefix):
+                labels_text, value = line[len(prefix) :].rsplit("} ", 1)
+                labels = dict(
+                    part.split("=", 1)
+                    for part in labels_text.replace('"', "").split(",")
+                    if "=" in part
+                )
+                if labels.get("resource") and labels.get("verb") != "WATCH":
+                    sub = labels.get("subresource")
+                    key = f"{labels['verb']} {labels['resource']}{'/' + sub if sub else ''}"
+                    into[key] += float(value)
+    return ServerCosts(cpu, dict(seconds), dict(count))
+
+
+async def apiserver_pprof(client: KubeClient, to: Path, seconds: int) -> None:
+    """The API server's CPU profile over the next `seconds`, written to `to`."""
+    async with client.session.get(
+        client.host + f"/debug/pprof/profile?seconds={seconds}",
+        headers=await client._headers(None),
+    ) as response:
+        data = await response.read()
+    to.parent.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(to.write_bytes, data)
+
+
+async def one_run(
+    system: System,
+    cluster: DevCluster,
+    count: int,
+    timeout: float,
+    profile_to: Path | None = None,
+) -> Run:
     node = f"fresh-{system.name}"
     namespace = "bench"
     run = Run(system=system.name, pods=count)
@@ -179,11 +251,18 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         log_file = system.workdir / f"{system.name}-{node}.log"
         lines0 = _lines(log_file)
         before = await apiserver_requests_by_code(client)
+        server0 = await apiserver_costs(client)
         names = [f"p{n:05d}" for n in range(count)]
+        pprof = None
+        if profile_to is not None:
+            pprof = asyncio.create_task(apiserver_pprof(client, profile_to, 8))
+            await asyncio.sleep(0.2)  # the profile has started when the creates come
         started = time.monotonic()
         created, run.post_phase = await create_with_clients(
             cluster.kubeconfig, namespace, names, node
         )
+        server1 = await apiserver_costs(client)
+        run.apiserver_cpu, run.server_ms = server1.since(server0)
 
         async def all_running() -> bool:
             return all(n in watch.running for n in names)
@@ -223,6 +302,8 @@ async def one_run(system: System, cluster: DevCluster, count: int, timeout: floa
         run.peak_rss = peak_rss_mib(pid)
         run.create_requests = by_resource(middle - before)
         run.delete_requests = by_resource(after - middle)
+        if pprof is not None:
+            await pprof
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -287,11 +368,16 @@ def summary(runs: list[Run]) -> dict[str, float]:
         "delete until every DELETED s": med([r.delete_seconds for r in ok]),
         "agent CPU s": med([r.cpu_seconds for r in ok]),
         "agent peak RSS MiB": med([r.peak_rss for r in ok]),
+        "API server CPU s while the clients create": med([r.apiserver_cpu for r in ok]),
         "agent log lines per pod": med([r.log_lines / r.pods for r in ok]),
         "agent's TCP connections to the API server after the burst": med(
             [float(r.connections) for r in ok]
         ),
     }
+    for key in sorted({k for r in ok for k in r.server_ms}):
+        out[f"API server ms per {key}, while the clients create"] = med(
+            [r.server_ms.get(key, float("nan")) for r in ok]
+        )
     for step, pick in (("creating", "create_requests"), ("deleting", "delete_requests")):
         keys = sorted({k for r in ok for k in getattr(r, pick)})
         for k in keys:
@@ -351,7 +437,9 @@ def bench(args: argparse.Namespace, workdir: Path) -> str:
             cluster.up()
             try:
                 system = makers[name](cluster.kubeconfig, where, args)
-                run = asyncio.run(one_run(system, cluster, args.pods, args.timeout))
+                pprof = args.apiserver_pprof
+                profile_to = pprof / f"{name}-{round_no}.pprof" if pprof else None
+                run = asyncio.run(one_run(system, cluster, args.pods, args.timeout, profile_to))
             finally:
                 cluster.down(purge=True)
             print(
@@ -382,6 +470,11 @@ def main() -> int:
         "--profile",
         type=Path,
         help="run vkpy under cProfile, one .prof per run into this folder (slows it)",
+    )
+    parser.add_argument(
+        "--apiserver-pprof",
+        type=Path,
+        help="a CPU profile of the API server over each burst, one file per run into this folder",
     )
     published.add_options(parser)
     args = parser.parse_args()
