@@ -1,10 +1,10 @@
 """An in-memory API server for controller unit tests, with faults on demand.
 
 It keeps objects by path with resourceVersions, answers list and watch of pods by
-node (`spec.nodeName=x` or `!=x`), status patches (strategic merge of conditions by
-type, UID precondition), deletes with preconditions, Events, Leases, Nodes and
-TokenRequests, records every request, and fails the requests a test scripts with
-`fail`.
+node (`spec.nodeName=x` or `!=x`), list and watch of every Service, status patches
+(strategic merge of conditions by type, UID precondition), deletes with
+preconditions, Events, Leases, Nodes and TokenRequests, records every request, and
+fails the requests a test scripts with `fail`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ Obj = dict[str, Any]
 POD_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)(/status)?$")
 LEASES = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases$")
 """A Lease collection: listed and watched by label (`key=value`)."""
+SERVICE_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/services/([^/]+)$")
+SERVICES = "/api/v1/services"
 
 
 def ts(epoch: float) -> str:
@@ -54,8 +56,12 @@ class _Watch:
     """Watching a Lease collection (its path), not pods."""
     labels: str = ""
     """The Lease watch's label selector (`key=value`, or "" for all)."""
+    services: bool = False
+    """Watching every Service, not pods."""
 
     def wants(self, path: str, obj: Obj) -> bool:
+        if self.services:
+            return bool(SERVICE_PATH.match(path))
         if not self.leases:
             return bool(POD_PATH.match(path))
         return path.startswith(self.leases + "/") and _labelled(obj, self.labels)
@@ -198,7 +204,8 @@ class FakeKube:
         return copy.deepcopy(obj)
 
     def _send(self, path: str, event: str, obj: Obj) -> None:
-        if not POD_PATH.match(path) and not LEASES.match(path.rsplit("/", 1)[0]):
+        watched = POD_PATH.match(path) or SERVICE_PATH.match(path)
+        if not watched and not LEASES.match(path.rsplit("/", 1)[0]):
             return
         line = json.dumps({"type": event, "object": obj}).encode() + b"\n"
         self._log.append((self._version, path, obj, line))
@@ -247,8 +254,23 @@ class FakeKube:
             copy.deepcopy(o) for p, o in self.objects.items() if POD_PATH.match(p) and wanted(o)
         ]
 
+    def _services(self, namespace: str = "") -> list[Obj]:
+        return [
+            copy.deepcopy(o)
+            for p, o in sorted(self.objects.items())
+            if (m := SERVICE_PATH.match(p)) and (not namespace or m.group(1) == namespace)
+        ]
+
     async def get(self, path: str, query: Any = None) -> Obj:
         self._check("GET", path, None)
+        if path == SERVICES or (path.endswith("/services") and path.count("/") == 5):
+            namespace = path.split("/")[4] if path != SERVICES else ""
+            return {
+                "kind": "ServiceList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self._version)},
+                "items": self._services(namespace),
+            }
         if path == "/api/v1/pods":
             items = self._pods(query)
             return {
@@ -342,11 +364,12 @@ class FakeKube:
         watch = _Watch()
         if LEASES.match(path):
             watch.leases, watch.labels = path, str((query or {}).get("labelSelector", ""))
+        watch.services = path == SERVICES
         since = int(str((query or {}).get("resourceVersion") or 0))
         if (query or {}).get("sendInitialEvents"):  # a streaming list, as the server sends it
             if not self.streaming_lists:
                 raise ApiError(422, "Invalid", "sendInitialEvents is forbidden for watch")
-            for obj in self._pods(query):
+            for obj in self._services() if watch.services else self._pods(query):
                 watch.queue.put_nowait(json.dumps({"type": "ADDED", "object": obj}).encode())
             end = {
                 "kind": "Pod",

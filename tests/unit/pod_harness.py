@@ -53,6 +53,7 @@ class Harness:
         self.events = EventRecorder(self.kube, host=NODE)  # type: ignore[arg-type]
         self.settings = PodControllerSettings(node_name=NODE, host_ip=HOST_IP, **settings)
         self.controller: PodController | None = None
+        self.objects = ApiObjectSource(self.kube, self.clock)  # type: ignore[arg-type]
         self._tasks: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> Harness:
@@ -66,7 +67,7 @@ class Harness:
             self.kube,  # type: ignore[arg-type]
             self.backend,
             self.events,
-            ApiObjectSource(self.kube),  # type: ignore[arg-type]
+            self.objects,
             self.settings,
             clock=self.clock,
         )
@@ -82,6 +83,7 @@ class Harness:
             task.cancel()
         results = await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        await self.objects.close()
         for result in results:
             if isinstance(result, Exception):
                 raise result

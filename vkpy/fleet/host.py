@@ -135,7 +135,7 @@ class NodeHost:
         self.client = membership.fence(client)
         first = self.members[0].node
         self.events = EventRecorder(self.client, host=first.name)
-        self.objects = ApiObjectSource(self.client)
+        self.objects = ApiObjectSource(self.client, clock)
         self.watch: SharedPodWatch | None = None
         """One watch for many nodes (a shared set keeps every node's pods, for a node
         taken later); None: one node watches only its own pods (field-selected)."""
@@ -224,6 +224,7 @@ class NodeHost:
                 def start(name: str, work: Awaitable[None]) -> None:
                     group.create_task(run_logged(name, work), name=name)
 
+                self.objects.start()
                 start("events", self.events.run())
                 start("kubelet-api", self.api.run())
                 if self.watch is not None:
@@ -233,6 +234,7 @@ class NodeHost:
                 await self.api.listening.wait()
                 await self.membership.serve()
         finally:
+            await self.objects.close()
             await self.events.flush(2.0)
 
     async def serve(self, node: HostedNode) -> None:

@@ -113,12 +113,13 @@ async def test_one_watch_feeds_every_node_only_its_own_pods() -> None:
     events = EventRecorder(kube, host="node-a")  # type: ignore[arg-type]
     watch = SharedPodWatch(kube, clock=clock)  # type: ignore[arg-type]
     backends = {n: ScriptedBackend(clock) for n in ("node-a", "node-b")}
+    objects = ApiObjectSource(kube, clock)  # type: ignore[arg-type]
     controllers = {
         n: PodController(
             kube,  # type: ignore[arg-type]
             backend,
             events.for_host(n),
-            ApiObjectSource(kube),  # type: ignore[arg-type]
+            objects,
             PodControllerSettings(node_name=n, host_ip=HOST_IP),
             clock=clock,
             shared_watch=watch,
@@ -153,6 +154,7 @@ async def test_one_watch_feeds_every_node_only_its_own_pods() -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await objects.close()
 
 
 async def test_a_controller_attached_after_the_first_list_gets_its_nodes_pods() -> None:
@@ -164,6 +166,7 @@ async def test_a_controller_attached_after_the_first_list_gets_its_nodes_pods() 
     kube.add_pod(bound("early-b", "node-b"))
     events = EventRecorder(kube, host="node-a")  # type: ignore[arg-type]
     watch = SharedPodWatch(kube, clock=clock, keep=["node-a", "node-b"])  # type: ignore[arg-type]
+    objects = ApiObjectSource(kube, clock)  # type: ignore[arg-type]
     tasks = [asyncio.create_task(watch.run()), asyncio.create_task(events.run())]
     try:
         await settle()
@@ -175,7 +178,7 @@ async def test_a_controller_attached_after_the_first_list_gets_its_nodes_pods() 
             kube,  # type: ignore[arg-type]
             backend,
             events.for_host("node-b"),
-            ApiObjectSource(kube),  # type: ignore[arg-type]
+            objects,
             PodControllerSettings(node_name="node-b", host_ip=HOST_IP),
             clock=clock,
             shared_watch=watch,
@@ -195,6 +198,7 @@ async def test_a_controller_attached_after_the_first_list_gets_its_nodes_pods() 
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await objects.close()
 
 
 def test_the_example_node_set_parses(tmp_path: Path) -> None:

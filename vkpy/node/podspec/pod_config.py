@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.core.objects import KubeObject, ephemeral_containers_of, meta, namespace_of, spec
 from vkpy.kube.client import ApiError, KubeClient
 from vkpy.node.podspec.env import ConfigError, ObjectSource, expand, resolve_env
 from vkpy.node.podspec.pod_object import pod_ref
 from vkpy.node.podspec.pull_secrets import pull_credentials
+from vkpy.node.podspec.service_cache import ServiceCache
 from vkpy.node.podspec.service_env import service_variables
-from vkpy.node.podspec.shared_lists import SharedLists
 from vkpy.node.podspec.volumes import (
     TokenGrant,
     VolumeSource,
@@ -32,12 +33,20 @@ from vkpy.providers.base import ContainerConfig, PodConfig
 
 class ApiObjectSource:
     """Reads ConfigMaps and Secrets straight from the API server, and asks it for
-    service account tokens bound to pods (TokenRequest). A namespace's Services are
-    listed once for the pods configured at the same time (SharedLists)."""
+    service account tokens bound to pods (TokenRequest). A namespace's Services come
+    from one watch of every Service (ServiceCache, as a kubelet's informer); `close`
+    ends it."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, clock: Clock = SYSTEM_CLOCK) -> None:
         self._client = client
-        self._services = SharedLists(self._list_services)
+        self._services = ServiceCache(client, self._list_services, clock)
+
+    def start(self) -> None:
+        """Start the watch of Services (before the first pod needs it)."""
+        self._services.start()
+
+    async def close(self) -> None:
+        await self._services.close()
 
     async def _get(self, path: str) -> KubeObject | None:
         try:
@@ -54,7 +63,7 @@ class ApiObjectSource:
         return await self._get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
 
     async def list_services(self, namespace: str) -> list[KubeObject]:
-        return await self._services.get(namespace)
+        return await self._services.services(namespace)
 
     async def _list_services(self, namespace: str) -> list[KubeObject]:
         listed = await self._get(f"/api/v1/namespaces/{namespace}/services")
