@@ -225,6 +225,7 @@ async def one_run(
     count: int,
     timeout: float,
     profile_to: Path | None = None,
+    show_slowest: int = 0,
 ) -> Run:
     node = f"fresh-{system.name}"
     namespace = "bench"
@@ -274,6 +275,14 @@ async def one_run(
         run.running = sum(n in watch.running for n in names)
         run.seconds = max(watch.running.values(), default=started) - started
         run.latencies = sorted(watch.running[n] - created[n] for n in names if n in watch.running)
+        slowest = sorted(names, key=lambda n: watch.running.get(n, 1e9) - created[n])
+        for n in slowest[len(slowest) - show_slowest :] if show_slowest else []:
+            at = watch.running.get(n)
+            print(
+                f"  slow: {n} POSTed at +{created[n] - started:.2f} s, Running at "
+                + (f"+{at - started:.2f} s" if at else "never"),
+                file=sys.stderr,
+            )
         await asyncio.sleep(2)
         run.connections = api_connections(pid, cluster.server)
         middle = await apiserver_requests_by_code(client)
@@ -470,6 +479,12 @@ def main() -> int:
         "--profile",
         type=Path,
         help="run vkpy under cProfile, one .prof per run into this folder (slows it)",
+    )
+    parser.add_argument(
+        "--slowest",
+        type=int,
+        default=0,
+        help="print this many of each run's slowest pods: when each was POSTed and seen Running",
     )
     parser.add_argument(
         "--apiserver-pprof",

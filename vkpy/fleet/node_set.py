@@ -61,18 +61,19 @@ def node_set_name(prefix: str) -> str:
     return dns_label(prefix, 63)
 
 
-API_CONNECTIONS_FLOOR = 16
-"""Connections in the API pool of one node (and of a small set). HTTP/1.1 carries one
-request per connection at a time, so a pod burst opens as many connections as the pool
-allows, each a TLS handshake the API server does while the burst's creates arrive. With
-64 a burst of 1000 pods left 47 open (kwok: one HTTP/2 connection; issue 30); 16
-requests in flight are more than a 2-core API server answers at once (a status patch
-takes it 10-50 ms: 16 connections carry 300-1600 a second, past the 200-300 pods a
-second it creates)."""
+API_CONNECTIONS_FLOOR = 4
+"""API requests in flight at once for one node (and a small set), first come, first
+served (`KubeClient`'s gate; HTTP/1.1 carries one request per connection at a time).
+It is what a node's pod work may take of the API server while others write to it: on a
+2-core API server, a burst of 1000 pods created by 32 clients (issue 30) took the
+clients' creates 1.43 times as long as with kwok when vkpy had 16 status patches in flight,
+and 1.05 times with 4, kwok's own pod parallelism; pods were Running at 1.08 and 1.03 times
+kwok's rate. A status patch takes the API server 10-50 ms, so 4 in flight carry
+80-400 a second, more than the 50 a second a kubelet's client is allowed."""
 
 
 def api_connections(nodes: int) -> int:
-    """Connections in the one API pool: 16 for one node, one per 4 nodes of a set
+    """Connections in the one API pool: 4 for one node, one per 4 nodes of a set
     (up to 256): 1000 nodes renew 100 Leases a second (through the heartbeat pool) and
     their pods' work comes in bursts across many nodes at once."""
     return max(API_CONNECTIONS_FLOOR, min(256, nodes // 4))
