@@ -1,8 +1,9 @@
 """One LIST answering every caller that asked while an earlier one was on the wire.
 
-Each pod's environment needs its namespace's Services (`enableServiceLinks`). A
-kubelet reads them from a watch-fed cache; asking the API server once per pod made a
-burst of 1000 pods cost 1000 LISTs. Here the callers of one key queue behind the
+Each pod's environment needs its namespace's Services (`enableServiceLinks`). They
+come from a watch (service_cache.py, as a kubelet's informer); while that watch cannot
+list, pods list their namespace, and asking once per pod would make a burst of 1000
+pods cost 1000 LISTs. Here the callers of one key queue behind the
 LIST in flight, and the next LIST, sent when it ends, answers all of them at once.
 Every caller still gets a list the API server made after its request arrived, so a
 Service made before a pod was configured is always in its environment. A failed
