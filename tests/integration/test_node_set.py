@@ -134,7 +134,8 @@ def test_fifty_nodes_from_one_process(
         assert elsewhere.status == 403  # the role names node `on` only
 
         watches = agent_counts(metrics_port, "vkpy_api_requests_total")
-        assert watches.get('code="started",method="WATCH"') == 1, watches
+        # one pod watch and one Service watch (service-link variables) for all 50 nodes
+        assert watches.get('code="started",method="WATCH"') == 2, watches
 
         kube.kubectl("delete", "pods", "-n", kube.namespace, "--all", "--wait=true")
         deletes = {
