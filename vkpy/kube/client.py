@@ -225,7 +225,8 @@ class KubeClient:
                 query,
                 body,
                 content_type,
-                limit - (time.monotonic() - started),
+                # what is left of the limit; never 0 or less, which aiohttp takes for none
+                max(0.001, limit - (time.monotonic() - started)),
                 decode,
                 started,
             )
