@@ -48,6 +48,9 @@ and 3.59 ms to 3.42 and 3.44: about 800 tracked objects are decoded per pod (fou
 watch events, each a whole pod), mostly freed by reference counting before a young
 collection at 10,000 comes, and at 700 the collector was 7% of the agent's CPU
 (py-spy --native).
+The frozen objects are counted every 30 s, not every period: CPython counts them by
+walking their list, and at 1000 nodes with 10 pods each that count, once a second,
+was a fifth of the agent's steady CPU (issue 30).
 Pauses are counted in `vkpy_gc_pause_seconds` by generation, to see this working.
 """
 
@@ -108,15 +111,20 @@ def count_pauses() -> None:
 @dataclass
 class ScheduledCollections:
     """Full collections on the agent's schedule: the new survivors every `period`, then
-    a freeze; everything once the frozen objects have grown `growth`-fold since the
-    last full collection. CPython's automatic full collections stay off while `run`
-    runs (restored, and everything unfrozen, when it ends)."""
+    a freeze; everything once the frozen objects, counted every `check`, have grown
+    `growth`-fold since the last full collection. CPython's automatic full collections
+    stay off while `run` runs (restored, and everything unfrozen, when it ends)."""
 
     period: float = 1.0
     growth: float = 4.0
     young: int = 10_000
     """Allocations between two of CPython's young collections (its default, 700, made
     16 a second under churn, each survivor then scanned again by the older ones)."""
+    check: float = 30.0
+    """Seconds between two counts of the frozen objects. `gc.get_freeze_count()` walks
+    the whole permanent generation's list (46 ms for 2 million objects on the 2-core
+    machine): counted every second, it was a fifth of the steady CPU of 1000 nodes with
+    10 pods each (py-spy, issue 30). The growth it watches for takes minutes."""
     clock: Clock = SYSTEM_CLOCK
     collector: Collector = field(default_factory=lambda: gc)
 
@@ -126,8 +134,14 @@ class ScheduledCollections:
         try:
             # What start-up made (modules, the first pod list): nothing is frozen yet.
             _, after_full = self._collect_and_freeze()
+            counted = self.clock.monotonic()
             while True:
                 await self.clock.sleep(self.period)
+                if self.clock.monotonic() - counted < self.check:
+                    self.collector.collect()
+                    self.collector.freeze()
+                    continue
+                counted = self.clock.monotonic()
                 frozen = self.collector.get_freeze_count()
                 metrics.GC_FROZEN.set(frozen)
                 if frozen >= self.growth * after_full:
