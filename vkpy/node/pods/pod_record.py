@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vkpy.core import jsoncodec
+from vkpy.core import jsoncodec, packed_json
 from vkpy.core.objects import KubeObject, conditions_of, meta, spec
 from vkpy.node.pods.pod_status import KUBELET_CONDITIONS
 from vkpy.node.podspec.volumes import TokenGrant, TokenKey
@@ -88,11 +88,12 @@ class PodRecord:
 
     The pod's object is held decoded only while the pod has work: from the change
     that asks for a sync until the sync ends (`settle`). Between syncs it is kept
-    packed, as the JSON the watch brought (without managedFields): a running pod's
-    dicts were about 10.7 KiB and 190 objects, its JSON is about 2.3 KiB, and at
-    1000 nodes with 10 pods each the dicts were the largest share of the agent's
-    memory (docs/scale.md, seventh round). The status last decided is kept packed
-    for the same reason (2.7 KiB as dicts, 1 KiB as JSON)."""
+    packed, as the JSON the watch brought (without managedFields) deflated by
+    vkpy.core.packed_json: a running pod's dicts were about 10.7 KiB and 190 objects,
+    its JSON is about 2.3-2.8 KiB, deflated about 0.4 KiB; at 1000 nodes with 10 pods
+    each the dicts, then the JSON, were the largest share of the agent's memory
+    (docs/scale.md, seventh and eighth rounds). The status last decided is kept packed
+    for the same reason (2.7 KiB as dicts, 1 KiB as JSON, 0.1 KiB deflated)."""
 
     __slots__ = (
         "_packed",
@@ -135,7 +136,7 @@ class PodRecord:
         """The newest object seen (watch or our own write's answer); None: not on the
         API. Read while settled, it is decoded and held until the next `settle`."""
         if self._pod is None and self._packed is not None:
-            self._pod = jsoncodec.loads(self._packed)
+            self._pod = packed_json.unpack(self._packed)
         return self._pod
 
     @pod.setter
@@ -154,14 +155,14 @@ class PodRecord:
         caller alone when settled, so reading every pod holds none of them decoded."""
         if self._pod is not None or self._packed is None:
             return self._pod
-        view: KubeObject = jsoncodec.loads(self._packed)
+        view: KubeObject = packed_json.unpack(self._packed)
         return view
 
     def json(self) -> bytes:
-        """The pod's JSON as held (the kubelet API's /pods): the packed bytes when
+        """The pod's JSON (the kubelet API's /pods): inflated from the packed bytes when
         settled, so no request decodes or encodes a settled pod; else encoded now."""
         if self._packed is not None:
-            return self._packed
+            return packed_json.json_of(self._packed)
         return jsoncodec.dumps(_slim(self._pod)) if self._pod is not None else b"null"
 
     def settle(self) -> None:
@@ -170,7 +171,7 @@ class PodRecord:
         watch's, or an answer's): a decoded copy of packed JSON is dropped as is."""
         if self._pod is not None:
             if self._packed is None:
-                self._packed = jsoncodec.pack(_slim(self._pod))
+                self._packed = packed_json.pack(_slim(self._pod))
             self._pod = None
 
     def older_than(self, candidate: KubeObject) -> bool:
@@ -192,12 +193,12 @@ class PodRecord:
         fresh copy each read."""
         if self._reported is None:
             return None
-        decided: KubeObject = jsoncodec.loads(self._reported)
+        decided: KubeObject = packed_json.unpack(self._reported)
         return decided
 
     @reported.setter
     def reported(self, value: KubeObject | None) -> None:
-        self._reported = None if value is None else jsoncodec.pack(value)
+        self._reported = None if value is None else packed_json.pack(value)
 
     @property
     def in_backend(self) -> bool:

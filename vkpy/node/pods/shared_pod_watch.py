@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Iterable
 
-from vkpy.core import jsoncodec
+from vkpy.core import packed_json
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.core.objects import KubeObject, node_name_of, uid_of
 from vkpy.kube.client import KubeClient
@@ -66,7 +66,7 @@ class SharedPodWatch:
         self._handlers[node_name] = handler
         kept = self._kept.get(node_name)
         if kept is not None and self.synced.is_set():
-            handler.replace([jsoncodec.loads(packed) for packed in kept.values()])
+            handler.replace([packed_json.unpack(packed) for packed in kept.values()])
 
     def detach(self, node_name: str) -> None:
         """Stop handing this node's pods to its controller (it is served elsewhere)."""
@@ -88,7 +88,7 @@ class SharedPodWatch:
             node = node_name_of(pod)
             kept = self._kept.get(node)
             if kept is not None:
-                kept[uid_of(pod)] = jsoncodec.pack(pod)
+                kept[uid_of(pod)] = packed_json.pack(pod)
             mine = by_node.get(node)
             if mine is None:
                 self.dropped += kept is None
@@ -104,7 +104,7 @@ class SharedPodWatch:
             if event_type == "DELETED":
                 kept.pop(uid_of(obj), None)
             else:
-                kept[uid_of(obj)] = jsoncodec.pack(obj)
+                kept[uid_of(obj)] = packed_json.pack(obj)
         handler = self._handlers.get(node)
         if handler is None:
             if kept is not None:

@@ -64,7 +64,8 @@ async def test_a_running_pod_is_held_packed_in_under_a_third_of_its_dicts() -> N
             assert record.pod is not None
         decoded = retained_bytes(held) / PODS
         assert packed * 3 < decoded, (packed, decoded)
-        assert packed < 4096, packed
+        # 3.4 KiB with the JSON kept as is, 1.4 KiB with it deflated (packed_json)
+        assert packed < 1600, packed
 
 
 async def test_a_settled_pod_reads_whole_and_stays_packed() -> None:
