@@ -308,6 +308,11 @@ async def traced_memory(
     return memory_tables(snapshot, args.nodes, args.top)
 
 
+CODECS = ("/core/jsoncodec.py", "/core/packed_json.py")
+"""Passed over when naming the allocating line: what a decoded or packed object costs
+is its caller's to explain."""
+
+
 def memory_tables(snapshot: tracemalloc.Snapshot, nodes: int, top: int) -> str:
     """Traced KiB per node by the allocating vkpy line and by innermost file."""
     total = sum(s.size for s in snapshot.statistics("filename"))
@@ -318,7 +323,7 @@ def memory_tables(snapshot: tracemalloc.Snapshot, nodes: int, top: int) -> str:
             (
                 f"{_short(f.filename)}:{f.lineno}"
                 for f in reversed(trace.traceback)
-                if "/vkpy/" in f.filename
+                if "/vkpy/" in f.filename and not f.filename.endswith(CODECS)
             ),
             "(no vkpy frame: imports, the loop, libraries)",
         )

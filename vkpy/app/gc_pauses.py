@@ -50,15 +50,18 @@ collection at 10,000 comes, and at 700 the collector was 7% of the agent's CPU
 (py-spy --native).
 The frozen objects are counted every 30 s, not every period: CPython counts them by
 walking their list, and at 1000 nodes with 10 pods each that count, once a second,
-was a fifth of the agent's steady CPU (issue 30).
+was a fifth of the agent's steady CPU (issue 30). After each count the C heap's free
+pages are given back to the system (`trim_heap`).
 Pauses are counted in `vkpy_gc_pause_seconds` by generation, to see this working.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -108,6 +111,26 @@ def count_pauses() -> None:
         gc.callbacks.append(_on_collection)
 
 
+def _malloc_trim() -> Callable[[int], object] | None:
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return None
+
+
+_MALLOC_TRIM: Callable[[int], object] | None = _malloc_trim()
+
+
+def trim_heap() -> object:
+    """Give the free pages inside the C heap back to the system (glibc's
+    `malloc_trim(0)`; nothing elsewhere). glibc returns freed memory by itself only from
+    the top of its heap, so the pages a burst freed below what is still held stay in
+    the RSS for good: after 10,000 pods on 1000 nodes had started, 6.5 of the agent's
+    109 MiB of anonymous memory were such pages (issue 30). Go's runtime returns them
+    in the background; this does it every `check`. It takes under a millisecond."""
+    return _MALLOC_TRIM(0) if _MALLOC_TRIM is not None else None
+
+
 @dataclass
 class ScheduledCollections:
     """Full collections on the agent's schedule: the new survivors every `period`, then
@@ -127,6 +150,8 @@ class ScheduledCollections:
     10 pods each (py-spy, issue 30). The growth it watches for takes minutes."""
     clock: Clock = SYSTEM_CLOCK
     collector: Collector = field(default_factory=lambda: gc)
+    trim: Callable[[], object] = field(default_factory=lambda: trim_heap)
+    """Run after the collection of every `check`: gives freed memory back (trim_heap)."""
 
     async def run(self) -> None:
         thresholds = self.collector.get_threshold()
@@ -161,6 +186,7 @@ class ScheduledCollections:
                 else:
                     self.collector.collect()
                     self.collector.freeze()
+                self.trim()
         finally:
             self.collector.set_threshold(*thresholds)
             self.collector.unfreeze()

@@ -12,7 +12,7 @@ import weakref
 from prometheus_client import REGISTRY
 
 from tests.unit.fake_clock import FakeClock
-from vkpy.app.gc_pauses import NEVER, ScheduledCollections, count_pauses
+from vkpy.app.gc_pauses import NEVER, ScheduledCollections, count_pauses, trim_heap
 
 
 class Recording:
@@ -162,7 +162,15 @@ async def test_counts_the_frozen_objects_only_every_check_not_every_period() -> 
     recording = Recording(clock)
     recording.frozen = [100, 150, 160]
     t0 = clock.monotonic()
-    schedule = ScheduledCollections(period=1, check=5, growth=2, clock=clock, collector=recording)
+    trims: list[float] = []
+    schedule = ScheduledCollections(
+        period=1,
+        check=5,
+        growth=2,
+        clock=clock,
+        collector=recording,
+        trim=lambda: trims.append(clock.monotonic() - t0),
+    )
     task = asyncio.create_task(schedule.run())
     await clock.advance(0)
     await clock.advance(11.5)
@@ -174,3 +182,20 @@ async def test_counts_the_frozen_objects_only_every_check_not_every_period() -> 
     assert collects == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     unfrozen = [when - t0 for what, when in recording.calls if what == "unfreeze"]
     assert unfrozen == [11.5]  # 160 at 10 s, not twice 100: no full collection; then stopped
+    assert trims == [5, 10]  # the freed heap given back after each counted collection
+
+
+def test_trimming_the_heap_gives_freed_pages_back() -> None:
+    def anonymous_kib() -> int:
+        with open("/proc/self/status") as status:
+            line = next(line for line in status if line.startswith("RssAnon:"))
+        return int(line.split()[1])
+
+    keep = [bytearray(600) for _ in range(60_000)]  # 36 MB in glibc's heap (not pymalloc)
+    last = bytearray(600)  # held: the heap's top stays, glibc alone returns nothing
+    del keep
+    before = anonymous_kib()
+    trim_heap()
+    after = anonymous_kib()
+    assert after < before - 16_000, (before, after)
+    del last

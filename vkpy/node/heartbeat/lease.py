@@ -135,5 +135,6 @@ class LeaseKeeper:
                 if not error.conflict:  # 409 AlreadyExists
                     raise
                 self._exists = True  # there from before: renew it
-        await self._client.patch(self._path, {"spec": self._spec()}, MERGE_PATCH)
+        # The answer (the whole Lease) is not used: read, not decoded.
+        await self._client.patch(self._path, {"spec": self._spec()}, MERGE_PATCH, decode=False)
         self.renewals += 1
