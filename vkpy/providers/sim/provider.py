@@ -174,8 +174,10 @@ class SimProvider:
         for path in self._dir.glob("*.json"):
             try:
                 raw = json.loads(path.read_text())
-                raw["containers"] = [tuple(c) for c in raw["containers"]]
-                raw["usage"] = [tuple(u) for u in raw.get("usage") or ()]
+                raw["containers"] = tuple(tuple(c) for c in raw["containers"])
+                raw["usage"] = tuple(tuple(u) for u in raw.get("usage") or ())
+                for name in ("init_containers", "ready_delays", "sidecars", "sidecar_ready_delays"):
+                    raw[name] = tuple(raw.get(name) or ())
                 record = timeline.Record(**raw)
             except (OSError, ValueError, TypeError) as error:
                 log.warning(
@@ -249,21 +251,22 @@ class SimProvider:
             run_seconds=run,
             exit_code=int(exit_code or 0),
             restart_policy=pod.restart_policy,
-            containers=[(c.name, c.image) for c in pod.containers],
-            init_containers=[c.name for c in pod.init_containers],
+            containers=tuple((c.name, c.image) for c in pod.containers),
+            init_containers=tuple(c.name for c in pod.init_containers),
             log_rate=log_rate,
             log_width=log_width,
-            usage=[_usage(c, cores, memory) for c in pod.containers],
-            ready_delays=[_ready_delay(c) for c in pod.containers]
+            usage=tuple(_usage(c, cores, memory) for c in pod.containers),
+            ready_delays=tuple(_ready_delay(c) for c in pod.containers)
             if self._config.probe_delays
-            else [],
-            sidecars=[c.name for c in sidecars],
-            sidecar_ready_delays=[_ready_delay(c) for c in sidecars]
+            else (),
+            sidecars=tuple(c.name for c in sidecars),
+            sidecar_ready_delays=tuple(_ready_delay(c) for c in sidecars)
             if self._config.probe_delays
-            else [],
+            else (),
         )
         self._records[record.uid] = record
-        self._env[record.uid] = {c.name: dict(c.env) for c in pod.containers}
+        if any(c.env for c in pod.containers):  # most pods have none: no dict kept
+            self._env[record.uid] = {c.name: dict(c.env) for c in pod.containers if c.env}
         await self._persist(record)
         self._arm(record)
 
@@ -276,7 +279,7 @@ class SimProvider:
         changed = [(c.name, c.image) for c in pod.containers if images.get(c.name) != c.image]
         if changed:
             updated = timeline.Record(
-                **{**asdict(record), "containers": [(c.name, c.image) for c in pod.containers]}
+                **{**asdict(record), "containers": tuple((c.name, c.image) for c in pod.containers)}
             )
             self._records[record.uid] = updated
             await self._persist(updated)
@@ -342,7 +345,7 @@ class SimProvider:
             current, _, _ = timeline.runs(record, now, self._config.restart_delay)
             if current is None or (current.end is not None and now >= current.end):
                 continue
-            usage = record.usage or [(DEFAULT_CPU_CORES, DEFAULT_MEMORY_BYTES)] * len(
+            usage = record.usage or ((DEFAULT_CPU_CORES, DEFAULT_MEMORY_BYTES),) * len(
                 record.containers
             )
             containers = tuple(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from vkpy.providers.base import ContainerState, LogQuery, PodPhase, PodRef, PodState
@@ -21,7 +21,8 @@ from vkpy.providers.sim.telemetry import Run
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """What the platform remembers about one pod (persisted as JSON)."""
+    """What the platform remembers about one pod (persisted as JSON). Tuples, not lists:
+    an empty tuple is shared, and a node set holds one record per pod (issue 30)."""
 
     namespace: str
     name: str
@@ -31,19 +32,19 @@ class Record:
     run_seconds: float | None
     exit_code: int
     restart_policy: str
-    containers: list[tuple[str, str]]
-    init_containers: list[str]
+    containers: tuple[tuple[str, str], ...]
+    init_containers: tuple[str, ...]
     log_rate: float = 1.0
     log_width: int = 0
-    usage: list[tuple[float, int]] = field(default_factory=list)
+    usage: tuple[tuple[float, int], ...] = ()
     """(CPU cores, memory bytes) per container, in the order of `containers`."""
-    ready_delays: list[float] = field(default_factory=list)
+    ready_delays: tuple[float, ...] = ()
     """Seconds from the start of each run until each container is ready, in the order
     of `containers` (its probes' initial delay; empty: ready as soon as it runs)."""
-    sidecars: list[str] = field(default_factory=list)
+    sidecars: tuple[str, ...] = ()
     """The init containers that restart Always: they run beside the app containers
     from the start until the pod ends, instead of completing first."""
-    sidecar_ready_delays: list[float] = field(default_factory=list)
+    sidecar_ready_delays: tuple[float, ...] = ()
     """As `ready_delays`, for `sidecars` (from the pod's start)."""
 
     @property
