@@ -196,7 +196,9 @@ async def test_a_slow_api_server_gets_no_burst_of_catch_up_renewals() -> None:
     per period and never a burst to catch up."""
 
     class SlowKube(FakeKube):
-        async def patch(self, path: str, body: object, content_type: str = "") -> dict[str, object]:
+        async def patch(
+            self, path: str, body: object, content_type: str = "", decode: bool = True
+        ) -> dict[str, object]:
             await self.clock.sleep(25)
             return await super().patch(path, body, content_type)
 
@@ -265,7 +267,7 @@ class LateWrites(FakeKube):
             "PUT", path, body, lambda: super(LateWrites, self).replace(path, body)
         )
 
-    async def patch(self, path: str, body: Any, content_type: str = "") -> Any:
+    async def patch(self, path: str, body: Any, content_type: str = "", decode: bool = True) -> Any:
         return await self._write(
             "PATCH", path, body, lambda: super(LateWrites, self).patch(path, body, content_type)
         )
