@@ -11,14 +11,15 @@ are strategic merges that touch only the fields the kubelet owns.
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
 import logging
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from vkpy.core import jsoncodec
+from vkpy.core import jsoncodec, packed_json
 from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
+from vkpy.core.flag import Flag
 from vkpy.core.objects import KubeObject, conditions_of, meta, spec, uid_of
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
@@ -50,15 +51,16 @@ class NodeController:
         self._settings = settings
         self._path = f"/api/v1/nodes/{settings.name}"
         self._last_sent: bytes | None = None
-        """The status last sent, without heartbeat times (`comparable`), packed: what a
-        new status is compared with (a node of a set kept the whole dicts, 1.5 KiB)."""
+        """A digest of the status last sent without heartbeat times (`comparable`): what
+        a new status is compared with (a node of a set kept the whole dicts, 1.5 KiB,
+        then their JSON, 1 KiB)."""
         self._last_sent_at = 0.0
         self._sent_sources: tuple[Health, NodeInfo, NodeResources] | None = None
         """What the status last sent was built from."""
-        self._conditions = b"[]"
+        self._conditions = packed_json.pack([])
         """The conditions as the API server last answered (their transition times),
-        packed for the same reason."""
-        self.registered = asyncio.Event()
+        deflated (packed_json) for the same reason."""
+        self.registered = Flag()
         self.uid = ""
         self.adopted = False
         """Whether `register` found the Node there (so its Lease is likely there too)."""
@@ -130,7 +132,7 @@ class NodeController:
                 delay = min(delay * 2, 30)
         self.uid = uid_of(node)
         self.adopted = exists
-        self._conditions = jsoncodec.pack(conditions_of(node))
+        self._conditions = packed_json.pack(conditions_of(node))
         self._tell_pod_cidrs(node)
         self.registered.set()
         self._events.emit(self._involved(), NORMAL, "RegisteredNode", "vkpy node registered")
@@ -180,10 +182,10 @@ class NodeController:
             resources,
             health,
             utcnow(self._clock),
-            jsoncodec.loads(self._conditions),
+            packed_json.unpack(self._conditions),
         )
         compared = comparable(desired)
-        key = jsoncodec.pack(compared)
+        key = hashlib.blake2b(jsoncodec.dumps(compared), digest_size=16).digest()
         changed = self._last_sent is None or key != self._last_sent
         if not (force or changed or due):
             self._sent_sources = sources  # the same status from other sources
@@ -197,7 +199,7 @@ class NodeController:
                 f"Node {self._settings.name} status is now: {ready['reason']}",
             )
         node = await self._client.patch(self._path + "/status", {"status": desired})
-        self._conditions = jsoncodec.pack(conditions_of(node))
+        self._conditions = packed_json.pack(conditions_of(node))
         self._tell_pod_cidrs(node)
         self._last_sent = key
         self._sent_sources = sources

@@ -16,6 +16,7 @@ import logging
 
 from vkpy.core import metrics
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
+from vkpy.core.flag import Flag
 from vkpy.core.objects import KubeObject, uid_of
 from vkpy.kube.client import KubeClient
 from vkpy.kube.events import EventRecorder
@@ -101,7 +102,7 @@ class PodController:
             self._synced = self._watcher.synced
         else:
             self._synced = shared_watch.synced
-        self.ready = asyncio.Event()
+        self.ready = Flag()
         """Set once the first list is in and backend pods are adopted."""
         if shared_watch is not None:  # last: it may hand over the node's pods at once
             shared_watch.attach(settings.node_name, self)

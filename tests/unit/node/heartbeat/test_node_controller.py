@@ -238,7 +238,7 @@ async def test_what_a_node_remembers_of_its_status_is_small(node: Node) -> None:
     transition = node.kube.objects[NODE_PATH]["status"]["conditions"][0]["lastTransitionTime"]
     await node.clock.advance(70)
     remembered = retained_bytes((node.controller._last_sent, node.controller._conditions))
-    assert remembered < 3000, remembered  # 7330 bytes as dicts
+    assert remembered < 1000, remembered  # 7330 bytes as dicts, 2186 as JSON
     assert node.status_patches() == 2  # the first, one heartbeat: no change seen in between
     ready = node.kube.objects[NODE_PATH]["status"]["conditions"][0]
     assert ready["type"] == "Ready" and ready["lastTransitionTime"] == transition
