@@ -41,6 +41,7 @@ from vkpy.node.pods.keyed_queue import Retry
 from vkpy.node.pods.lost import lost_state
 from vkpy.node.pods.next_wake import Wake, timers
 from vkpy.node.pods.pod_record import (
+    NO_TOKENS,
     Absent,
     Created,
     Deleted,
@@ -262,7 +263,7 @@ class PodLife:
             token_due=token_due,
             volumes_due=self._next_volume_sync(pod),
             metadata_key=metadata_key(pod),
-            tokens=grants,
+            tokens=grants or NO_TOKENS,
             files_digest=files_digest(config.volumes),
         )
         log.debug("pod created in backend", extra={"pod": str(r.ref), "uid": r.ref.uid})
@@ -395,7 +396,7 @@ class PodLife:
                 token_due=next_due,
                 volumes_due=self._next_volume_sync(pod),
                 metadata_key=labels,
-                tokens=grants,
+                tokens=grants or NO_TOKENS,
                 files_digest=digest,
             )
 

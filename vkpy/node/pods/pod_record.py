@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from vkpy.core import jsoncodec, packed_json
 from vkpy.core.objects import KubeObject, conditions_of, meta, spec
 from vkpy.node.pods.pod_status import KUBELET_CONDITIONS
 from vkpy.node.podspec.volumes import TokenGrant, TokenKey
 from vkpy.providers.base import PodRef, PodState
+
+NO_TOKENS: Mapping[TokenKey, TokenGrant] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +57,9 @@ class Created:
     """When (epoch s) the pod's volumes are resolved again (None: not followed)."""
     metadata_key: str = ""
     """The labels and annotations its downward API volumes last showed (volumes.py)."""
-    tokens: Mapping[TokenKey, TokenGrant] = field(default_factory=dict)
-    """The tokens its volumes hold, handed out again until due."""
+    tokens: Mapping[TokenKey, TokenGrant] = field(default_factory=lambda: NO_TOKENS)
+    """The tokens its volumes hold, handed out again until due (most pods: none, and
+    then the one shared empty mapping rather than a dict each)."""
     files_digest: str = ""
     """What its file volumes held when last handed to the backend (volumes.py)."""
 

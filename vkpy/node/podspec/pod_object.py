@@ -9,13 +9,16 @@ three unrelated modules.
 
 from __future__ import annotations
 
+import sys
+
 from vkpy.core.objects import KubeObject, containers_of, name_of, namespace_of, uid_of
 from vkpy.providers.base import PodRef
 
 
 def pod_ref(pod: KubeObject) -> PodRef:
-    """The pod's namespace, name and UID, as the backend knows it."""
-    return PodRef(namespace_of(pod), name_of(pod), uid_of(pod))
+    """The pod's namespace, name and UID, as the backend knows it. The namespace is
+    interned: a node's pods share a few, and each decoded pod brings its own copy."""
+    return PodRef(sys.intern(namespace_of(pod)), name_of(pod), uid_of(pod))
 
 
 def pod_path(ref: PodRef) -> str:
@@ -24,5 +27,6 @@ def pod_path(ref: PodRef) -> str:
 
 
 def images(pod: KubeObject) -> tuple[str, ...]:
-    """The images of the pod's containers, in order (a change is applied to the backend)."""
-    return tuple(str(c.get("image", "")) for c in containers_of(pod))
+    """The images of the pod's containers, in order (a change is applied to the backend);
+    interned, as pods of one workload share them and each running pod keeps these."""
+    return tuple(sys.intern(str(c.get("image", ""))) for c in containers_of(pod))

@@ -386,13 +386,18 @@ async def resolve_volumes(
 def files_digest(volumes: Sequence[VolumeConfig]) -> str:
     """One hash of what the pod's file volumes hold (names, paths, modes, bytes): a
     volume resolved again is handed to the backend only when it changed."""
-    digest = hashlib.sha256()
+    digest = hashlib.blake2b(digest_size=16)
     for volume in volumes:
         for item in volume.files:
             head = f"{volume.name}\0{item.path}\0{item.mode}\0{len(item.data)}\0"
             digest.update(head.encode())
             digest.update(item.data)
     return digest.hexdigest()
+
+
+def _digest(data: bytes) -> str:
+    """A short digest, kept per running pod to tell a change: 32 hex digits."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def follows_sources(pod: KubeObject) -> bool:
@@ -403,12 +408,14 @@ def follows_sources(pod: KubeObject) -> bool:
 
 def metadata_key(pod: KubeObject) -> str:
     """What of the pod's metadata a downward API volume may show (labels, annotations),
-    as one comparable string; "" when the pod has no downward API volume."""
+    as a digest of it (kept per running pod, only compared); "" when the pod has no
+    downward API volume."""
     for volume in volumes_of(pod):
         sources = (volume.get("projected") or {}).get("sources") or []
         if "downwardAPI" in volume or any("downwardAPI" in entry for entry in sources):
             m = meta(pod)
-            return json.dumps([m.get("labels") or {}, m.get("annotations") or {}], sort_keys=True)
+            shown = json.dumps([m.get("labels") or {}, m.get("annotations") or {}], sort_keys=True)
+            return _digest(shown.encode())
     return ""
 
 

@@ -30,6 +30,7 @@ import json
 import logging
 import platform
 import random
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -251,7 +252,7 @@ class SimProvider:
             run_seconds=run,
             exit_code=int(exit_code or 0),
             restart_policy=pod.restart_policy,
-            containers=tuple((c.name, c.image) for c in pod.containers),
+            containers=tuple((sys.intern(c.name), sys.intern(c.image)) for c in pod.containers),
             init_containers=tuple(c.name for c in pod.init_containers),
             log_rate=log_rate,
             log_width=log_width,
