@@ -27,13 +27,6 @@ def dumps(value: object) -> bytes:
     return orjson.dumps(value)
 
 
-def pack(value: object) -> bytes:
-    """`dumps`, for keeping: a bytes object allocated to its size. orjson's answer sits
-    in the buffer it grew while writing (8 KiB for a 2.3 KiB pod, by tracemalloc), which
-    a request body drops at once but a record kept for hours would hold."""
-    return bytes(memoryview(orjson.dumps(value)))
-
-
 def dumps_text(value: object) -> str:
     """`dumps`, as text (for APIs that want str)."""
     return orjson.dumps(value).decode()
