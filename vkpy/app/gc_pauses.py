@@ -159,37 +159,40 @@ class ScheduledCollections:
         try:
             # What start-up made (modules, the first pod list): nothing is frozen yet.
             _, after_full = self._collect_and_freeze()
-            counted = self.clock.monotonic()
+            counted, frozen = self.clock.monotonic(), after_full
             while True:
                 await self.clock.sleep(self.period)
-                if self.clock.monotonic() - counted < self.check:
-                    self.collector.collect()
-                    self.collector.freeze()
-                    continue
-                counted = self.clock.monotonic()
-                frozen = self.collector.get_freeze_count()
-                metrics.GC_FROZEN.set(frozen)
-                if frozen >= self.growth * after_full:
-                    metrics.GC_FULL.inc()
-                    self.collector.unfreeze()
-                    began = time.perf_counter()
-                    freed, after_full = self._collect_and_freeze()
-                    log.info(
-                        "full garbage collection",
-                        extra={
-                            "freed": freed,
-                            "seconds": round(time.perf_counter() - began, 3),
-                            "frozen_before": frozen,
-                            "frozen_after": after_full,
-                        },
-                    )
+                due = self.clock.monotonic() - counted >= self.check
+                if due:  # counting walks every frozen object: not every period
+                    counted, frozen = self.clock.monotonic(), self.collector.get_freeze_count()
+                    metrics.GC_FROZEN.set(frozen)
+                if due and frozen >= self.growth * after_full:
+                    after_full = self._full_collection(frozen)
                 else:
                     self.collector.collect()
                     self.collector.freeze()
-                self.trim()
+                if due:
+                    self.trim()
         finally:
             self.collector.set_threshold(*thresholds)
             self.collector.unfreeze()
+
+    def _full_collection(self, frozen: int) -> int:
+        """Everything unfrozen and collected (the one long pause, logged): frozen now."""
+        metrics.GC_FULL.inc()
+        self.collector.unfreeze()
+        began = time.perf_counter()
+        freed, after_full = self._collect_and_freeze()
+        log.info(
+            "full garbage collection",
+            extra={
+                "freed": freed,
+                "seconds": round(time.perf_counter() - began, 3),
+                "frozen_before": frozen,
+                "frozen_after": after_full,
+            },
+        )
+        return after_full
 
     def _collect_and_freeze(self) -> tuple[int, int]:
         """Collect what is not frozen, freeze the rest: (objects freed, frozen now)."""

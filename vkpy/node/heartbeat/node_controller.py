@@ -30,6 +30,9 @@ from vkpy.providers.errors import ProviderError
 
 log = logging.getLogger(__name__)
 
+_NO_CONDITIONS = packed_json.pack([])
+"""What a node knows of its conditions before the API server first answered."""
+
 
 class NodeController:
     """Registers the node; `registered` is set (and `uid` known) once it exists."""
@@ -57,7 +60,7 @@ class NodeController:
         self._last_sent_at = 0.0
         self._sent_sources: tuple[Health, NodeInfo, NodeResources] | None = None
         """What the status last sent was built from."""
-        self._conditions = packed_json.pack([])
+        self._conditions = _NO_CONDITIONS
         """The conditions as the API server last answered (their transition times),
         deflated (packed_json) for the same reason."""
         self.registered = Flag()

@@ -68,10 +68,9 @@ class PodController:
         self._clock = clock
         self._records: dict[str, PodRecord] = {}
         self._names: dict[tuple[str, str], str | tuple[str, ...]] = {}
-        """The UID of each (namespace, name), or the UIDs in the order seen when a pod
-        replaced one still held: a dict per pod was 1.4 MiB at 10,000 pods."""
-        """(namespace, name) -> the UIDs of records with that name (usually one), so
-        the kubelet API finds a pod without walking every record."""
+        """(namespace, name) -> the UID of the record with that name, or the UIDs in
+        the order seen while a pod replaces one still held, so the kubelet API finds a
+        pod without walking every record (a dict per name was 1.4 MiB at 10,000 pods)."""
         self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
