@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 from asyncio import sslproto
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import aiohttp
 
@@ -33,6 +34,40 @@ class ClientTLS(sslproto.SSLProtocol):
     """asyncio's TLS layer (client side) with a 16 KiB read buffer."""
 
     max_size = READ_BUFFER
+
+
+P = TypeVar("P", bound=asyncio.Protocol)
+
+
+async def open_tls(
+    factory: Callable[[], P],
+    host: str,
+    port: int,
+    context: ssl.SSLContext,
+    server_hostname: str,
+) -> P:
+    """A TLS connection with `ClientTLS` carrying `factory()`'s protocol, handshake
+    done (the heartbeat client's own connections, vkpy/kube/lean_pool.py). Raises
+    OSError (ssl.SSLError for a failed handshake)."""
+    loop = asyncio.get_running_loop()
+    handshake: asyncio.Future[None] = loop.create_future()
+    app = factory()
+    tls = ClientTLS(
+        loop,
+        app,
+        context,
+        handshake,
+        server_side=False,
+        server_hostname=server_hostname,
+        ssl_handshake_timeout=cast(Any, HANDSHAKE_TIMEOUT),
+    )
+    raw, _ = await loop.create_connection(lambda: tls, host, port)
+    try:
+        await handshake
+    except BaseException:
+        raw.close()
+        raise
+    return app
 
 
 class SmallBufferConnector(aiohttp.TCPConnector):
