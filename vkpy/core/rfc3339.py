@@ -31,8 +31,11 @@ def format_time(moment: datetime | float) -> str:
 
 
 def format_micro(moment: datetime | float) -> str:
-    """metav1.MicroTime: UTC with six fractional digits."""
-    return _utc(moment).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """metav1.MicroTime: UTC with six fractional digits. (isoformat, not strftime:
+    a node set's 100 Lease renewals a second each write one, and strftime costs three
+    times as much.)"""
+    text = _utc(moment).replace(tzinfo=None).isoformat()  # no fraction when it is 0
+    return text + "Z" if len(text) > 19 else text + ".000000Z"
 
 
 def format_nano(moment: datetime | int) -> str:

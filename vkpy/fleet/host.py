@@ -38,6 +38,7 @@ from vkpy.api import ApiDependencies, KubeletServer, ListenError
 from vkpy.api.certs.csr import CertificateRotator
 from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.core.objects import KubeObject, node_name_of
+from vkpy.core.shared_timer import SharedTimer
 from vkpy.fleet.leader import LeaderElector
 from vkpy.fleet.node_set import Member
 from vkpy.fleet.settings import Settings
@@ -149,6 +150,8 @@ class NodeHost:
         """What the nodes' registration, status and Leases go through: a pool of their
         own (the kubelet's heartbeat client), so a burst of pod work filling the main
         pool cannot make a Lease late, for one node as for many."""
+        self.beat_clock = SharedTimer(clock)
+        """The clock of the nodes' status and Lease loops: their sleeps share one timer."""
         self.served: dict[str, HostedNode] = {}
         """The nodes served here now, by name."""
         self._gate = asyncio.Semaphore(AT_ONCE)
@@ -184,7 +187,7 @@ class NodeHost:
         tasks = TaskSupervisor(clock=self.clock)
         beat = client or self.heartbeats
         node = NodeController(
-            beat, provider, events, member.node, self.clock, task_problem=tasks.problem
+            beat, provider, events, member.node, self.beat_clock, task_problem=tasks.problem
         )
         lease = None
         if keep_lease:
@@ -195,7 +198,7 @@ class NodeHost:
                 duration=member.node.lease_duration,
                 renew_interval=member.node.lease_renew_interval,
                 spread=member.node.spread,
-                clock=self.clock,
+                clock=self.beat_clock,
                 may_exist=lambda: node.adopted,
             )
         pods = PodController(

@@ -18,6 +18,11 @@ def test_formats() -> None:
     assert rfc3339.format_nano(ns) == "2026-12-01T04:30:05.123456789Z"
     local = MOMENT.astimezone(timezone(timedelta(hours=2)))
     assert rfc3339.format_time(local) == "2026-12-01T04:30:05Z"
+    assert rfc3339.format_micro(local) == "2026-12-01T04:30:05.123456Z"
+    # always six digits, also on a whole second and for a naive (UTC) moment
+    assert rfc3339.format_micro(MOMENT.replace(microsecond=0)) == "2026-12-01T04:30:05.000000Z"
+    naive = datetime(2026, 12, 1, 4, 30, 5, 7)
+    assert rfc3339.format_micro(naive) == "2026-12-01T04:30:05.000007Z"
 
 
 @pytest.mark.parametrize(
