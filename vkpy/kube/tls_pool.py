@@ -39,6 +39,25 @@ class ClientTLS(sslproto.SSLProtocol):
 P = TypeVar("P", bound=asyncio.Protocol)
 
 
+def client_tls(
+    app: asyncio.BaseProtocol, context: ssl.SSLContext, server_hostname: str | None
+) -> tuple[ClientTLS, asyncio.Future[None]]:
+    """TLS (client side) for `app`, to run over a raw connection; the future is done
+    when its handshake is."""
+    loop = asyncio.get_running_loop()
+    handshake: asyncio.Future[None] = loop.create_future()
+    tls = ClientTLS(
+        loop,
+        app,
+        context,
+        handshake,
+        server_side=False,
+        server_hostname=server_hostname,
+        ssl_handshake_timeout=cast(Any, HANDSHAKE_TIMEOUT),
+    )
+    return tls, handshake
+
+
 async def open_tls(
     factory: Callable[[], P],
     host: str,
@@ -49,19 +68,9 @@ async def open_tls(
     """A TLS connection with `ClientTLS` carrying `factory()`'s protocol, handshake
     done (the heartbeat client's own connections, vkpy/kube/lean_pool.py). Raises
     OSError (ssl.SSLError for a failed handshake)."""
-    loop = asyncio.get_running_loop()
-    handshake: asyncio.Future[None] = loop.create_future()
     app = factory()
-    tls = ClientTLS(
-        loop,
-        app,
-        context,
-        handshake,
-        server_side=False,
-        server_hostname=server_hostname,
-        ssl_handshake_timeout=cast(Any, HANDSHAKE_TIMEOUT),
-    )
-    raw, _ = await loop.create_connection(lambda: tls, host, port)
+    tls, handshake = client_tls(app, context, server_hostname)
+    raw, _ = await asyncio.get_running_loop().create_connection(lambda: tls, host, port)
     try:
         await handshake
     except BaseException:
@@ -80,18 +89,8 @@ class SmallBufferConnector(aiohttp.TCPConnector):
         if not isinstance(context, ssl.SSLContext):
             return await super()._wrap_create_connection(*args, **kwargs)
         factory, *rest = args
-        loop = asyncio.get_running_loop()
-        handshake: asyncio.Future[None] = loop.create_future()
         app = factory()
-        tls = ClientTLS(
-            loop,
-            app,
-            context,
-            handshake,
-            server_side=False,
-            server_hostname=kwargs.pop("server_hostname", None),
-            ssl_handshake_timeout=cast(Any, HANDSHAKE_TIMEOUT),
-        )
+        tls, handshake = client_tls(app, context, kwargs.pop("server_hostname", None))
         kwargs.pop("ssl")
         raw, _ = await super()._wrap_create_connection(lambda: tls, *rest, **kwargs)
         try:

@@ -6,6 +6,7 @@ does when the server closes, stalls or is gone."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -37,18 +38,24 @@ class Served:
     context: ssl.SSLContext
     runner: web.AppRunner
 
-    def client(self, prefix: str = "", proxy: str | None = None, **access: object) -> KubeClient:
+    def client(
+        self, prefix: str = "", **access: object
+    ) -> contextlib.AbstractAsyncContextManager[KubeClient]:
         """The heartbeat client (`separate_pool`) of a client to this server."""
-        main = KubeClient.open(
-            Access(
-                f"https://127.0.0.1:{self.server.port}{prefix}",
-                self.context,
-                proxy=proxy,
-                **access,  # type: ignore[arg-type]
-            ),
-            ClientOptions(max_connections=4, request_timeout=5),
-        )
-        return main.separate_pool(4)
+        url = f"https://127.0.0.1:{self.server.port}{prefix}"
+        return heartbeat_client(Access(url, self.context, **access))  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def heartbeat_client(access: Access) -> AsyncIterator[KubeClient]:
+    """`separate_pool` of a client to `access`; both closed after."""
+    main = KubeClient.open(access, ClientOptions(max_connections=4, request_timeout=5))
+    heartbeat = main.separate_pool(4)
+    try:
+        yield heartbeat
+    finally:
+        await heartbeat.close()
+        await main.close()
 
 
 async def json_answer(request: web.Request) -> web.StreamResponse:
@@ -95,8 +102,7 @@ async def served(pair_dir: Path) -> AsyncIterator[Served]:
 async def test_lease_renewals_share_one_kept_connection_and_send_what_a_client_sends(
     served: Served,
 ) -> None:
-    client = served.client()
-    try:
+    async with served.client() as client:
         for _ in range(5):
             await client.patch(
                 "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1",
@@ -106,8 +112,6 @@ async def test_lease_renewals_share_one_kept_connection_and_send_what_a_client_s
             )
         got = await client.get("/api/v1/nodes/n1")
         assert client._lean is not None and client._lean.connections == 1  # not aiohttp's
-    finally:
-        await client.close()
     assert got == {"kind": "Lease", "path": "/api/v1/nodes/n1"}
     assert len(set(served.server.peers)) == 1  # one connection, kept alive
     first = served.server.seen[0]
@@ -123,11 +127,8 @@ async def test_query_credentials_and_a_path_prefix_reach_the_server(served: Serv
     async def bearer() -> dict[str, str]:
         return {"Authorization": "Bearer s3cret"}
 
-    client = served.client(prefix="/k8s/clusters/c-1", auth=bearer)
-    try:
+    async with served.client(prefix="/k8s/clusters/c-1", auth=bearer) as client:
         await client.get("/api/v1/pods", {"labelSelector": "app in (a,b),tier=web", "limit": 5})
-    finally:
-        await client.close()
     request = served.server.seen[0]
     assert request.path == "/k8s/clusters/c-1/api/v1/pods"
     assert request.query["labelSelector"] == "app in (a,b),tier=web"
@@ -147,12 +148,9 @@ async def test_a_chunked_answer_is_read_whole(served: Served) -> None:
         return response
 
     served.server.handler = chunked
-    client = served.client()
-    try:
+    async with served.client() as client:
         assert await client.get("/api/v1/things") == {"items": [{"a": 1}, {"b": 2}]}
         assert await client.get("/api/v1/things") == {"items": [{"a": 1}, {"b": 2}]}
-    finally:
-        await client.close()
     assert len(set(served.server.peers)) == 1
 
 
@@ -163,12 +161,9 @@ async def test_an_error_status_is_the_api_error_of_its_body(served: Served) -> N
         return web.json_response(status, status=404)
 
     served.server.handler = missing
-    client = served.client()
-    try:
+    async with served.client() as client:
         with pytest.raises(ApiError) as raised:
             await client.patch("/apis/coordination.k8s.io/v1/leases/n1", {}, MERGE_PATCH)
-    finally:
-        await client.close()
     assert raised.value.not_found
     assert "not found" in str(raised.value)
 
@@ -180,18 +175,14 @@ async def test_a_connection_the_server_closes_is_not_used_again(served: Served) 
         return response
 
     served.server.handler = closing
-    client = served.client()
-    try:
+    async with served.client() as client:
         for _ in range(3):
             assert await client.get("/api/v1/nodes/n1") == {"ok": True}
-    finally:
-        await client.close()
     assert len(set(served.server.peers)) == 3
 
 
 async def test_an_idle_connection_closed_by_the_server_is_replaced(served: Served) -> None:
-    client = served.client()
-    try:
+    async with served.client() as client:
         await client.get("/api/v1/nodes/n1")
         # the server ends every kept connection (as an API server restarting does)
         for protocol in list(served.runner.server.connections):  # type: ignore[union-attr]
@@ -200,8 +191,6 @@ async def test_an_idle_connection_closed_by_the_server_is_replaced(served: Serve
                 protocol.transport.close()
         await asyncio.sleep(0.1)
         assert await client.get("/api/v1/nodes/n2") == {"kind": "Lease", "path": "/api/v1/nodes/n2"}
-    finally:
-        await client.close()
     assert len(set(served.server.peers)) == 2
 
 
@@ -217,14 +206,11 @@ async def test_a_stalled_answer_times_out_and_the_next_request_still_works(
         return await json_answer(request)
 
     served.server.handler = stalling
-    client = served.client()
-    try:
+    async with served.client() as client:
         with pytest.raises(ApiError) as raised:
             await client.request("GET", "/api/v1/nodes/slow", timeout=0.3)
         assert raised.value.status == 0
         assert await client.get("/api/v1/nodes/n1") == {"kind": "Lease", "path": "/api/v1/nodes/n1"}
-    finally:
-        await client.close()
 
 
 async def test_requests_at_once_use_at_most_the_pools_connections(served: Served) -> None:
@@ -233,41 +219,29 @@ async def test_requests_at_once_use_at_most_the_pools_connections(served: Served
         return await json_answer(request)
 
     served.server.handler = slow
-    client = served.client()
-    try:
+    async with served.client() as client:
         answers = await asyncio.gather(*(client.get(f"/api/v1/nodes/n{i}") for i in range(20)))
-    finally:
-        await client.close()
     assert [a["path"] for a in answers] == [f"/api/v1/nodes/n{i}" for i in range(20)]
     assert len(set(served.server.peers)) <= 4
 
 
-async def test_an_untrusted_server_certificate_is_refused(served: Served) -> None:
-    client = KubeClient.open(
-        Access(f"https://127.0.0.1:{served.server.port}", ssl.create_default_context()),
-        ClientOptions(request_timeout=5),
-    ).separate_pool(4)
-    try:
+async def unreachable(access: Access) -> ApiError:
+    """The error a heartbeat client to `access` meets on its first request."""
+    async with heartbeat_client(access) as client:
         with pytest.raises(ApiError) as raised:
             await client.get("/api/v1/nodes/n1")
-    finally:
-        await client.close()
     assert raised.value.status == 0
-    assert "CERTIFICATE_VERIFY_FAILED" in str(raised.value)
+    return raised.value
+
+
+async def test_an_untrusted_server_certificate_is_refused(served: Served) -> None:
+    untrusting = Access(f"https://127.0.0.1:{served.server.port}", ssl.create_default_context())
+    assert "CERTIFICATE_VERIFY_FAILED" in str(await unreachable(untrusting))
     assert served.server.seen == []
 
 
 async def test_a_server_that_is_gone_is_unreachable() -> None:
-    client = KubeClient.open(
-        Access("http://127.0.0.1:9", None), ClientOptions(request_timeout=5)
-    ).separate_pool(4)
-    try:
-        with pytest.raises(ApiError) as raised:
-            await client.get("/api/v1/nodes/n1")
-    finally:
-        await client.close()
-    assert raised.value.status == 0
-    assert raised.value.reason == "Unreachable"
+    assert (await unreachable(Access("http://127.0.0.1:9", None))).reason == "Unreachable"
 
 
 def test_only_a_direct_http_or_https_server_gets_a_lean_pool() -> None:
