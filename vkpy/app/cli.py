@@ -529,6 +529,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             kubeconfig=args.kubeconfig,
             context=args.context,
             max_connections=node_set.api_connections(len(members)),
+            max_connections_behind=node_set.api_connections_behind(len(members)),
         ),
         node=node,
         pods=pods,

@@ -69,7 +69,8 @@ It is what a node's pod work may take of the API server while others write to it
 clients' creates 1.43 times as long as with kwok when vkpy had 16 status patches in flight,
 and 1.05 times with 4, kwok's own pod parallelism; pods were Running at 1.08 and 1.03 times
 kwok's rate. A status patch takes the API server 10-50 ms, so 4 in flight carry
-80-400 a second, more than the 50 a second a kubelet's client is allowed."""
+80-400 a second, more than the 50 a second a kubelet's client is allowed. While a
+backlog lasts the gate lets more out (`api_connections_behind`, `ElasticGate`)."""
 
 
 def api_connections(nodes: int) -> int:
@@ -77,6 +78,13 @@ def api_connections(nodes: int) -> int:
     (up to 256): 1000 nodes renew 100 Leases a second (through the heartbeat pool) and
     their pods' work comes in bursts across many nodes at once."""
     return max(API_CONNECTIONS_FLOOR, min(256, nodes // 4))
+
+
+def api_connections_behind(nodes: int) -> int:
+    """Requests in flight at once while the nodes' API work has been waiting for turns
+    for a while (`ElasticGate`'s ceiling): 8 times `api_connections`, up to 256, so
+    that one node that fell behind 100 pods a second (after a restart, say) catches up."""
+    return min(256, 8 * api_connections(nodes))
 
 
 class NodeSetError(ValueError):

@@ -9,8 +9,9 @@ on every request: 8% of a pod burst's CPU); the proxy is resolved once. Every re
 is counted in the `vkpy_api_requests_total` metric so benchmarks can report API calls
 per pod.
 
-Requests go out first come, first served, at most `max_connections` at once (`_gate`,
-a FIFO semaphore); watches are apart and keep a connection each. aiohttp's own pool
+Requests go out first come, first served, at most `max_connections` at once, more
+while a backlog lasts (`_gate`, `ElasticGate`); watches are apart and keep a connection
+each. aiohttp's own pool
 limit is not fair: a request that finds an idle connection takes it ahead of those
 queued for one, and a queued request woken for a released connection loses it to the
 next newcomer. In a burst of 1000 pods the first 35 status patches, queued when the
@@ -34,6 +35,7 @@ from vkpy.core import jsoncodec, metrics
 from vkpy.core.objects import KubeObject
 from vkpy.kube import access as kube_access
 from vkpy.kube.access import Access
+from vkpy.kube.elastic_gate import ElasticGate
 from vkpy.kube.lean_pool import LeanPool
 from vkpy.kube.tls_pool import SmallBufferConnector
 
@@ -86,6 +88,9 @@ class ClientOptions:
     `vkpy.kube.access`, the one reader of kubeconfigs); None means in-cluster."""
     context: str | None = None
     max_connections: int = 64
+    max_connections_behind: int | None = None
+    """Requests in flight at once while a backlog lasts (`ElasticGate`'s ceiling);
+    None: `max_connections` always."""
     request_timeout: float = 30.0
 
 
@@ -111,7 +116,7 @@ class KubeClient:
         session: aiohttp.ClientSession,
         options: ClientOptions,
         write_budget: WriteBudget | None = None,
-        gate: asyncio.Semaphore | None = None,
+        gate: ElasticGate | None = None,
         lean: LeanPool | None = None,
     ) -> None:
         """`lean`: send requests (not streams) through these connections rather than
@@ -119,7 +124,7 @@ class KubeClient:
         self._access = access
         self._session = session
         self._options = options
-        self._gate = gate or asyncio.Semaphore(options.max_connections)
+        self._gate = gate or ElasticGate(options.max_connections, options.max_connections_behind)
         """Requests in flight on this session, admitted in the order they came."""
         self._host = access.host.rstrip("/")
         self._write_budget = write_budget
@@ -164,7 +169,9 @@ class KubeClient:
         access = self._access
         if access.plugin is not None:
             return self
-        options = replace(self._options, max_connections=max_connections)
+        options = replace(
+            self._options, max_connections=max_connections, max_connections_behind=None
+        )
         opened = KubeClient.open(access, options)
         if LeanPool.usable(access.host, access.proxy):
             opened._lean = LeanPool(access.host, access.ssl_context, access.server_hostname)

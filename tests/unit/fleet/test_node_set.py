@@ -219,3 +219,7 @@ def test_the_api_pool_grows_with_the_node_set(tmp_path: Path) -> None:
     assert parse(tmp_path, "--provider=sim", "--nodes=100").kube.max_connections == 25
     assert parse(tmp_path, "--provider=sim", "--nodes=1000").kube.max_connections == 250
     assert parse(tmp_path, "--provider=sim", "--nodes=5000").kube.max_connections == 256
+    # more only while a backlog lasts (ElasticGate): 8 times as many, up to 256
+    assert parse(tmp_path, "--provider=sim").kube.max_connections_behind == 32
+    assert parse(tmp_path, "--provider=sim", "--nodes=100").kube.max_connections_behind == 200
+    assert parse(tmp_path, "--provider=sim", "--nodes=1000").kube.max_connections_behind == 256

@@ -1,0 +1,131 @@
+"""The API client's gate: `floor` requests at once while the node keeps up, twice as
+many for each `patience` seconds a backlog lasts, back down once it is gone."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from vkpy.kube.elastic_gate import ElasticGate
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def queue(gate: ElasticGate, n: int, admitted: list[int]) -> list[asyncio.Task[None]]:
+    """n requests asking for a turn, in order; each notes its number once admitted."""
+
+    async def one(i: int) -> None:
+        await gate.acquire()
+        admitted.append(i)
+
+    tasks = [asyncio.create_task(one(i)) for i in range(n)]
+    await asyncio.sleep(0)
+    return tasks
+
+
+async def test_floor_at_once_in_the_order_asked() -> None:
+    gate = ElasticGate(2, 8, patience=10, clock=Clock())
+    admitted: list[int] = []
+    await queue(gate, 5, admitted)
+    assert admitted == [0, 1] and gate.waiting == 3 and gate.locked()
+    gate.release()
+    await asyncio.sleep(0)
+    assert admitted == [0, 1, 2]
+    for _ in range(4):
+        gate.release()
+    await asyncio.sleep(0)
+    assert admitted == [0, 1, 2, 3, 4] and gate.in_flight == 0 and not gate.locked()
+
+
+async def test_a_burst_that_drains_within_patience_never_gets_more() -> None:
+    clock = Clock()
+    gate = ElasticGate(2, 8, patience=10, clock=clock)
+    admitted: list[int] = []
+    await queue(gate, 6, admitted)
+    for _ in range(6):
+        clock.now += 1.5  # 9 s queued in all
+        gate.release()
+        await asyncio.sleep(0)
+        assert gate.in_flight <= 2
+    assert admitted == list(range(6)) and gate.limit == 2
+
+
+async def test_a_backlog_that_lasts_doubles_the_limit_up_to_the_ceiling() -> None:
+    clock = Clock()
+    gate = ElasticGate(2, 6, patience=10, clock=clock)
+    admitted: list[int] = []
+    tasks = await queue(gate, 20, admitted)
+    clock.now += 10
+    gate.release()  # queued for 10 s: 4 at once
+    await asyncio.sleep(0)
+    assert gate.limit == 4 and gate.in_flight == 4 and admitted == [0, 1, 2, 3, 4]
+    clock.now += 9
+    gate.release()  # 9 s since: still 4
+    await asyncio.sleep(0)
+    assert gate.limit == 4 and gate.in_flight == 4
+    clock.now += 1
+    gate.release()  # 10 s more: 8, but the ceiling is 6
+    await asyncio.sleep(0)
+    assert gate.limit == 6 and gate.in_flight == 6 and len(admitted) == 9
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_once_calm_it_steps_back_down_one_each_patience() -> None:
+    clock = Clock()
+    gate = ElasticGate(2, 8, patience=10, clock=clock)
+    admitted: list[int] = []
+    await queue(gate, 12, admitted)
+    clock.now += 10
+    gate.release()
+    await asyncio.sleep(0)
+    assert gate.limit == 4
+    while gate.in_flight:  # the backlog drains at 4 at once
+        gate.release()
+        await asyncio.sleep(0)
+    assert admitted == list(range(12)) and not gate.locked()
+    clock.now += 9
+    await gate.acquire()
+    gate.release()
+    assert gate.limit == 4  # calm for 9 s only
+    clock.now += 1
+    await gate.acquire()
+    gate.release()
+    assert gate.limit == 3
+    clock.now += 10
+    await gate.acquire()
+    assert gate.limit == 2
+    clock.now += 10
+    gate.release()
+    assert gate.limit == 2  # never under the floor
+
+
+async def test_a_waiter_cancelled_gives_up_its_place_and_no_turn_is_lost() -> None:
+    gate = ElasticGate(1, 1, clock=Clock())
+    await gate.acquire()
+    admitted: list[int] = []
+    tasks = await queue(gate, 3, admitted)
+    tasks[0].cancel()  # its timeout, say
+    await asyncio.sleep(0)
+    gate.release()
+    await asyncio.sleep(0)
+    assert admitted == [1] and gate.in_flight == 1
+    gate.release()
+    tasks[2].cancel()  # the turn was handed to it as it was cancelled: passed on
+    await asyncio.sleep(0)
+    with pytest.raises(asyncio.CancelledError):
+        await tasks[2]
+    assert admitted == [1] and gate.in_flight == 0 and not gate.locked()
+
+
+def test_a_gate_needs_a_floor_of_one_at_least() -> None:
+    with pytest.raises(ValueError, match="floor 0"):
+        ElasticGate(0)
