@@ -83,7 +83,7 @@ def api_connections(nodes: int) -> int:
 def api_connections_behind(nodes: int) -> int:
     """Requests in flight at once while the nodes' API work has been waiting for turns
     for a while (`ElasticGate`'s ceiling): 8 times `api_connections`, up to 256, so
-    that one node that fell behind 100 pods a second (after a restart, say) catches up."""
+    that one node behind 100 pods a second is not held to 4 requests at once."""
     return min(256, 8 * api_connections(nodes))
 
 

@@ -3,12 +3,13 @@
 A node's API requests go out first come, first served, a fixed number at once (the
 client's gate). Few is what keeps a pod burst from crowding the API server while
 others write to it: with 16 status patches in flight a burst of 1000 pods made the
-creating clients' own requests take 1.43 times as long as beside kwok, with 4 the same
-(issue 30). But few is also a ceiling on how fast a node catches up: HTTP/1.1 carries
-one request per connection, so 4 in flight at 50 ms each carry 80 a second. Under an
-hour of 100 pods a second created and deleted (each a status patch and a delete, and
-Events), a node that fell behind after a fault (vkpy or the API server restarted)
-never caught up.
+creating clients' own requests take 1.43 times as long as beside kwok, with 4 1.05
+times (issue 30). But few is also a ceiling on how fast a node catches up: HTTP/1.1
+carries one request per connection, so 4 in flight at 50 ms each carry 80 a second.
+Under 100 pods a second created and deleted (each a status patch and a delete, and
+Events) one node with 4 in flight fell behind within a minute, without any fault; with
+this gate it did 57 % more of the deletes by 120 s (docs/benchmarks.md; on 2 cores
+the whole stack still did not keep up).
 
 So the gate admits `floor` requests at once and doubles that, up to `ceiling`, for
 each `patience` seconds that requests have been waiting for a turn without a break: a
