@@ -69,14 +69,19 @@ class ImageGc:
             await self.once()
 
     async def once(self) -> list[StoredImage]:
-        """One look: the images removed (none below the high threshold)."""
+        """One look: the images removed (none below the high threshold). It counts
+        in `rounds` once it is over, the unpacked trees' clean-up included."""
+        try:
+            return await self._look()
+        finally:
+            self.rounds += 1
+
+    async def _look(self) -> list[StoredImage]:
         try:
             removed = await gc.collect(self.store, list(self.in_use()), self.policy, self.measure)
         except (OSError, ImageError) as error:
             log.warning("image garbage collection failed", extra={"error": str(error)})
             return []
-        finally:
-            self.rounds += 1
         for image in removed:
             log.info(
                 "unused image removed",
