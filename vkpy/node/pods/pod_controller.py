@@ -71,7 +71,7 @@ class PodController:
         """(namespace, name) -> the UID of the record with that name, or the UIDs in
         the order seen while a pod replaces one still held, so the kubelet API finds a
         pod without walking every record (a dict per name was 1.4 MiB at 10,000 pods)."""
-        self._queue = KeyedQueue(self._sync, settings.workers, clock=clock)
+        self._queue = KeyedQueue(self._sync, settings.workers, clock=clock, starts=self._starts)
         report = PodReporter(client, events, settings.host_ip, clock)
         self._ephemeral = EphemeralContainers(provider, events, objects, settings.host_ip)
         self._status, self._poller = push_or_poll(
@@ -107,6 +107,12 @@ class PodController:
         """Set once the first list is in and backend pods are adopted."""
         if shared_watch is not None:  # last: it may hand over the node's pods at once
             shared_watch.attach(settings.node_name, self)
+
+    def _starts(self, uid: str) -> bool:
+        """Whether the pod's sync would start it: on the API server, not in the backend
+        (its key waits in the queue's lane of starts)."""
+        record = self._records.get(uid)
+        return record is not None and record.present and isinstance(record.stage, Absent)
 
     def _in_backend(self) -> list[PodRef]:
         return [r.ref for r in self._records.values() if r.in_backend]

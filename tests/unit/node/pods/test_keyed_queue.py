@@ -243,6 +243,32 @@ async def test_a_burst_runs_exactly_workers_at_once(running: list[Running]) -> N
     assert workers_alive() == 0
 
 
+async def test_starts_and_the_rest_take_turns_and_either_lane_alone_runs_at_full_pace(
+    running: list[Running],
+) -> None:
+    done: list[str] = []
+
+    async def handler(key: str) -> None:
+        done.append(key)
+        await asyncio.sleep(0)
+
+    queue = KeyedQueue(handler, workers=1, starts=lambda key: key.startswith("new"))
+    for n in range(4):
+        queue.add(f"del{n}")
+    for n in range(2):
+        queue.add(f"new{n}")
+    assert queue.depth() == 6
+    running.append(Running(queue))
+    await settle()
+    assert done == ["new0", "del0", "new1", "del1", "del2", "del3"]
+    done.clear()
+    for n in range(3):
+        queue.add(f"new{n + 2}")
+    await settle()
+    assert done == ["new2", "new3", "new4"]
+    assert queue.depth() == 0 and not queue.busy()
+
+
 async def _nothing(key: str) -> None:
     await asyncio.sleep(0)
 
