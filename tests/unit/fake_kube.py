@@ -326,6 +326,11 @@ class FakeKube:
         obj["metadata"]["uid"] = current["metadata"].get("uid")
         return self._put(path, obj, "MODIFIED")
 
+    async def patch_at_send(
+        self, path: str, make_body: Callable[[], Any], content_type: str = "", decode: bool = True
+    ) -> Obj:
+        return await self.patch(path, make_body(), content_type, decode)
+
     async def patch(self, path: str, body: Any, content_type: str = "", decode: bool = True) -> Obj:
         self._check("PATCH", path, body)
         match = POD_PATH.match(path)

@@ -225,8 +225,11 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float | None = None,
         decode: bool = True,
+        make_body: Callable[[], object] | None = None,
     ) -> KubeObject:
         """Send one request and return the decoded JSON body; raise ApiError on failure.
+        `make_body`: the body is made when the request's turn comes (it says what is
+        true when it is sent: a Lease's renew time), not when it is asked for.
         `decode=False`: the caller does not use the answer (an Event written, a pod
         deleted), so its body (a whole pod, for a DELETE) is read but not decoded and
         `{}` is returned."""
@@ -248,7 +251,7 @@ class KubeClient:
                 method,
                 path,
                 query,
-                body,
+                body if make_body is None else make_body(),
                 content_type,
                 # what is left of the limit; never 0 or less, which aiohttp takes for none
                 max(0.001, limit - (time.monotonic() - started)),
@@ -326,6 +329,18 @@ class KubeClient:
     ) -> KubeObject:
         return await self.request(
             "PATCH", path, body=body, content_type=content_type, decode=decode
+        )
+
+    async def patch_at_send(
+        self,
+        path: str,
+        make_body: Callable[[], object],
+        content_type: str = STRATEGIC_MERGE_PATCH,
+        decode: bool = True,
+    ) -> KubeObject:
+        """A patch whose body is made when it goes out, after any wait for a turn."""
+        return await self.request(
+            "PATCH", path, content_type=content_type, decode=decode, make_body=make_body
         )
 
     async def delete(

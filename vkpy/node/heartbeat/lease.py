@@ -135,6 +135,11 @@ class LeaseKeeper:
                 if not error.conflict:  # 409 AlreadyExists
                     raise
                 self._exists = True  # there from before: renew it
-        # The answer (the whole Lease) is not used: read, not decoded.
-        await self._client.patch(self._path, {"spec": self._spec()}, MERGE_PATCH, decode=False)
+        # The renew time is taken when the patch goes out: in a process of many nodes a
+        # renewal may wait for a turn among the heartbeats, and a time taken before the
+        # wait made a Lease renewed on schedule look late by it. The answer (the whole
+        # Lease) is not used: read, not decoded.
+        await self._client.patch_at_send(
+            self._path, lambda: {"spec": self._spec()}, MERGE_PATCH, decode=False
+        )
         self.renewals += 1

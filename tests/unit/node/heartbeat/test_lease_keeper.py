@@ -7,13 +7,17 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube, Request, _merge
-from vkpy.kube.client import ApiError
+from vkpy.core import rfc3339
+from vkpy.kube.access import Access
+from vkpy.kube.client import ApiError, ClientOptions, KubeClient
 from vkpy.node.heartbeat.lease import LeaseKeeper
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vk-1"
@@ -294,3 +298,51 @@ async def test_a_timed_out_renewal_that_lands_late_costs_no_extra_write() -> Non
         assert kube.objects[LEASE]["spec"]["holderIdentity"] == "vk-1"
     finally:
         await lease.stop()
+
+
+async def test_the_renew_time_is_taken_when_the_renewal_is_sent_not_while_it_waits() -> None:
+    """Issue 30, 5,000 nodes in one process: a renewal waits for a turn among the
+    heartbeat pool's requests. Its renewTime was taken before the wait, so a Lease
+    renewed on schedule looked late by the wait (the bench counts a Lease older than
+    11 s as late). The time is now taken when the renewal goes out. A local aiohttp
+    server plays the API server; the client has one request in flight at a time."""
+    release = asyncio.Event()
+    arrived: list[tuple[datetime, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path.endswith("/busy"):
+            await release.wait()
+            return web.json_response({})
+        if request.method == "POST":  # the Lease is there from before
+            return web.json_response(
+                {"kind": "Status", "reason": "AlreadyExists", "code": 409}, status=409
+            )
+        body = await request.json()
+        arrived.append((datetime.now(UTC), body["spec"]["renewTime"]))
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, shutdown_timeout=1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = KubeClient.open(
+        Access(f"http://127.0.0.1:{port}", None), ClientOptions(max_connections=1)
+    )
+    try:
+        keeper = LeaseKeeper(client, "vk-1", lambda: "node-uid")
+        await keeper.renew()  # found there (409), then renewed
+        busy = asyncio.create_task(client.get("/api/v1/busy"))
+        await asyncio.sleep(0.05)  # the one turn is taken
+        renewal = asyncio.create_task(keeper.renew())
+        await asyncio.sleep(0.5)  # the renewal waits for the turn
+        release.set()
+        await asyncio.gather(busy, renewal)
+        (_, (at, renew_time)) = arrived
+        waited = (at - rfc3339.parse(renew_time)).total_seconds()
+        assert waited < 0.25, f"the renewTime was {waited:.2f} s old when it reached the server"
+    finally:
+        await client.close()
+        await runner.cleanup()
