@@ -337,12 +337,12 @@ async def test_the_renew_time_is_taken_when_the_renewal_is_sent_not_while_it_wai
         busy = asyncio.create_task(client.get("/api/v1/busy"))
         await asyncio.sleep(0.05)  # the one turn is taken
         renewal = asyncio.create_task(keeper.renew())
-        await asyncio.sleep(0.5)  # the renewal waits for the turn
+        await asyncio.sleep(1.0)  # the renewal waits for the turn
         release.set()
         await asyncio.gather(busy, renewal)
         (_, (at, renew_time)) = arrived
         waited = (at - rfc3339.parse(renew_time)).total_seconds()
-        assert waited < 0.25, f"the renewTime was {waited:.2f} s old when it reached the server"
+        assert waited < 0.5, f"the renewTime was {waited:.2f} s old when it reached the server"
     finally:
         await client.close()
         await runner.cleanup()
