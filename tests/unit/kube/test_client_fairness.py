@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from vkpy.kube.access import Access
-from vkpy.kube.client import ClientOptions, KubeClient
+from tests.unit.local_api import client_of
+from vkpy.kube.client import KubeClient
 
 
 class Server:
@@ -40,21 +40,8 @@ class Server:
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[Server, KubeClient]]:
     server = Server()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", server.handle)
-    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = KubeClient.open(
-        Access(f"http://127.0.0.1:{port}", None), ClientOptions(max_connections=2)
-    )
-    try:
+    async with client_of(server.handle, max_connections=2) as client:
         yield server, client
-    finally:
-        await client.close()
-        await runner.cleanup()
 
 
 async def test_a_queued_request_is_not_overtaken_by_a_workers_next_ones(

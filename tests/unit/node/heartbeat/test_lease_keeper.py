@@ -15,9 +15,9 @@ from aiohttp import web
 
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube, Request, _merge
+from tests.unit.local_api import client_of
 from vkpy.core import rfc3339
-from vkpy.kube.access import Access
-from vkpy.kube.client import ApiError, ClientOptions, KubeClient
+from vkpy.kube.client import ApiError
 from vkpy.node.heartbeat.lease import LeaseKeeper
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vk-1"
@@ -321,17 +321,7 @@ async def test_the_renew_time_is_taken_when_the_renewal_is_sent_not_while_it_wai
         arrived.append((datetime.now(UTC), body["spec"]["renewTime"]))
         return web.json_response({})
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, shutdown_timeout=1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = KubeClient.open(
-        Access(f"http://127.0.0.1:{port}", None), ClientOptions(max_connections=1)
-    )
-    try:
+    async with client_of(handle, max_connections=1) as client:
         keeper = LeaseKeeper(client, "vk-1", lambda: "node-uid")
         await keeper.renew()  # found there (409), then renewed
         busy = asyncio.create_task(client.get("/api/v1/busy"))
@@ -343,6 +333,3 @@ async def test_the_renew_time_is_taken_when_the_renewal_is_sent_not_while_it_wai
         (_, (at, renew_time)) = arrived
         waited = (at - rfc3339.parse(renew_time)).total_seconds()
         assert waited < 0.5, f"the renewTime was {waited:.2f} s old when it reached the server"
-    finally:
-        await client.close()
-        await runner.cleanup()
