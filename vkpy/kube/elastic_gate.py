@@ -3,7 +3,7 @@
 A node's API requests go out first come, first served, a fixed number at once (the
 client's gate). Few is what keeps a pod burst from crowding the API server while
 others write to it: with 16 status patches in flight a burst of 1000 pods made the
-creating clients' own requests take 1.43 times as long as beside kwok, with 4 1.05
+creating clients' own requests take 1.43 times as long as beside kwok, with 4, 1.05
 times (issue 30). But few is also a ceiling on how fast a node catches up: HTTP/1.1
 carries one request per connection, so 4 in flight at 50 ms each carry 80 a second.
 Under 100 pods a second created and deleted (each a status patch and a delete, and
