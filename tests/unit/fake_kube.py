@@ -326,6 +326,11 @@ class FakeKube:
         obj["metadata"]["uid"] = current["metadata"].get("uid")
         return self._put(path, obj, "MODIFIED")
 
+    async def create_at_send(
+        self, path: str, make_body: Callable[[], Obj], decode: bool = True
+    ) -> Obj:
+        return await self.create(path, make_body(), decode)
+
     async def patch_at_send(
         self, path: str, make_body: Callable[[], Any], content_type: str = "", decode: bool = True
     ) -> Obj:

@@ -317,6 +317,12 @@ class KubeClient:
     async def create(self, path: str, body: KubeObject, decode: bool = True) -> KubeObject:
         return await self.request("POST", path, body=body, decode=decode)
 
+    async def create_at_send(
+        self, path: str, make_body: Callable[[], KubeObject], decode: bool = True
+    ) -> KubeObject:
+        """A create whose body is made when it goes out, after any wait for a turn."""
+        return await self.request("POST", path, decode=decode, make_body=make_body)
+
     async def replace(self, path: str, body: KubeObject) -> KubeObject:
         return await self.request("PUT", path, body=body)
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 
-from vkpy.core.clock import SYSTEM_CLOCK, Clock
+from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
 from vkpy.core.objects import KubeObject
 from vkpy.core.rfc3339 import format_micro
 from vkpy.kube.client import MERGE_PATCH, ApiError, KubeClient
@@ -109,7 +109,7 @@ class LeaseKeeper:
         return {
             "holderIdentity": self._name,
             "leaseDurationSeconds": self._duration,
-            "renewTime": micro_time(datetime.now(UTC)),
+            "renewTime": micro_time(utcnow(self._clock)),
         }
 
     async def renew(self) -> None:
@@ -124,9 +124,11 @@ class LeaseKeeper:
 
     async def _renew(self) -> None:
         if not self._exists:
-            try:
-                await self._client.create(
-                    f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases", self._desired()
+            try:  # the body, renew time and all, is made when the create goes out
+                await self._client.create_at_send(
+                    f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases",
+                    self._desired,
+                    decode=False,
                 )
                 self._exists = True
                 self.renewals += 1

@@ -73,6 +73,19 @@ async def test_creates_the_lease_owned_by_the_node_and_renews_it(lease: Lease) -
     assert lease.writes() == 4
 
 
+async def test_the_renew_time_is_the_injected_clock_s_wall_time(lease: Lease) -> None:
+    """The Lease's renewTime is what the node's clock says, on create and on each
+    renewal, so a test (or a simulated node) on its own clock sees its own times."""
+    lease.start()
+    await settle()
+    assert rfc3339.parse(lease.kube.objects[LEASE]["spec"]["renewTime"]) == datetime.fromtimestamp(
+        lease.clock.time(), UTC
+    )
+    await lease.clock.advance(10)
+    renewed = rfc3339.parse(lease.kube.objects[LEASE]["spec"]["renewTime"])
+    assert renewed == datetime.fromtimestamp(lease.clock.time(), UTC)
+
+
 async def test_a_write_by_someone_else_costs_no_conflict_and_no_read(lease: Lease) -> None:
     lease.start()
     await settle()
@@ -331,5 +344,33 @@ async def test_the_renew_time_is_taken_when_the_renewal_is_sent_not_while_it_wai
         release.set()
         await asyncio.gather(busy, renewal)
         (_, (at, renew_time)) = arrived
+        waited = (at - rfc3339.parse(renew_time)).total_seconds()
+        assert waited < 0.5, f"the renewTime was {waited:.2f} s old when it reached the server"
+
+
+async def test_a_lease_created_after_a_wait_carries_the_time_it_was_sent() -> None:
+    """The first renewal of a new node creates its Lease (5,000 nodes register at
+    once, so the create waits for a turn too): its renewTime is also taken when it
+    goes out, not before the wait."""
+    release = asyncio.Event()
+    arrived: list[tuple[datetime, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path.endswith("/busy"):
+            await release.wait()
+            return web.json_response({})
+        body = await request.json()
+        arrived.append((datetime.now(UTC), body["spec"]["renewTime"]))
+        return web.json_response(body, status=201)
+
+    async with client_of(handle, max_connections=1) as client:
+        keeper = LeaseKeeper(client, "vk-1", lambda: "node-uid")
+        busy = asyncio.create_task(client.get("/api/v1/busy"))
+        await asyncio.sleep(0.05)  # the one turn is taken
+        creating = asyncio.create_task(keeper.renew())
+        await asyncio.sleep(1.0)  # the create waits for the turn
+        release.set()
+        await asyncio.gather(busy, creating)
+        ((at, renew_time),) = arrived
         waited = (at - rfc3339.parse(renew_time)).total_seconds()
         assert waited < 0.5, f"the renewTime was {waited:.2f} s old when it reached the server"
