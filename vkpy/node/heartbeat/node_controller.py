@@ -15,7 +15,6 @@ import hashlib
 import logging
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from vkpy.core import jsoncodec, packed_json
 from vkpy.core.clock import SYSTEM_CLOCK, Clock, utcnow
@@ -110,7 +109,7 @@ class NodeController:
     async def register(self) -> None:
         health = await self._health()
         info, resources = self._provider.node_info(), self._provider.node_resources()
-        body = node_object(self._settings, info, resources, health, datetime.now(UTC))
+        body = node_object(self._settings, info, resources, health, utcnow(self._clock))
         delay = 1.0
         exists = False
         while True:

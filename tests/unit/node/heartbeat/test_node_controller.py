@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube
 from tests.unit.retained import retained_bytes
 from tests.unit.scripted_backend import ScriptedBackend
+from vkpy.core import rfc3339
 from vkpy.kube.client import ApiError
 from vkpy.kube.events import EventRecorder
 from vkpy.node.heartbeat import node_controller
@@ -98,6 +100,17 @@ async def test_a_new_node_is_created_with_its_status_and_not_patched_at_once(
     assert node.status_patches() == 0
     await node.clock.advance(20)  # the heartbeat (60 s) is due
     assert node.status_patches() == 1
+
+
+async def test_a_registered_node_s_times_are_its_clock_s(node: Node) -> None:
+    """The times a new Node is created with (its conditions' heartbeat and transition
+    times) come from the node's injected clock, as every later status's do."""
+    node.start()
+    await settle()
+    conditions = node.kube.objects[NODE_PATH]["status"]["conditions"]
+    now = datetime.fromtimestamp(node.clock.time(), UTC)
+    assert {rfc3339.parse(c["lastHeartbeatTime"]) for c in conditions} == {now}
+    assert {rfc3339.parse(c["lastTransitionTime"]) for c in conditions} == {now}
 
 
 async def test_adopts_an_existing_node_keeping_what_others_added(node: Node) -> None:
