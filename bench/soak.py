@@ -33,6 +33,10 @@ that gave them started (a restarted vkpy
 starts a new segment with its own intercept: one slope, fitted within segments), and
 reported per hour as a share of the series' mean (the target: under 1 %).
 
+With `--system kwok` kwok drives the node under the same load (faults: the API server
+and the agent's SIGKILL; kwok has no backend to fail), so a run can tell what the
+machine's control plane allows from what vkpy does.
+
     python bench/soak.py --minutes 60 --rate 100            # the benchmark (a quiet machine)
     python bench/soak.py --minutes 5 --rate 20 --warmup 60 --fault-every 60 --fault-gap 40
 """
@@ -59,7 +63,7 @@ from typing import Any
 
 import published
 import svgplot
-from peers import node_ready
+from peers import Kwok, kwok_node, node_ready, rss_mib
 from pods import free_port, until
 
 from vkpy.devcluster import DevCluster
@@ -214,6 +218,39 @@ class Agent:
         return out
 
 
+class KwokAgent(Agent):
+    """kwok driving the soak's node instead of vkpy (`--system kwok`): the same load on
+    the same machine, to tell what the control plane allows from what vkpy does. kwok
+    has no backend to fail and no such metrics: RSS and open fds come from /proc."""
+
+    def __init__(self, kubeconfig: Path, workdir: Path, args: argparse.Namespace) -> None:
+        super().__init__(kubeconfig, workdir)
+        self.kwok = Kwok(kubeconfig, workdir, args)
+
+    async def start(self, failure_rate: float = 0.0) -> None:
+        if self.generation < 0:  # kwok drives a Node object someone else made
+            client = await KubeClient.connect(ClientOptions(kubeconfig=str(self.kubeconfig)))
+            try:
+                await client.create("/api/v1/nodes", kwok_node(NODE))
+            finally:
+                await client.close()
+        log = (self.workdir / "kwok.log").open("ab")
+        self.process = await asyncio.create_subprocess_exec(
+            *self.kwok.argv(NODE), stdout=log, stderr=log
+        )
+        self.generation += 1
+        self.started = time.monotonic()
+
+    def backend_records(self) -> int:
+        return 0
+
+    def metrics(self) -> dict[str, float]:
+        if self.process is None or self.process.returncode is not None:
+            raise OSError("kwok is not running")
+        pid = self.process.pid
+        return {"RSS MiB": rss_mib(pid), "open fds": float(len(os.listdir(f"/proc/{pid}/fd")))}
+
+
 async def answered(call: Any, *, done_if: str) -> None:
     """`call()` until the API server answers it; `done_if` ("conflict" or "not_found")
     is an answer that says an earlier try had done it."""
@@ -233,7 +270,11 @@ class Soak:
     def __init__(self, args: argparse.Namespace, cluster: DevCluster, workdir: Path) -> None:
         self.args = args
         self.cluster = cluster
-        self.agent = Agent(cluster.kubeconfig, workdir)
+        self.agent = (
+            KwokAgent(cluster.kubeconfig, workdir, args)
+            if args.system == "kwok"
+            else Agent(cluster.kubeconfig, workdir)
+        )
         self.ledger = Ledger()
         self.samples: list[Sample] = []
         self.faults: list[Fault] = []
@@ -302,7 +343,7 @@ class Soak:
         print(
             f"{self.now():7.1f} s: {len(led.created)} of {self.scheduled} pods created, "
             f"{len(led.alive())} alive, {len(led.running)} seen Running, "
-            f"{len(led.gone)} DELETED; vkpy "
+            f"{len(led.gone)} DELETED; {self.args.system} "
             + ", ".join(f"{label} {value:.0f}" for label, value in values.items()),
             file=sys.stderr,
             flush=True,
@@ -506,6 +547,7 @@ def report(soak: Soak, accounts: dict[str, Any], args: argparse.Namespace, plots
         f"python bench/soak.py --minutes {args.minutes:g} --rate {args.rate:g} "
         f"--lifetime {args.lifetime:g} --fault-every {args.fault_every:g} "
         f"--fault-gap {args.fault_gap:g} --warmup {args.warmup:g} --seed {args.seed}"
+        + (f" --system {args.system}" if args.system != "vkpy" else "")
     )
     plots.mkdir(parents=True, exist_ok=True)
     (plots / "soak-samples.csv").write_text(
@@ -575,9 +617,17 @@ def main() -> int:
     parser.add_argument("--failure-rate", type=float, default=0.3)
     parser.add_argument("--timeout", type=float, default=300, help="s to drain at the end")
     parser.add_argument("--seed", type=int, default=30)
+    parser.add_argument(
+        "--system",
+        default="vkpy",
+        choices=["vkpy", "kwok"],
+        help="the agent driving the node (kwok: no backend to fail, no vkpy metrics)",
+    )
     parser.add_argument("--plots", type=Path, default=ROOT / "docs" / "plots")
     published.add_options(parser)
     args = parser.parse_args()
+    if args.system == "kwok" and "backend" in args.faults:
+        parser.error("kwok has no backend to fail: --faults apiserver vkpy (vkpy: the agent)")
     with tempfile.TemporaryDirectory(prefix="vkpy-soak-") as tmp:
         workdir = Path(tmp)
         cluster = DevCluster(workdir / "cluster")
