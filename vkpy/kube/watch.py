@@ -72,6 +72,11 @@ class WatchOptions:
     initial_quiet: float = 15.0
     """A streaming list with no event and no end for this long: the server ignores
     sendInitialEvents (an old one); list instead."""
+    changes_only: bool = False
+    """Only what changes from now on: the list asks for one item, for its
+    resourceVersion, and hands the handler none (a relist after 410 Gone too, so an
+    empty `replace` after the first says changes may have been missed). For a
+    collection whose whole state is large and not needed (a node set's Nodes)."""
 
 
 EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
@@ -104,7 +109,9 @@ class Watcher:
         self._resource_version = ""
         self._progress = False
         """Whether a list or a watch event came through since the last failure."""
-        self._streaming = options.stream_initial and watch_list_client()
+        self._streaming = (
+            options.stream_initial and not options.changes_only and watch_list_client()
+        )
         """Whether the first state (and each relist) comes from a streaming list."""
         self.synced = asyncio.Event()
 
@@ -159,8 +166,11 @@ class Watcher:
             await self._clock.sleep(delay)
 
     async def _list(self) -> None:
-        body = await self._client.get(self._options.path, self._selectors())
-        items: list[KubeObject] = body.get("items") or []
+        query: dict[str, str] = self._selectors()
+        if self._options.changes_only:
+            query["limit"] = "1"
+        body = await self._client.get(self._options.path, query)
+        items: list[KubeObject] = [] if self._options.changes_only else body.get("items") or []
         kind = str(body.get("kind", "List")).removesuffix("List")
         api_version = str(body.get("apiVersion", "v1"))
         for item in items:

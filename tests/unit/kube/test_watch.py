@@ -23,8 +23,10 @@ class FakeApi:
         self.lists = lists
         self.watches = watches
         self.watch_queries: list[dict[str, Any]] = []
+        self.list_queries: list[dict[str, Any]] = []
 
     async def get(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+        self.list_queries.append(dict(query or {}))
         return self.lists.pop(0)
 
     async def stream_lines(
@@ -93,6 +95,32 @@ async def test_relists_when_the_version_is_gone() -> None:
     await run_until(watcher, api, watches=2)
     assert recorder.seen == [("LIST", "a"), ("LIST", "c")]
     assert [q["resourceVersion"] for q in api.watch_queries] == ["10", "50"]
+
+
+async def test_changes_only_lists_one_item_for_its_version_and_hands_over_none() -> None:
+    """A node set's Nodes: the whole list is large and not wanted, only what changes
+    from now on; a relist (410) hands over an empty list again, which tells the
+    handler it may have missed changes."""
+    api = FakeApi(
+        [
+            {"metadata": {"resourceVersion": "10"}, "items": [pod("a", "9")]},
+            {"metadata": {"resourceVersion": "50"}, "items": [pod("c", "49")]},
+        ],
+        [
+            [
+                {"type": "MODIFIED", "object": pod("a", "12")},
+                {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}},
+            ],
+        ],
+    )
+    recorder = Recorder()
+    options = WatchOptions(path="/api/v1/nodes", changes_only=True, stream_initial=True)
+    watcher = Watcher(api, options, recorder, clock=NoWaitClock())  # type: ignore[arg-type]
+    await run_until(watcher, api, watches=2)
+    assert recorder.seen == [("LIST", ""), ("MODIFIED", "a"), ("LIST", "")]
+    assert [q.get("limit") for q in api.list_queries] == ["1", "1"]
+    assert [q["resourceVersion"] for q in api.watch_queries] == ["10", "50"]
+    assert "sendInitialEvents" not in api.watch_queries[0]
 
 
 async def test_reconnects_after_errors_from_the_same_version() -> None:
