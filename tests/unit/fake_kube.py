@@ -3,8 +3,9 @@
 It keeps objects by path with resourceVersions, answers list and watch of pods by
 node (`spec.nodeName=x` or `!=x`), list and watch of every Service, status patches
 (strategic merge of conditions by type, UID precondition), deletes with
-preconditions, Events, Leases, Nodes and TokenRequests, records every request, and
-fails the requests a test scripts with `fail`.
+preconditions, Events, Leases, Nodes (listed and watched by label or name) and
+TokenRequests, records every request, and fails the requests a test scripts with
+`fail`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ LEASES = re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases$
 """A Lease collection: listed and watched by label (`key=value`)."""
 SERVICE_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/services/([^/]+)$")
 SERVICES = "/api/v1/services"
+NODES = "/api/v1/nodes"
+NODE_PATH = re.compile(r"^/api/v1/nodes/([^/]+)$")
 
 
 def ts(epoch: float) -> str:
@@ -58,13 +61,29 @@ class _Watch:
     """The Lease watch's label selector (`key=value`, or "" for all)."""
     services: bool = False
     """Watching every Service, not pods."""
+    nodes: dict[str, Any] | None = None
+    """Watching Nodes: the watch's query (label or metadata.name field selector)."""
 
     def wants(self, path: str, obj: Obj) -> bool:
         if self.services:
             return bool(SERVICE_PATH.match(path))
+        if self.nodes is not None:
+            return bool(NODE_PATH.match(path)) and _node_selected(obj, self.nodes)
         if not self.leases:
             return bool(POD_PATH.match(path))
         return path.startswith(self.leases + "/") and _labelled(obj, self.labels)
+
+
+def _node_selected(obj: Obj, query: Any) -> bool:
+    """Whether a Node matches a list's or watch's selectors (label `key=value`, field
+    `metadata.name=x`: what vkpy asks for)."""
+    field = str((query or {}).get("fieldSelector", ""))
+    if field:
+        key, _, name = field.partition("=")
+        assert key == "metadata.name", f"the fake selects nodes by name only: {field}"
+        if (obj.get("metadata") or {}).get("name") != name:
+            return False
+    return _labelled(obj, str((query or {}).get("labelSelector", "")))
 
 
 def _labelled(obj: Obj, selector: str) -> bool:
@@ -204,7 +223,7 @@ class FakeKube:
         return copy.deepcopy(obj)
 
     def _send(self, path: str, event: str, obj: Obj) -> None:
-        watched = POD_PATH.match(path) or SERVICE_PATH.match(path)
+        watched = POD_PATH.match(path) or SERVICE_PATH.match(path) or NODE_PATH.match(path)
         if not watched and not LEASES.match(path.rsplit("/", 1)[0]):
             return
         line = json.dumps({"type": event, "object": obj}).encode() + b"\n"
@@ -278,6 +297,19 @@ class FakeKube:
                 "apiVersion": "v1",
                 "metadata": {"resourceVersion": str(self._version)},
                 "items": items,
+            }
+        if path == NODES:
+            nodes = [
+                copy.deepcopy(o)
+                for p, o in self.objects.items()
+                if NODE_PATH.match(p) and _node_selected(o, query)
+            ]
+            limit = int(str((query or {}).get("limit") or 0))
+            return {
+                "kind": "NodeList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self._version)},
+                "items": nodes[:limit] if limit else nodes,
             }
         if LEASES.match(path):
             labels = str((query or {}).get("labelSelector", ""))
@@ -375,6 +407,8 @@ class FakeKube:
         if LEASES.match(path):
             watch.leases, watch.labels = path, str((query or {}).get("labelSelector", ""))
         watch.services = path == SERVICES
+        if path == NODES:
+            watch.nodes = dict(query or {})
         since = int(str((query or {}).get("resourceVersion") or 0))
         if (query or {}).get("sendInitialEvents"):  # a streaming list, as the server sends it
             if not self.streaming_lists:
