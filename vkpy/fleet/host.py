@@ -40,13 +40,14 @@ from vkpy.core.clock import SYSTEM_CLOCK, Clock
 from vkpy.core.objects import KubeObject, node_name_of
 from vkpy.core.shared_timer import SharedTimer
 from vkpy.fleet.leader import LeaderElector
-from vkpy.fleet.node_set import Member
+from vkpy.fleet.node_set import SET_LABEL, Member
 from vkpy.fleet.settings import Settings
 from vkpy.kube.client import KubeClient
 from vkpy.kube.events import EventRecorder
 from vkpy.node.background import TaskSupervisor
 from vkpy.node.heartbeat.lease import LeaseKeeper
 from vkpy.node.heartbeat.node_controller import NodeController
+from vkpy.node.heartbeat.node_watch import NodeWatch
 from vkpy.node.pods.backend_events import forward_backend_events
 from vkpy.node.pods.pod_controller import PodController
 from vkpy.node.pods.shared_pod_watch import SharedPodWatch
@@ -232,6 +233,7 @@ class NodeHost:
                 start("kubelet-api", self.api.run())
                 if self.watch is not None:
                     start("pod-watch", self.watch.run())
+                start("node-watch", self._node_watch().run())
                 # A Node's status names this listener's address and port (a replica
                 # taking a node over moves it here): register only once it listens.
                 await self.api.listening.wait()
@@ -239,6 +241,24 @@ class NodeHost:
         finally:
             await self.objects.close()
             await self.events.flush(2.0)
+
+    def _node_watch(self) -> NodeWatch:
+        """One watch of the served Nodes (their changes by others: vkpy.node.heartbeat.
+        node_watch), through the main pool (it is a stream; the heartbeat pool sends
+        requests only)."""
+
+        def served(name: str) -> NodeController | None:
+            node = self.served.get(name)
+            return None if node is None else node.node
+
+        first = self.members[0].node
+        if SET_LABEL in first.labels:  # a set: every node carries the set's name
+            selector = f"{SET_LABEL}={first.labels[SET_LABEL]}"
+            return NodeWatch(
+                self.client, served, self.controllers, label_selector=selector, clock=self.clock
+            )
+        name = first.name
+        return NodeWatch(self.client, served, self.controllers, name=name, clock=self.clock)
 
     async def serve(self, node: HostedNode) -> None:
         """Run one node until cancelled: its backend, its registration (a few nodes at a

@@ -261,3 +261,40 @@ async def test_an_idle_node_of_a_set_keeps_four_tasks(tmp_path: Path) -> None:
         per_node = (len(asyncio.all_tasks()) - before) / nodes
         names = sorted({t.get_name() for t in asyncio.all_tasks()})
         assert per_node <= 4.5, (per_node, names)  # 4 each, and the host's few shared ones
+
+
+async def test_a_node_someone_marked_unknown_is_ready_again_at_its_next_check(
+    tmp_path: Path,
+) -> None:
+    """Issue 30, 5,000 nodes: the node lifecycle controller marked nodes Unknown while
+    the API server was slow; they stayed NotReady until their 5-minute heartbeat. The
+    host's one watch of its Nodes hands the change to the node, which writes its
+    status at its next check (10 s); the other nodes write nothing."""
+    clock = FakeClock()
+    kube = FakeKube(clock)
+    port = free_ports(3)
+    # heartbeats a day apart: they fall at random points of it, and none in the test
+    interval = "--node-status-interval=86400"
+    s = settings(tmp_path, *flags(tmp_path, port, "--node-name=set", "--nodes=3", interval))
+    host = NodeHost(s, kube, Static(), clock)  # type: ignore[arg-type]
+    async with running(host):
+        await eventually("three Nodes", lambda: len(kube.requests_to("POST", NODES)) == 3)
+        await eventually("the node watch", lambda: kube.requests_to("WATCH", NODES))
+        await clock.advance(20)  # every node past its first check
+        unknown = [
+            {"type": t, "status": "Unknown", "reason": "NodeStatusUnknown"}
+            for t in ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+        ]
+        await kube.patch("/api/v1/nodes/set-1/status", {"status": {"conditions": unknown}})
+        status_writes = len(kube.requests_to("PATCH", "/status$"))
+        await clock.advance(20)
+        await eventually("set-1 Ready", lambda: ready_of(kube, "set-1") == "True")
+        assert [r.path for r in kube.requests_to("PATCH", "/status$")][status_writes:] == [
+            "/api/v1/nodes/set-1/status"
+        ]
+        assert [ready_of(kube, n) for n in ("set-0", "set-2")] == ["True", "True"]
+
+
+def ready_of(kube: FakeKube, node: str) -> str:
+    conditions = kube.objects[f"/api/v1/nodes/{node}"]["status"]["conditions"]
+    return str(next(c["status"] for c in conditions if c["type"] == "Ready"))

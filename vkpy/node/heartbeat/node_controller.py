@@ -38,6 +38,12 @@ def _digest(compared: KubeObject) -> bytes:
     return hashlib.blake2b(jsoncodec.dumps(compared), digest_size=16).digest()
 
 
+def _statuses(conditions: list[KubeObject]) -> dict[str, str]:
+    """Each condition's status by type: what tells someone else's change apart from
+    a heartbeat (whose times change every write)."""
+    return {str(c.get("type")): str(c.get("status")) for c in conditions}
+
+
 class NodeController:
     """Registers the node; `registered` is set (and `uid` known) once it exists."""
 
@@ -67,6 +73,9 @@ class NodeController:
         self._conditions = _NO_CONDITIONS
         """The conditions as the API server last answered (their transition times),
         deflated (packed_json) for the same reason."""
+        self._resend = False
+        """Someone else changed the Node's conditions (`observed`): write the status at
+        the next check."""
         self.registered = Flag()
         self.uid = ""
         self.adopted = False
@@ -182,6 +191,7 @@ class NodeController:
         info, resources = self._provider.node_info(), self._provider.node_resources()
         sources = (health, info, resources)
         due = self._clock.monotonic() - self._last_sent_at >= self._settings.status_interval
+        due = due or self._resend
         if not (force or due) and sources == self._sent_sources:
             return
         desired = node_status(
@@ -216,6 +226,28 @@ class NodeController:
         self._last_sent = key
         self._sent_sources = sources
         self._last_sent_at = self._clock.monotonic()
+        self._resend = False
+
+    def resend(self) -> None:
+        """Write the status at the next check, changed or not (what the server holds
+        may have been changed by someone else, unseen)."""
+        if self._last_sent is not None:
+            self._resend = True
+
+    def observed(self, node: KubeObject) -> None:
+        """The Node as the API server holds it now (a watch event, vkpy.node.heartbeat.
+        node_watch). When its conditions' statuses are not the ones last written here,
+        someone else changed them: the node lifecycle controller marks a node Unknown
+        when its Lease came late, and only the node itself sets Ready again. The kubelet
+        compares its Node on the server with its own status every 10 s and writes on a
+        difference; without this a node set's node stayed NotReady (and tainted
+        unreachable) until its next 5-minute heartbeat. The next check writes it."""
+        if self._last_sent is None:
+            return  # nothing written yet: the next check writes it anyway
+        seen = conditions_of(node)
+        if _statuses(seen) != _statuses(packed_json.unpack(self._conditions)):
+            self._conditions = packed_json.pack(seen)  # their transition times
+            self._resend = True
 
     def _tell_pod_cidrs(self, node: KubeObject) -> None:
         """Hand the Node's pod CIDRs to a backend that addresses pods from them."""

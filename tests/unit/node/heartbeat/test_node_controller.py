@@ -113,6 +113,56 @@ async def test_a_registered_node_s_times_are_its_clock_s(node: Node) -> None:
     assert {rfc3339.parse(c["lastTransitionTime"]) for c in conditions} == {now}
 
 
+def mark_unknown(node: Node) -> dict[str, Any]:
+    """What the node lifecycle controller does to a node whose Lease came late."""
+    obj = node.kube.objects[NODE_PATH]
+    for condition in obj["status"]["conditions"]:
+        condition["status"] = "Unknown"
+        condition["reason"] = "NodeStatusUnknown"
+    return obj
+
+
+async def test_a_node_marked_unknown_by_the_controller_is_ready_again_at_the_next_check(
+    node: Node,
+) -> None:
+    """Issue 30, 5,000 nodes: the node lifecycle controller marked nodes Unknown while
+    the API server was slow, and they stayed NotReady until their next heartbeat (5
+    minutes in a set). Told what the server holds (the node watch), the node writes
+    its status at its next check, as the kubelet does, with a new transition time."""
+    node.start()
+    await settle()
+    await node.clock.advance(10)
+    assert node.status_patches() == 0
+    node.controller.observed(mark_unknown(node))
+    await node.clock.advance(10)
+    assert node.ready() == "True"
+    assert node.status_patches() == 1
+    ready = node.kube.objects[NODE_PATH]["status"]["conditions"][0]
+    changed = datetime.fromtimestamp(node.clock.time(), UTC)
+    assert rfc3339.parse(ready["lastTransitionTime"]) == changed
+    await node.clock.advance(30)  # the server holds its status again: nothing more
+    assert node.status_patches() == 1
+
+
+async def test_its_own_status_seen_again_costs_no_write(node: Node) -> None:
+    node.start()
+    await settle()
+    node.controller.observed(node.kube.objects[NODE_PATH])
+    await node.clock.advance(50)
+    assert node.status_patches() == 0
+
+
+async def test_a_node_told_it_may_have_missed_a_change_writes_once(node: Node) -> None:
+    """The watch had to relist: what the server holds may have changed unseen."""
+    node.start()
+    await settle()
+    node.controller.resend()
+    await node.clock.advance(10)
+    assert node.status_patches() == 1
+    await node.clock.advance(40)
+    assert node.status_patches() == 1
+
+
 async def test_adopts_an_existing_node_keeping_what_others_added(node: Node) -> None:
     node.kube.objects[NODE_PATH] = {
         "metadata": {
