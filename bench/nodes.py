@@ -49,6 +49,7 @@ from pods import (
     cpu_seconds,
     create_bound_pods,
     free_port,
+    parse_time,
     peak_rss_mib,
     without_codes,
 )
@@ -91,6 +92,12 @@ class Looks:
         """Renewals seen more than `LATE` s after the one before, while counting."""
         self.late_nodes: set[str] = set()
         self.longest_gap = 0.0
+        self.stamped_late = 0
+        """Renewals whose renewTime is more than `LATE` s after the one before: the
+        agent's own schedule late (the rest of a late renewal's time is the way to the
+        watch: the agent's wait to send, the API server, the watch, this process)."""
+        self.on_the_way: list[float] = []
+        """Per renewal seen while counting: s from its renewTime to its arrival here."""
         self._watchers = [
             Watcher(
                 client,
@@ -134,7 +141,19 @@ class Looks:
             if gap > LATE:
                 self.late_renewals += 1
                 self.late_nodes.add(name)
+            stamped = parse_time(renew)
+            if (stamped - parse_time(before[0])).total_seconds() > LATE:
+                self.stamped_late += 1
+            self.on_the_way.append(time.time() - stamped.timestamp())
         self.renewed[name] = (renew, now)
+
+    def way_percentiles(self) -> str:
+        """p50 / p99 / max of `on_the_way`, in s."""
+        ways = sorted(self.on_the_way)
+        if not ways:
+            return "—"
+        pick = [ways[len(ways) // 2], ways[min(len(ways) - 1, len(ways) * 99 // 100)], ways[-1]]
+        return " / ".join(f"{w:.2f}" for w in pick)
 
     def _node(self, event_type: str, obj: dict[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")
@@ -373,6 +392,8 @@ async def bench(
         "renewals_seen_late": looks.late_renewals,
         "nodes_with_a_late_renewal": len(looks.late_nodes),
         "longest_gap_between_renewals_seconds": round(looks.longest_gap, 1),
+        "renewals_stamped_late_by_the_agent": looks.stamped_late,
+        "seconds_from_renew_time_to_seen_p50_p99_max": looks.way_percentiles(),
         "api_requests_per_second": round(sum(delta.values()) / elapsed, 1),
         "by_verb_and_resource_per_second": rates,
         "lease_puts_per_second_by_code": {
