@@ -327,7 +327,9 @@ class FakeKube:
             raise self._missing(path)
         return copy.deepcopy(self.objects[path])
 
-    async def create(self, path: str, body: Obj, decode: bool = True) -> Obj:
+    async def create(
+        self, path: str, body: Obj, decode: bool = True, background: bool = False
+    ) -> Obj:
         self._check("POST", path, body)
         if path.endswith("/token"):
             seconds = int(body["spec"].get("expirationSeconds") or 3600)
@@ -368,7 +370,14 @@ class FakeKube:
     ) -> Obj:
         return await self.patch(path, make_body(), content_type, decode)
 
-    async def patch(self, path: str, body: Any, content_type: str = "", decode: bool = True) -> Obj:
+    async def patch(
+        self,
+        path: str,
+        body: Any,
+        content_type: str = "",
+        decode: bool = True,
+        background: bool = False,
+    ) -> Obj:
         self._check("PATCH", path, body)
         match = POD_PATH.match(path)
         current = self.objects.get(path.removesuffix("/status"))

@@ -226,8 +226,11 @@ class KubeClient:
         timeout: float | None = None,
         decode: bool = True,
         make_body: Callable[[], object] | None = None,
+        background: bool = False,
     ) -> KubeObject:
         """Send one request and return the decoded JSON body; raise ApiError on failure.
+        `background`: it takes a turn only when no other request waits for one (an
+        Event: see ElasticGate).
         `make_body`: the body is made when the request's turn comes (it says what is
         true when it is sent: a Lease's renew time), not when it is asked for.
         `decode=False`: the caller does not use the answer (an Event written, a pod
@@ -236,11 +239,11 @@ class KubeClient:
         limit = timeout or self._options.request_timeout
         started = time.monotonic()
         try:
-            if self._gate.locked():
+            if self._gate.locked(background):
                 async with asyncio.timeout(limit):
-                    await self._gate.acquire()
+                    await self._gate.acquire(background)
             else:  # a free turn is taken at once: no timer to arm and cancel
-                await self._gate.acquire()
+                await self._gate.acquire(background)
         except TimeoutError as error:
             metrics.labelled(metrics.API_REQUESTS, method, "error").inc()
             raise ApiError(
@@ -314,8 +317,10 @@ class KubeClient:
     async def get(self, path: str, query: Query | None = None) -> KubeObject:
         return await self.request("GET", path, query=query)
 
-    async def create(self, path: str, body: KubeObject, decode: bool = True) -> KubeObject:
-        return await self.request("POST", path, body=body, decode=decode)
+    async def create(
+        self, path: str, body: KubeObject, decode: bool = True, background: bool = False
+    ) -> KubeObject:
+        return await self.request("POST", path, body=body, decode=decode, background=background)
 
     async def create_at_send(
         self, path: str, make_body: Callable[[], KubeObject], decode: bool = True
@@ -332,9 +337,15 @@ class KubeClient:
         body: object,
         content_type: str = STRATEGIC_MERGE_PATCH,
         decode: bool = True,
+        background: bool = False,
     ) -> KubeObject:
         return await self.request(
-            "PATCH", path, body=body, content_type=content_type, decode=decode
+            "PATCH",
+            path,
+            body=body,
+            content_type=content_type,
+            decode=decode,
+            background=background,
         )
 
     async def patch_at_send(

@@ -17,6 +17,11 @@ burst that drains within `patience` sees `floor`, a backlog that lasts gets more
 nobody has waited for `patience` seconds the limit steps back down by one each
 `patience`. Turns are handed out in arrival order; a waiter cancelled (its timeout)
 gives up its place.
+
+Background requests (Events: for people, not for controllers) take a turn only when
+no other request waits for one. A node sends its Events one at a time, and in a burst
+of 1000 pods that one Event in flight held one of the 4 turns the whole burst long, so
+the pods' status patches had three (issue 30).
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class ElasticGate:
         self._clock = clock
         self._in_flight = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._background: deque[asyncio.Future[None]] = deque()
+        """Background requests waiting: they go when `_waiters` is empty."""
         self._queued = False
         """Whether requests are waiting for a turn."""
         self._since = clock()
@@ -63,19 +70,23 @@ class ElasticGate:
 
     @property
     def waiting(self) -> int:
-        return len(self._waiters)
+        return len(self._waiters) + len(self._background)
 
-    def locked(self) -> bool:
+    def locked(self, background: bool = False) -> bool:
         """Whether an `acquire` now would wait."""
-        return self._in_flight >= self.limit or bool(self._waiters)
+        if self._in_flight >= self.limit or self._waiters:
+            return True
+        return background and bool(self._background)
 
-    async def acquire(self) -> None:
+    async def acquire(self, background: bool = False) -> None:
+        """A turn; `background`: only once no other request waits for one."""
         self._adjust()
-        if not self.locked():
+        if not self.locked(background):
             self._in_flight += 1
             return
+        line = self._background if background else self._waiters
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        line.append(waiter)
         self._mark()
         try:
             await waiter
@@ -84,7 +95,7 @@ class ElasticGate:
                 self.release()  # the turn came with the cancellation: hand it on
             else:
                 with contextlib.suppress(ValueError):  # already passed over by `_admit`
-                    self._waiters.remove(waiter)
+                    line.remove(waiter)
                 self._mark()
             raise
 
@@ -94,8 +105,8 @@ class ElasticGate:
         self._admit()
 
     def _admit(self) -> None:
-        while self._waiters and self._in_flight < self.limit:
-            waiter = self._waiters.popleft()
+        while self._in_flight < self.limit and (line := self._waiters or self._background):
+            waiter = line.popleft()
             if not waiter.done():  # else cancelled, not yet gone from the queue
                 self._in_flight += 1
                 waiter.set_result(None)
@@ -103,7 +114,7 @@ class ElasticGate:
 
     def _mark(self) -> None:
         """Note when requests started or stopped waiting."""
-        queued = bool(self._waiters)
+        queued = bool(self._waiters or self._background)
         if queued != self._queued:
             self._queued, self._since = queued, self._clock()
 

@@ -158,6 +158,7 @@ class EventRecorder:
                     {"count": count + 1, "lastTimestamp": now},
                     content_type=MERGE_PATCH,
                     decode=False,
+                    background=True,
                 )
                 self._remember(key, (name, first, count + 1))
                 metrics.labelled(metrics.EVENTS, "aggregated").inc()
@@ -181,7 +182,10 @@ class EventRecorder:
             "lastTimestamp": now,
             "count": 1,
         }
-        await self._client.create(f"/api/v1/namespaces/{namespace}/events", body, decode=False)
+        # in the background: a pod's status goes first when both wait (ElasticGate)
+        await self._client.create(
+            f"/api/v1/namespaces/{namespace}/events", body, decode=False, background=True
+        )
         self._remember(key, (name, now, 1))
         metrics.labelled(metrics.EVENTS, "sent").inc()
 

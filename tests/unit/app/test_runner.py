@@ -84,11 +84,13 @@ def test_the_settings_choose_the_membership(tmp_path: Path) -> None:
 class CsrKube(FakeKube):
     """The fake API server, naming CSRs made with generateName as the server would."""
 
-    async def create(self, path: str, body: dict[str, Any], decode: bool = True) -> dict[str, Any]:
+    async def create(
+        self, path: str, body: dict[str, Any], decode: bool = True, background: bool = False
+    ) -> dict[str, Any]:
         meta = body.get("metadata") or {}
         if "name" not in meta and "generateName" in meta:
             body = {**body, "metadata": {**meta, "name": f"{meta['generateName']}1"}}
-        return await super().create(path, body, decode)
+        return await super().create(path, body, decode, background)
 
 
 async def readiness_with_a_csr_waiting(tmp_path: Path, *extra: str) -> str | None:

@@ -129,3 +129,48 @@ async def test_a_waiter_cancelled_gives_up_its_place_and_no_turn_is_lost() -> No
 def test_a_gate_needs_a_floor_of_one_at_least() -> None:
     with pytest.raises(ValueError, match="floor 0"):
         ElasticGate(0)
+
+
+async def test_a_background_request_waits_until_no_other_does() -> None:
+    """Issue 30: a node sends its Events one at a time, and in a burst of 1000 pods
+    that one Event in flight held one of the 4 turns the whole burst, leaving the
+    status patches 3. An Event now takes a turn only when no other request waits."""
+    gate = ElasticGate(2, 2, patience=10, clock=Clock())
+    order: list[str] = []
+
+    async def one(name: str, background: bool) -> None:
+        await gate.acquire(background)
+        order.append(name)
+
+    await gate.acquire()
+    await gate.acquire()  # both turns taken
+    event = asyncio.create_task(one("event", True))
+    await asyncio.sleep(0)
+    statuses = [asyncio.create_task(one(f"status {i}", False)) for i in range(3)]
+    await asyncio.sleep(0)
+    assert gate.locked(True) and gate.waiting == 4
+    for _ in range(4):
+        gate.release()
+        await asyncio.sleep(0)
+    assert order == ["status 0", "status 1", "status 2", "event"]
+    await asyncio.gather(event, *statuses)
+    assert gate.in_flight == 2 and gate.waiting == 0
+
+
+async def test_a_background_request_goes_at_once_when_a_turn_is_free() -> None:
+    gate = ElasticGate(2, 2, patience=10, clock=Clock())
+    await gate.acquire()
+    assert not gate.locked(True)
+    await asyncio.wait_for(gate.acquire(True), 1)
+    assert gate.in_flight == 2
+
+
+async def test_a_cancelled_background_waiter_loses_no_turn() -> None:
+    gate = ElasticGate(1, 1, patience=10, clock=Clock())
+    await gate.acquire()
+    event = asyncio.create_task(gate.acquire(True))
+    await asyncio.sleep(0)
+    event.cancel()
+    await asyncio.gather(event, return_exceptions=True)
+    gate.release()
+    assert gate.in_flight == 0 and gate.waiting == 0 and not gate.locked(True)

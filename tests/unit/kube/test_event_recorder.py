@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
+from aiohttp import web
 
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.fake_kube import FakeKube
+from tests.unit.local_api import client_of
 from vkpy.kube.client import ApiError
 from vkpy.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject, TokenBucket
 
@@ -103,3 +105,46 @@ def test_token_bucket_refills_with_time() -> None:
     assert [bucket.take() for _ in range(3)] == [True, True, False]
     now[0] += 0.5
     assert [bucket.take() for _ in range(2)] == [True, False]
+
+
+async def test_an_event_waits_for_the_pods_status_writes_queued_with_it() -> None:
+    """Issue 30, a burst of 1000 pods on a fresh cluster: the recorder's one Event in
+    flight held one of the node's 4 turns for the whole burst. With the real client
+    (one request in flight) against a local stand-in API server: an Event emitted
+    before three status patches reaches the server after them."""
+    release = asyncio.Event()
+    arrived: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path.endswith("/busy"):
+            await release.wait()
+            return web.json_response({})
+        arrived.append(f"{request.method} {request.path.rsplit('/', 2)[-2]}")
+        return web.json_response({}, status=201 if request.method == "POST" else 200)
+
+    async with client_of(handle, max_connections=1) as client:
+        recorder = EventRecorder(client, host="vk-1")
+        sending = asyncio.create_task(recorder.run())
+        busy = asyncio.create_task(client.get("/api/v1/busy"))
+        await asyncio.sleep(0.05)  # the one turn is taken
+        recorder.emit(POD, NORMAL, "Started", "Started container app")
+        await asyncio.sleep(0.05)  # the Event waits for a turn
+        statuses = [
+            asyncio.create_task(
+                client.patch(f"/api/v1/namespaces/ns/pods/p{i}/status", {"status": {}})
+            )
+            for i in range(3)
+        ]
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(busy, *statuses)
+        await eventually(lambda: len(arrived) == 4)
+        sending.cancel()
+        await asyncio.gather(sending, return_exceptions=True)
+    assert arrived == ["PATCH p0", "PATCH p1", "PATCH p2", "POST ns"]
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.01)
