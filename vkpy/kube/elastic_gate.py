@@ -20,8 +20,8 @@ gives up its place.
 
 Background requests (Events: for people, not for controllers) take a turn only when
 no other request waits for one. A node sends its Events one at a time, and in a burst
-of 1000 pods that one Event in flight held one of the 4 turns the whole burst long, so
-the pods' status patches had three (issue 30).
+of 1000 pods that one Event in flight held one of the 4 turns through most of the
+burst, so the pods' status patches had three (issue 30).
 """
 
 from __future__ import annotations
