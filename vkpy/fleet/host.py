@@ -252,13 +252,15 @@ class NodeHost:
             return None if node is None else node.node
 
         first = self.members[0].node
-        if SET_LABEL in first.labels:  # a set: every node carries the set's name
-            selector = f"{SET_LABEL}={first.labels[SET_LABEL]}"
-            return NodeWatch(
-                self.client, served, self.controllers, label_selector=selector, clock=self.clock
-            )
-        name = first.name
-        return NodeWatch(self.client, served, self.controllers, name=name, clock=self.clock)
+        in_set = SET_LABEL in first.labels  # a set: every node carries the set's name
+        return NodeWatch(
+            self.client,
+            served,
+            self.controllers,
+            name="" if in_set else first.name,
+            label_selector=f"{SET_LABEL}={first.labels[SET_LABEL]}" if in_set else "",
+            clock=self.clock,
+        )
 
     async def serve(self, node: HostedNode) -> None:
         """Run one node until cancelled: its backend, its registration (a few nodes at a
