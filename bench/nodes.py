@@ -49,6 +49,7 @@ from pods import (
     cpu_seconds,
     create_bound_pods,
     free_port,
+    node_is_ready,
     parse_time,
     peak_rss_mib,
     without_codes,
@@ -157,11 +158,7 @@ class Looks:
 
     def _node(self, event_type: str, obj: dict[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name", "")
-        ready = event_type != "DELETED" and any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in obj.get("status", {}).get("conditions", [])
-        )
-        if ready:
+        if event_type != "DELETED" and node_is_ready(obj):
             self.ready.add(name)
         else:
             self.ready.discard(name)

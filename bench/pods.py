@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import published
 
@@ -122,17 +123,18 @@ def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def node_is_ready(node: dict[str, Any]) -> bool:
+    """Whether a Node's Ready condition is True."""
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in node.get("status", {}).get("conditions", [])
+    )
+
+
 async def ready_count(client: KubeClient, selector: str) -> int:
     """How many of the nodes `selector` picks are Ready."""
     nodes = await client.get("/api/v1/nodes", {"labelSelector": selector})
-    return sum(
-        1
-        for n in nodes.get("items", [])
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in n.get("status", {}).get("conditions", [])
-        )
-    )
+    return sum(1 for n in nodes.get("items", []) if node_is_ready(n))
 
 
 async def until(
