@@ -17,7 +17,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from vkpy.core import metrics
 from vkpy.core.objects import KubeObject
@@ -57,6 +56,8 @@ class _Pending:
     reason: str
     message: str
     host: str
+    at: float
+    """When it happened (epoch s): it may be sent much later (ElasticGate)."""
 
 
 class TokenBucket:
@@ -81,10 +82,6 @@ class TokenBucket:
         return False
 
 
-def _now() -> str:
-    return format_time(datetime.now(UTC))
-
-
 class EventRecorder:
     """Queue events with `emit`; `run` sends them."""
 
@@ -96,10 +93,12 @@ class EventRecorder:
         qps: float = 50.0,
         burst: int = 100,
         queue_size: int = 10_000,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._client = client
         self._host = host
         self._component = component
+        self._clock = clock
         self._bucket = TokenBucket(qps, burst)
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue(queue_size)
         self._recent: OrderedDict[tuple[str, ...], tuple[str, str, int]] = OrderedDict()
@@ -108,7 +107,7 @@ class EventRecorder:
         """Queue an event; never blocks, drops (and counts) when the queue is full."""
         try:
             self._queue.put_nowait(
-                _Pending(involved, event_type, reason, message[:1024], self._host)
+                _Pending(involved, event_type, reason, message[:1024], self._host, self._clock())
             )
         except asyncio.QueueFull:
             metrics.labelled(metrics.EVENTS, "dropped").inc()
@@ -148,7 +147,7 @@ class EventRecorder:
         inv = pending.involved
         key = (inv.uid or inv.name, inv.field_path, pending.type, pending.reason, pending.message)
         namespace = inv.namespace or "default"
-        now = _now()
+        now = format_time(pending.at)
         seen = self._recent.get(key)
         if seen is not None:
             name, first, count = seen

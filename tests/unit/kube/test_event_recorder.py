@@ -99,6 +99,25 @@ async def test_a_full_queue_drops_instead_of_blocking(recorders: list[Recorder])
     assert sorted(e["message"] for e in kube.events()) == ["image 0", "image 1"]
 
 
+async def test_an_event_carries_the_time_it_happened_not_the_time_it_was_sent() -> None:
+    """Events wait for the node's pod work (ElasticGate), seconds in a burst: `kubectl
+    describe` must still show when a container started, as the kubelet's do."""
+    kube = FakeKube(FakeClock())
+    now = [1_800_000_000.0]
+    recorder = EventRecorder(kube, host="vk-1", clock=lambda: now[0])  # type: ignore[arg-type]
+    recorder.emit(POD, NORMAL, "Started", "Started container app")
+    now[0] += 60
+    recorder.emit(POD, NORMAL, "Started", "Started container app")
+    now[0] += 60  # both sent now
+    await recorder.flush()
+    (event,) = kube.events("Started")
+    assert (event["firstTimestamp"], event["lastTimestamp"], event["count"]) == (
+        "2027-01-15T08:00:00Z",
+        "2027-01-15T08:01:00Z",
+        2,
+    )
+
+
 def test_token_bucket_refills_with_time() -> None:
     now = [0.0]
     bucket = TokenBucket(rate=2, burst=2, clock=lambda: now[0])
