@@ -229,8 +229,8 @@ class KubeClient:
         background: bool = False,
     ) -> KubeObject:
         """Send one request and return the decoded JSON body; raise ApiError on failure.
-        `background`: it takes a turn only when no other request waits for one (an
-        Event: see ElasticGate).
+        `background`: it takes a turn only when no other request is in flight or waits
+        (an Event: see ElasticGate).
         `make_body`: the body is made when the request's turn comes (it says what is
         true when it is sent: a Lease's renew time), not when it is asked for.
         `decode=False`: the caller does not use the answer (an Event written, a pod

@@ -84,7 +84,8 @@ class ElasticGate:
         return background and (self._in_flight > 0 or bool(self._background))
 
     async def acquire(self, background: bool = False) -> None:
-        """A turn; `background`: only once no other request waits for one."""
+        """A turn; `background`: once no other request is in flight or waits (or after
+        `patience`, in a turn no other request waits for)."""
         self._adjust()
         if not self.locked(background):
             self._in_flight += 1
