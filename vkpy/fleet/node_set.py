@@ -61,20 +61,22 @@ def node_set_name(prefix: str) -> str:
     return dns_label(prefix, 63)
 
 
-API_CONNECTIONS_FLOOR = 4
+API_CONNECTIONS_FLOOR = 6
 """API requests in flight at once for one node (and a small set), first come, first
 served (`KubeClient`'s gate; HTTP/1.1 carries one request per connection at a time).
 It is what a node's pod work may take of the API server while others write to it: on a
 2-core API server, a burst of 1000 pods created by 32 clients (issue 30) took the
 clients' creates 1.43 times as long as with kwok when vkpy had 16 status patches in flight,
-and 1.05 times with 4, kwok's own pod parallelism; pods were Running at 1.08 and 1.03 times
-kwok's rate. A status patch takes the API server 10-50 ms, so 4 in flight carry
-80-400 a second, more than the 50 a second a kubelet's client is allowed. While a
+and 1.05 times with 4, kwok's own pod parallelism. Once Events waited for the node to be
+idle (`ElasticGate`) 4 left pods Running at 0.96 times kwok's rate, p99 1.08 times, with
+the clients' creates at 0.96 times; 6 gave 1.14, 0.78 and 1.00 times (four rounds, each
+pair vkpy's). A status patch takes the API server 10-50 ms, so 6 in flight carry
+120-600 a second, more than the 50 a second a kubelet's client is allowed. While a
 backlog lasts the gate lets more out (`api_connections_behind`, `ElasticGate`)."""
 
 
 def api_connections(nodes: int) -> int:
-    """Connections in the one API pool: 4 for one node, one per 4 nodes of a set
+    """Connections in the one API pool: 6 for one node, one per 4 nodes of a set
     (up to 256): 1000 nodes renew 100 Leases a second (through the heartbeat pool) and
     their pods' work comes in bursts across many nodes at once."""
     return max(API_CONNECTIONS_FLOOR, min(256, nodes // 4))
@@ -83,7 +85,7 @@ def api_connections(nodes: int) -> int:
 def api_connections_behind(nodes: int) -> int:
     """Requests in flight at once while the nodes' API work has been waiting for turns
     for a while (`ElasticGate`'s ceiling): 8 times `api_connections`, up to 256, so
-    that one node behind 100 pods a second is not held to 4 requests at once."""
+    that one node behind 100 pods a second is not held to 6 requests at once."""
     return min(256, 8 * api_connections(nodes))
 
 
