@@ -60,10 +60,11 @@ class ElasticGate:
         self._patience = patience
         self._clock = clock
         self._in_flight = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[tuple[float, asyncio.Future[None]]] = deque()
+        """Requests waiting for a turn, each with when it began to (monotonic)."""
         self._background: deque[tuple[float, asyncio.Future[None]]] = deque()
-        """Background requests waiting, with when each began to: they go when nothing
-        else is in flight or waits, or after `patience` when `_waiters` is empty."""
+        """Background requests waiting: they go when nothing else is in flight or
+        waits, or after `patience` when `_waiters` is empty."""
         self._queued = False
         """Whether requests (not background ones) are waiting for a turn."""
         self._since = clock()
@@ -90,12 +91,10 @@ class ElasticGate:
         if not self.locked(background):
             self._in_flight += 1
             return
+        line = self._background if background else self._waiters
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (self._clock(), waiter)
-        if background:
-            self._background.append(entry)
-        else:
-            self._waiters.append(waiter)
+        line.append(entry)
         self._mark()
         try:
             await waiter
@@ -104,10 +103,7 @@ class ElasticGate:
                 self.release()  # the turn came with the cancellation: hand it on
             else:
                 with contextlib.suppress(ValueError):  # already passed over by `_admit`
-                    if background:
-                        self._background.remove(entry)
-                    else:
-                        self._waiters.remove(waiter)
+                    line.remove(entry)
                 self._mark()
             raise
 
@@ -119,9 +115,9 @@ class ElasticGate:
     def _admit(self) -> None:
         while self._in_flight < self.limit:
             if self._waiters:
-                waiter = self._waiters.popleft()
+                _, waiter = self._waiters.popleft()
             elif self._background and self._background_may_go():
-                waiter = self._background.popleft()[1]
+                _, waiter = self._background.popleft()
             else:
                 break
             if not waiter.done():  # else cancelled, not yet gone from the queue
