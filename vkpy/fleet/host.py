@@ -136,7 +136,7 @@ class NodeHost:
         self.clock = clock
         self.client = membership.fence(client)
         first = self.members[0].node
-        self.events = EventRecorder(self.client, host=first.name)
+        self.events = EventRecorder(self.client, host=first.name, clock=clock.time)
         self.objects = ApiObjectSource(self.client, clock)
         self.watch: SharedPodWatch | None = None
         """One watch for many nodes (a shared set keeps every node's pods, for a node
